@@ -1,0 +1,11 @@
+/* The one place a C family is registered: add X(name) for a file that
+ * defines `const ml_family ml_family_name`.  Keep one per line. */
+#ifndef MEMLAB_FAMILIES_H
+#define MEMLAB_FAMILIES_H
+
+#define ML_FAMILIES(X) \
+    X(calibrate)       \
+    X(region)          \
+    /* end */
+
+#endif

@@ -1,0 +1,247 @@
+/* memlab's C core: the types every kernel file shares.  No Python.h here:
+ * module.c is the only file that knows about CPython. */
+#ifndef MEMLAB_H
+#define MEMLAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- errors --------------------------------------------------------- */
+
+typedef enum ml_error_code {
+    ML_OK = 0,
+    ML_ERR_VALUE,       /* bad parameter: ValueError */
+    ML_ERR_MEMORY,      /* allocation refused or too large: MemoryError */
+    ML_ERR_OS,          /* a syscall failed: OSError(errnum) */
+    ML_ERR_INTERRUPTED, /* a signal handler raised (Ctrl-C): exception already set */
+    ML_ERR_TIMEOUT,     /* the run exceeded its time limit: TimeoutError */
+} ml_error_code;
+
+#define ML_MESSAGE_MAX 512
+
+typedef struct ml_error {
+    ml_error_code code;
+    int errnum;
+    char message[ML_MESSAGE_MAX];
+} ml_error;
+
+/* Fill err and return -1, so that `return ml_fail(...)` reads naturally. */
+int ml_fail(ml_error *err, ml_error_code code, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- clock (clock.c) ------------------------------------------------ */
+
+uint64_t ml_now_ns(void); /* CLOCK_MONOTONIC */
+
+typedef struct ml_frequency {
+    double ghz;          /* median estimate of the core clock */
+    double ghz_min, ghz_max;
+    double imul_ghz;     /* cross-check from a 3-cycle imul chain */
+    int samples;
+    const char *method;
+} ml_frequency;
+
+/* Time long chains of dependent register-register adds (one cycle each on
+ * every x86-64 and AArch64 core) for about budget_ns. */
+int ml_calibrate_frequency(ml_frequency *out, uint64_t budget_ns, ml_error *err);
+
+/* n dependent one-cycle operations on x; the result must be used. */
+static inline uint64_t ml_dependent_work(uint64_t x, uint64_t n)
+{
+    uint64_t one = 1;
+    for (uint64_t i = 0; i < n; i++)
+        __asm__ volatile("add %1, %0" : "+r"(x) : "r"(one));
+    return x;
+}
+
+/* ---- counters (counters.c) ------------------------------------------ */
+
+typedef enum ml_counter_id {
+    ML_COUNTER_PAGE_FAULTS,
+    ML_COUNTER_MINOR_FAULTS,
+    ML_COUNTER_MAJOR_FAULTS,
+    ML_COUNTER_CONTEXT_SWITCHES,
+    ML_COUNTER_CPU_MIGRATIONS,
+    ML_COUNTER_TASK_CLOCK_NS,
+    ML_COUNTER_CYCLES,
+    ML_COUNTER_INSTRUCTIONS,
+    ML_COUNTER_CACHE_REFERENCES,
+    ML_COUNTER_CACHE_MISSES,
+    ML_COUNTER_LLC_LOAD_MISSES,
+    ML_COUNTER_DTLB_LOAD_MISSES,
+    ML_COUNTER_COUNT
+} ml_counter_id;
+
+extern const char *const ml_counter_names[ML_COUNTER_COUNT];
+
+typedef struct ml_counters {
+    int fd[ML_COUNTER_COUNT];         /* -1 where the event did not open */
+    int open_errno[ML_COUNTER_COUNT]; /* why it did not open */
+    int kernel_included;              /* 1: counts include kernel mode */
+} ml_counters;
+
+typedef struct ml_counter_values {
+    int present[ML_COUNTER_COUNT];
+    double value[ML_COUNTER_COUNT];        /* scaled by enabled/running */
+    double running_fraction[ML_COUNTER_COUNT];
+    int missing_errno[ML_COUNTER_COUNT];   /* 0 when present */
+    int kernel_included;
+} ml_counter_values;
+
+/* Open every event for pid (0 = calling thread; inherit = 1 also counts
+ * threads and processes it creates afterwards).  Never fails as a whole: an
+ * event the kernel refuses is kept closed with its errno. */
+void ml_counters_open(ml_counters *c, pid_t pid, int inherit);
+void ml_counters_start(ml_counters *c); /* reset + enable */
+void ml_counters_stop(ml_counters *c);  /* disable */
+void ml_counters_read(const ml_counters *c, ml_counter_values *out);
+void ml_counters_close(ml_counters *c);
+/* Mark every counter missing with errnum (used when counting is off). */
+void ml_counter_values_missing(ml_counter_values *out, int errnum);
+
+/* ---- memory regions (region.c) --------------------------------------- */
+
+typedef enum ml_page_kind {
+    ML_PAGES_4K = 0,
+    ML_PAGES_THP,
+    ML_PAGES_HUGETLB_2M,
+    ML_PAGES_HUGETLB_1G,
+} ml_page_kind;
+
+typedef enum ml_populate {
+    ML_POPULATE_NONE = 0,
+    ML_POPULATE_TOUCH,          /* write one byte per base page */
+    ML_POPULATE_MAP_POPULATE,   /* mmap(MAP_POPULATE) */
+    ML_POPULATE_MADVISE_WRITE,  /* madvise(MADV_POPULATE_WRITE) */
+} ml_populate;
+
+/* NULL-terminated names, indexed by the enums above (the Python spelling). */
+extern const char *const ml_page_kind_names[];
+extern const char *const ml_populate_names[];
+
+typedef struct ml_region {
+    void *base;               /* aligned start handed to the caller */
+    size_t bytes;             /* usable size requested */
+    void *map_base;           /* what mmap returned (for munmap) */
+    size_t map_bytes;
+    ml_page_kind kind;        /* what was asked */
+    ml_page_kind granted;     /* what was used (THP/hugetlb may fall back) */
+    size_t page_bytes;        /* page size of the granted kind */
+    uint64_t populate_ns;     /* time the populate step took */
+} ml_region;
+
+/* Map bytes of anonymous memory of the given kind, aligned to `alignment`
+ * (0: the page size of the kind), and populate it.  With allow_fallback a
+ * refused hugetlb request falls back to 4 KiB pages (granted says so);
+ * without it the refusal is an error.  Requests larger than the memory
+ * available (MemAvailable) fail with ML_ERR_MEMORY before anything is
+ * mapped. */
+int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignment,
+                  ml_populate populate, int allow_fallback, ml_error *err);
+void ml_region_unmap(ml_region *r);
+/* Populate (or re-populate) an existing region with the given mode. */
+int ml_region_populate(ml_region *r, ml_populate populate, ml_error *err);
+/* Bytes of the region backed by huge pages, read from /proc/self/smaps
+ * (AnonHugePages for THP, the whole mapping for hugetlb); -1 if unknown. */
+int64_t ml_region_huge_bytes(const ml_region *r);
+/* MemAvailable from /proc/meminfo, in bytes; 0 if unknown. */
+uint64_t ml_memory_available_bytes(void);
+/* Check a request against MemAvailable (minus a safety margin). */
+int ml_check_memory(size_t bytes, const char *what, ml_error *err);
+
+/* ---- measurements --------------------------------------------------- */
+
+#define ML_METRIC_NAME_MAX 48
+#define ML_MAX_METRICS 64
+
+typedef struct ml_metric {
+    char name[ML_METRIC_NAME_MAX];
+    double value;
+} ml_metric;
+
+/* One sample: what one call of a family's measure() produced. */
+typedef struct ml_measurement {
+    uint64_t elapsed_ns;   /* the timed region only */
+    double units;          /* units of work done in elapsed_ns (elements, loops ...) */
+    double bytes;          /* bytes moved/cleared in elapsed_ns; 0 if not meaningful */
+    ml_counter_values counters; /* around the timed region */
+    int n_metrics;
+    ml_metric metrics[ML_MAX_METRICS]; /* the family's own named outputs */
+} ml_measurement;
+
+/* Append a named metric; returns -1 (and drops it) when the table is full. */
+int ml_metric_add(ml_measurement *m, const char *name, double value);
+
+/* ---- the run context -------------------------------------------------- */
+
+typedef struct ml_context ml_context;
+struct ml_context {
+    uint64_t target_ns;  /* how long one sample should last; 0: the family's default */
+    int counters;        /* 1: attach counters to the sample */
+    /* Returns nonzero when the run must stop (Ctrl-C).  Call it between
+     * chunks of work, never inside a timed region, and only from the thread
+     * that called setup/measure. */
+    int (*check_interrupt)(ml_context *ctx);
+    void *binding; /* module.c's private data */
+};
+
+static inline int ml_interrupted(ml_context *ctx)
+{
+    return ctx && ctx->check_interrupt ? ctx->check_interrupt(ctx) : 0;
+}
+
+/* Convenience for kernels: stop with ML_ERR_INTERRUPTED when asked. */
+#define ML_CHECK_INTERRUPT(ctx, err)                                          \
+    do {                                                                     \
+        if (ml_interrupted(ctx))                                             \
+            return ml_fail((err), ML_ERR_INTERRUPTED, 0, "interrupted");     \
+    } while (0)
+
+/* ---- families --------------------------------------------------------- */
+
+typedef enum ml_param_kind {
+    ML_PARAM_INT,    /* int64_t field, inclusive [min, max] */
+    ML_PARAM_DOUBLE, /* double field, inclusive [min_double, max_double] */
+    ML_PARAM_BOOL,   /* int field, 0 or 1 */
+    ML_PARAM_CHOICE, /* int field: index into a NULL-terminated choices list */
+    ML_PARAM_BUFFER, /* ml_buffer field: a C-contiguous Python buffer */
+} ml_param_kind;
+
+typedef struct ml_buffer {
+    void *data;
+    size_t bytes;
+    size_t itemsize;
+    int writable;
+} ml_buffer;
+
+typedef struct ml_param {
+    const char *name;
+    ml_param_kind kind;
+    size_t offset;              /* offsetof(config struct, field) */
+    int64_t min, max;           /* ML_PARAM_INT */
+    double min_double, max_double; /* ML_PARAM_DOUBLE */
+    const char *const *choices; /* ML_PARAM_CHOICE */
+    int writable;               /* ML_PARAM_BUFFER: must be writable */
+} ml_param;
+
+typedef struct ml_family {
+    const char *name;
+    const char *description;
+    size_t config_size;
+    const ml_param *params; /* terminated by an entry with name == NULL */
+    /* Cross-field checks and allocation.  Runs without the GIL; may take
+     * long (building a list), so it checks ctx for interrupts. */
+    int (*setup)(const void *config, void **state, ml_context *ctx, ml_error *err);
+    /* One sample.  Runs without the GIL. */
+    int (*measure)(void *state, ml_context *ctx, ml_measurement *out, ml_error *err);
+    void (*teardown)(void *state);
+} ml_family;
+
+/* Every family, from families.h. */
+#define ML_DECLARE_FAMILY(name) extern const ml_family ml_family_##name;
+#include "families.h"
+ML_FAMILIES(ML_DECLARE_FAMILY)
+#undef ML_DECLARE_FAMILY
+
+#endif

@@ -1,0 +1,289 @@
+"""Repetitions, warm-up, pinning and statistics around one C kernel.
+
+A family's kernel produces *samples* (one per call of its ``measure``); this
+module runs warm-up samples, then ``repeat`` kept samples, derives the
+per-unit metrics (``ns_per_<unit>``, ``cycles_per_<unit>``, ``GiB_per_s`` ...)
+and summarises every metric with its median and spread, keeping the raw
+samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping
+
+from memlab import _core
+
+__all__ = [
+    "Measurement",
+    "core_ghz",
+    "measure",
+    "pinned",
+    "summarize",
+]
+
+STAT_NAMES = ("min", "max", "mean", "stdev", "iqr")
+
+_last_measurement_end: float | None = None
+_core_ghz: float | None = None
+_core_ghz_detail: dict[str, Any] | None = None
+
+
+@dataclass
+class Measurement:
+    """One point of an experiment: parameters, samples and their summary.
+
+    ``samples`` holds one dict per kept repetition (metric name -> value);
+    ``stats`` maps each metric to its median, min, max, mean, stdev and IQR.
+    """
+
+    family: str
+    params: dict[str, Any]
+    samples: list[dict[str, float]]
+    counters: list[dict[str, float]]
+    counters_missing: dict[str, str]
+    counters_scope: str
+    warmup_samples: list[dict[str, float]]
+    primary_metric: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metric_names(self) -> list[str]:
+        names: list[str] = []
+        for sample in self.samples:
+            for name in sample:
+                if name not in names:
+                    names.append(name)
+        return names
+
+    @property
+    def stats(self) -> dict[str, dict[str, float]]:
+        return {
+            name: summarize([s[name] for s in self.samples if name in s])
+            for name in self.metric_names
+        }
+
+    def median(self, metric: str | None = None) -> float:
+        """Median of a metric over the kept samples (the primary by default)."""
+        return self.stats[metric or self.primary_metric]["median"]
+
+    def __getitem__(self, metric: str) -> float:
+        return self.median(metric)
+
+    def to_row(self) -> dict[str, Any]:
+        """Flatten into one dataset row (see docs/dataset.md)."""
+        row: dict[str, Any] = {"family": self.family}
+        row.update(self.params)
+        for name, stat in self.stats.items():
+            row[name] = stat["median"]
+            for stat_name in STAT_NAMES:
+                row[f"{name}_{stat_name}"] = stat[stat_name]
+            row[f"{name}_samples"] = [s.get(name, math.nan) for s in self.samples]
+        counter_names: list[str] = []
+        for sample in self.counters:
+            counter_names.extend(n for n in sample if n not in counter_names)
+        for name in counter_names:
+            values = [c[name] for c in self.counters if name in c]
+            row[f"counter_{name}"] = statistics.median(values) if values else math.nan
+        row["counters_missing"] = dict(self.counters_missing)
+        row["counters_scope"] = self.counters_scope
+        row["repeat"] = len(self.samples)
+        row["warmup_samples"] = [s.get(self.primary_metric, math.nan) for s in self.warmup_samples]
+        for key, value in self.context.items():
+            row[f"context_{key}"] = value
+        return row
+
+    def __repr__(self) -> str:
+        stat = self.stats.get(self.primary_metric)
+        if not stat:
+            return f"Measurement({self.family}, no samples)"
+        return (
+            f"Measurement({self.family}, {self.primary_metric}={stat['median']:.4g} "
+            f"[{stat['min']:.4g}..{stat['max']:.4g}], n={len(self.samples)})"
+        )
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    """Median, min, max, mean, sample stdev and interquartile range."""
+    clean = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not clean:
+        return {"median": math.nan, **{name: math.nan for name in STAT_NAMES}}
+    if len(clean) >= 2:
+        quartiles = statistics.quantiles(clean, n=4, method="inclusive")
+        iqr = quartiles[2] - quartiles[0]
+        stdev = statistics.stdev(clean)
+    else:
+        iqr = 0.0
+        stdev = 0.0
+    return {
+        "median": statistics.median(clean),
+        "min": min(clean),
+        "max": max(clean),
+        "mean": statistics.fmean(clean),
+        "stdev": stdev,
+        "iqr": iqr,
+    }
+
+
+@contextlib.contextmanager
+def pinned(cpu: int | None) -> Iterator[None]:
+    """Pin the calling process to one CPU for the duration (None: no change)."""
+    if cpu is None:
+        yield
+        return
+    allowed = os.sched_getaffinity(0)
+    if not isinstance(cpu, int) or isinstance(cpu, bool):
+        raise ValueError(f"cpu={cpu!r} must be an integer CPU number")
+    if cpu not in allowed:
+        raise ValueError(f"cpu={cpu} is not among the CPUs this process may use {sorted(allowed)}")
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def core_ghz(refresh: bool = False) -> float:
+    """The core clock in GHz, measured once per process with an add chain."""
+    global _core_ghz, _core_ghz_detail
+    if _core_ghz is None or refresh:
+        with _core.Kernel("calibrate", {"budget_ns": 200_000_000}) as kernel:
+            sample = kernel.measure(target_ns=0, counters=False)
+        _core_ghz_detail = dict(sample["metrics"])
+        _core_ghz = float(sample["metrics"]["core_GHz"])
+    return _core_ghz
+
+
+def core_ghz_detail() -> dict[str, Any]:
+    core_ghz()
+    return dict(_core_ghz_detail or {})
+
+
+def _derive(sample: Mapping[str, Any], unit: str | None, ghz: float | None) -> dict[str, float]:
+    elapsed_ns = float(sample["elapsed_ns"])
+    values: dict[str, float] = {"elapsed_ns": elapsed_ns}
+    units = float(sample.get("units", 0.0))
+    if unit and units > 0 and elapsed_ns > 0:
+        ns_per_unit = elapsed_ns / units
+        values[f"ns_per_{unit}"] = ns_per_unit
+        if ghz:
+            values[f"cycles_per_{unit}"] = ns_per_unit * ghz
+        values[f"{unit}s_per_s"] = units / elapsed_ns * 1e9
+    moved = float(sample.get("bytes", 0.0))
+    if moved > 0 and elapsed_ns > 0:
+        values["GiB_per_s"] = moved / elapsed_ns * 1e9 / 2**30
+        values["GB_per_s"] = moved / elapsed_ns
+    values.update({k: float(v) for k, v in sample.get("metrics", {}).items()})
+    return values
+
+
+SampleFn = Callable[[], Mapping[str, Any]]
+
+
+def measure(
+    family: str,
+    params: Mapping[str, Any],
+    *,
+    core: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    python_sample: Callable[[float], Mapping[str, Any]] | None = None,
+    unit: str | None = None,
+    primary_metric: str | None = None,
+    derive: Callable[[Mapping[str, Any], dict[str, float]], Mapping[str, float]] | None = None,
+    repeat: int = 5,
+    warmup: int = 1,
+    cpu: int | None = None,
+    target_seconds: float = 0.1,
+    counters: bool = True,
+    cycles: bool = True,
+) -> Measurement:
+    """Run warm-up and ``repeat`` samples of one kernel and summarise them.
+
+    ``core``/``config`` name a C family and its config dict; alternatively
+    ``python_sample(target_seconds)`` returns a sample dict for families timed
+    in Python (e.g. numpy's BLAS). Every sample dict has ``elapsed_ns``,
+    ``units``, ``bytes``, ``metrics`` and, from C, counters.
+
+    >>> m = measure("calibrate", {}, core="calibrate", config={"budget_ns": 10**7},
+    ...             primary_metric="core_GHz", repeat=2, warmup=0)
+    >>> m.median() > 0.1
+    True
+    """
+    global _last_measurement_end
+    _check_options(repeat, warmup, target_seconds)
+    if (core is None) == (python_sample is None):
+        raise ValueError("measure() needs exactly one of core= or python_sample=")
+    ghz = core_ghz() if (cycles and unit) else None
+    target_ns = int(target_seconds * 1e9)
+    pause_before_s = (
+        None if _last_measurement_end is None else time.monotonic() - _last_measurement_end
+    )
+    kept: list[dict[str, float]] = []
+    warm: list[dict[str, float]] = []
+    counter_samples: list[dict[str, float]] = []
+    missing: dict[str, str] = {}
+    scope = "none"
+    started = time.time()
+    started_monotonic = time.monotonic()
+    with pinned(cpu), _kernel(core, config) as kernel:
+        for index in range(warmup + repeat):
+            if kernel is not None:
+                raw = kernel.measure(target_ns=target_ns, counters=counters)
+            else:
+                raw = python_sample(target_seconds)  # type: ignore[misc]
+            values = _derive(raw, unit, ghz)
+            if derive is not None:
+                values.update({k: float(v) for k, v in derive(params, values).items()})
+            if index < warmup:
+                warm.append(values)
+                continue
+            kept.append(values)
+            counter_samples.append(dict(raw.get("counters", {})))
+            missing.update(raw.get("counters_missing", {}))
+            scope = raw.get("counters_scope", scope)
+    _last_measurement_end = time.monotonic()
+    context: dict[str, Any] = {
+        "cpu": cpu if cpu is not None else "",
+        "pause_before_s": round(pause_before_s, 3) if pause_before_s is not None else "",
+        "started_unix": round(started, 3),
+        "wall_s": round(_last_measurement_end - started_monotonic, 3),
+    }
+    if ghz:
+        context["core_GHz"] = round(ghz, 4)
+    return Measurement(
+        family=family,
+        params=dict(params),
+        samples=kept,
+        counters=counter_samples,
+        counters_missing=missing,
+        counters_scope=scope,
+        warmup_samples=warm,
+        primary_metric=primary_metric or (f"ns_per_{unit}" if unit else "elapsed_ns"),
+        context=context,
+    )
+
+
+@contextlib.contextmanager
+def _kernel(core: str | None, config: Mapping[str, Any] | None) -> Iterator[Any]:
+    if core is None:
+        yield None
+        return
+    with _core.Kernel(core, dict(config or {})) as kernel:
+        yield kernel
+
+
+def _check_options(repeat: int, warmup: int, target_seconds: float) -> None:
+    for name, value, minimum in (("repeat", repeat, 1), ("warmup", warmup, 0)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{name}={value!r} must be an integer")
+        if value < minimum:
+            raise ValueError(f"{name}={value} is below the minimum {minimum}")
+    if not isinstance(target_seconds, (int, float)) or isinstance(target_seconds, bool):
+        raise ValueError(f"target_seconds={target_seconds!r} must be a number")
+    if not 0 <= target_seconds <= 600:
+        raise ValueError(f"target_seconds={target_seconds} is outside [0, 600]")

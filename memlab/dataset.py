@@ -54,13 +54,21 @@ def paths_for(path: str | os.PathLike) -> tuple[str, str]:
 
 def _plain(value: Any) -> Any:
     """Turn numpy scalars/arrays into plain Python values."""
-    if value is None or isinstance(value, (bool, int, float, str, list, dict)):
+    if value is None or type(value) in (bool, int, float, str, list, dict):
         return value
-    tolist = getattr(value, "tolist", None)
+    tolist = getattr(value, "tolist", None)  # numpy scalars and arrays
     if callable(tolist):
         return tolist()
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):
@@ -159,12 +167,24 @@ def _guess(text: str) -> Any:
 def column_types(rows: Iterable[dict], columns: Iterable[str]) -> dict[str, str]:
     """Infer the sidecar type of each column ("int", "float", "bool", "str", "json").
 
-    A column whose values are all missing is recorded as "float".
+    A column whose values are all missing is "float" if one of them is NaN
+    (it reads back as NaN) and "json" otherwise (it reads back as None).
 
     >>> column_types([{"a": 1, "b": [1]}, {"a": 2.5, "b": None}], ["a", "b"])
     {'a': 'float', 'b': 'json'}
     """
-    return {name: (kind or "float") for name, kind in _infer_types(rows, columns).items()}
+    rows = list(rows)
+    return _settle_types(_infer_types(rows, columns), rows)
+
+
+def _settle_types(types: dict[str, str | None], rows: list[dict]) -> dict[str, str]:
+    settled = {}
+    for name, kind in types.items():
+        if kind is None:
+            has_nan = any(isinstance(row.get(name), float) and math.isnan(row[name]) for row in rows)
+            kind = "float" if has_nan else "json"
+        settled[name] = kind
+    return settled
 
 
 def _infer_types(rows: Iterable[dict], columns: Iterable[str]) -> dict[str, str | None]:
@@ -205,11 +225,11 @@ def _atomic_write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _sidecar_text(metadata: dict, types: dict[str, str | None]) -> str:
+def _sidecar_text(metadata: dict, types: dict[str, str]) -> str:
     document = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION}
     document.update({k: v for k, v in metadata.items() if k not in ("format", "format_version")})
     document.setdefault("created", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-    document["column_types"] = {name: (kind or "float") for name, kind in types.items()}
+    document["column_types"] = dict(types)
     return json.dumps(document, indent=2, default=_json_default, sort_keys=False) + "\n"
 
 
@@ -499,6 +519,7 @@ class DatasetWriter:
         self._rows: list[dict] = []
         self._columns: list[str] = []
         self._types: dict[str, str | None] = {}
+        self._written_types: dict[str, str] = {}
         self._handle = None
         self._csv = None
         if os.path.exists(self.csv_path):
@@ -531,13 +552,17 @@ class DatasetWriter:
         self.metadata.setdefault(
             "created", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         )
-        _atomic_write(self.json_path, _sidecar_text(self.metadata, self._types))
+        _atomic_write(self.json_path, _sidecar_text(self.metadata, self._settled()))
+
+    def _settled(self) -> dict[str, str]:
+        self._written_types = _settle_types(self._types, self._rows)
+        return self._written_types
 
     def _rewrite(self) -> None:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-        _atomic_write(self.csv_path, _csv_text(self._rows, self._columns, self._types))
+        _atomic_write(self.csv_path, _csv_text(self._rows, self._columns, self._settled()))
 
     def append(self, row: dict) -> None:
         """Write one row as one CSV line, flushed and fsynced before returning."""
@@ -551,6 +576,8 @@ class DatasetWriter:
             combined = _combine_types(old, _value_type(value))
             if name in self._types and combined != old:
                 changed.append(name)
+            elif combined is None and self._written_types.get(name) == "json" and value is not None:
+                changed.append(name)  # a first NaN in an all-missing column: reads back as NaN now
             self._types[name] = combined
         self._rows.append(row)
         if changed:

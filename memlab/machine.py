@@ -21,7 +21,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 from typing import Any, Callable
 
 __all__ = [

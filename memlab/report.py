@@ -1,0 +1,349 @@
+"""One self-contained HTML report of one or more datasets.
+
+The report holds, for every dataset, its standard figure (a PNG embedded as
+a ``data:`` URI), a table of its points (the varying parameters, the primary
+metric's median with min..max and a few of the family's telling metrics),
+then the facts of the machine the data came from, the memlab version and the
+exact command that wrote it. It needs no server, no network and no other
+file, and reflows to a phone's width.
+
+Example::
+
+    >>> from memlab.dataset import Dataset
+    >>> ds = Dataset([{"family": "calibrate", "budget_ns": 5e7, "core_GHz": 3.3}],
+    ...              {"family": "calibrate", "param_names": ["budget_ns"]})
+    >>> html_text = build_report([ds], command="memlab report calibrate.csv")
+    >>> html_text.startswith("<!DOCTYPE html>")
+    True
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import html
+import math
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from memlab.dataset import Dataset
+
+__all__ = ["EXTRA_COLUMNS", "ReportItem", "build_report", "report_main", "write_report"]
+
+#: Metrics worth a column of their own in the report, per family (shown when present).
+EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
+    "chase": ("cycles_per_element",),
+    "pipe": ("writer_GiB_per_s", "verify_errors"),
+    "clear_fault": ("faults_per_page", "huge_fraction"),
+    "clear_order": ("ns_per_subpage", "huge_fraction"),
+    "matrix": ("seconds", "max_abs_error"),
+    "matrix_init": ("seconds", "wrong_elements"),
+    "region": ("huge_fraction",),
+    "share": ("lost_updates",),
+    "system": ("index",),
+}
+
+_STYLE = """
+:root { color-scheme: light dark; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; line-height: 1.45;
+       max-width: 62rem; margin: 0 auto; padding: 0.8rem; }
+h1 { font-size: 1.5rem; margin: 0.4rem 0; }
+h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #8884; padding-bottom: 0.2rem; }
+img { max-width: 100%; height: auto; display: block; margin: 0.6rem 0; background: #fff; }
+.scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; }
+table { border-collapse: collapse; font-size: 0.85rem; font-variant-numeric: tabular-nums; }
+th, td { padding: 0.2rem 0.55rem; border-bottom: 1px solid #8883; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child { text-align: left; }
+th { position: sticky; top: 0; background: Canvas; }
+pre, code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.8rem; }
+pre { white-space: pre-wrap; word-break: break-word; background: #8881; padding: 0.6rem; }
+.meta { color: GrayText; font-size: 0.85rem; }
+.failed { border-left: 4px solid #c33; padding-left: 0.6rem; }
+nav ul { padding-left: 1.2rem; columns: 2 12rem; }
+"""
+
+
+@dataclass
+class ReportItem:
+    """One section of a report: a dataset (or a failure) with a heading."""
+
+    title: str
+    dataset: Dataset | None = None
+    source: str = ""
+    error: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _escape(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _anchor(index: int, title: str) -> str:
+    cleaned = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+    return f"s{index}-{cleaned}"
+
+
+def _format_number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10000 else str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+            return f"{value:.3e}"
+        return f"{value:.4g}"
+    if isinstance(value, (list, dict)):
+        return "…"
+    return str(value)
+
+
+def _format_param(name: str, value: Any) -> str:
+    from memlab.plot import _format_value
+
+    return _format_value(name, value)
+
+
+def _table(ds: Dataset) -> str:
+    from memlab.plot import _param_names, _primary_metric, _varying
+
+    try:
+        metric = _primary_metric(ds)
+    except ValueError:
+        return "<p>No metric columns.</p>"
+    params = _param_names(ds)
+    shown = _varying(ds.rows, params) or params
+    family = str(ds.metadata.get("family") or "")
+    extras = [c for c in EXTRA_COLUMNS.get(family, ()) if c in set(ds.columns) and c != metric]
+    header = [*shown, f"{metric} (median)", "min … max", "n", *extras]
+    lines = ["<div class=scroll><table>", "<thead><tr>"]
+    lines += [f"<th>{_escape(h)}</th>" for h in header]
+    lines.append("</tr></thead><tbody>")
+    for row in ds.rows:
+        low, high = row.get(f"{metric}_min"), row.get(f"{metric}_max")
+        spread = f"{_format_number(low)} … {_format_number(high)}" if low is not None else "-"
+        cells = [_format_param(n, row.get(n)) for n in shown]
+        cells += [_format_number(row.get(metric)), spread, _format_number(row.get("repeat"))]
+        cells += [_format_number(row.get(c)) for c in extras]
+        lines.append("<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in cells) + "</tr>")
+    lines.append("</tbody></table></div>")
+    return "\n".join(lines)
+
+
+def _figure_html(ds: Dataset, title: str) -> str:
+    from memlab import plot
+
+    try:
+        png = plot.to_png(plot.figure(ds))
+    except ImportError as error:
+        return f"<p class=meta>No figure: {_escape(error)}</p>"
+    except (ValueError, TypeError, KeyError) as error:
+        return f"<p class=meta>No figure could be drawn: {_escape(error)}</p>"
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{_escape(title)}: standard figure">'
+
+
+def _section(index: int, item: ReportItem) -> str:
+    anchor = _anchor(index, item.title)
+    parts = [f'<section id="{anchor}"><h2>{_escape(item.title)}</h2>']
+    ds = item.dataset
+    if ds is not None:
+        meta = ds.metadata
+        facts = []
+        if meta.get("description"):
+            facts.append(meta["description"])
+        detail = [f"{len(ds)} points"]
+        if meta.get("repeat") is not None:
+            detail.append(f"repeat {meta['repeat']}")
+        if meta.get("created"):
+            detail.append(f"measured {meta['created']}")
+        if item.source:
+            detail.append(f"file {item.source}")
+        facts.append(", ".join(detail))
+        parts.append("<p class=meta>" + "<br>".join(map(_escape, facts)) + "</p>")
+        if len(ds):
+            parts.append(_figure_html(ds, item.title))
+            parts.append(_table(ds))
+            missing = _missing_counters(ds)
+            if missing:
+                parts.append(f"<p class=meta>Counters this machine could not give: {_escape(missing)}</p>")
+        else:
+            parts.append("<p>The dataset has no rows.</p>")
+    for note in item.notes:
+        parts.append(f"<p class=meta>{_escape(note)}</p>")
+    if item.error:
+        parts.append(f"<div class=failed><p>Failed:</p><pre>{_escape(item.error)}</pre></div>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _missing_counters(ds: Dataset) -> str:
+    names: dict[str, str] = {}
+    for row in ds.rows:
+        missing = row.get("counters_missing")
+        if isinstance(missing, dict):
+            names.update(missing)
+    return ", ".join(sorted(names))
+
+
+def _machines(items: Sequence[ReportItem]) -> list[dict]:
+    seen: dict[str, dict] = {}
+    for item in items:
+        if item.dataset is None:
+            continue
+        facts = item.dataset.metadata.get("machine")
+        if isinstance(facts, dict) and facts:
+            key = str(item.dataset.metadata.get("machine_id") or sorted(facts.items())[:4])
+            seen.setdefault(key, facts)
+    return list(seen.values())
+
+
+def _machine_html(items: Sequence[ReportItem]) -> str:
+    from memlab.machine import collect, format_facts
+
+    machines = _machines(items)
+    parts = ['<section id="machine"><h2>Machine</h2>']
+    if not machines:
+        parts.append("<p class=meta>The datasets record no machine facts; these are of the machine "
+                     "that wrote the report.</p>")
+        machines = [collect(include_core=False)]
+    elif len(machines) > 1:
+        parts.append(f"<p class=meta>The datasets come from {len(machines)} different machines.</p>")
+    for facts in machines:
+        parts.append(f"<pre>{_escape(format_facts(facts))}</pre>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _default_command() -> str:
+    argv = list(sys.argv)
+    if argv:
+        argv[0] = Path(argv[0]).name
+        if argv[0] == "__main__.py":
+            argv[0] = "python -m memlab"
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _as_items(datasets: Iterable[Any]) -> list[ReportItem]:
+    items = []
+    for entry in datasets:
+        if isinstance(entry, ReportItem):
+            items.append(entry)
+            continue
+        source = ""
+        if not isinstance(entry, Dataset):
+            source = os.fspath(entry)
+            entry = Dataset.load(entry)
+        meta = entry.metadata
+        title = str(meta.get("family") or "dataset")
+        if meta.get("sweep"):
+            title += f" · {meta['sweep']}"
+        items.append(ReportItem(title=title, dataset=entry, source=source))
+    return items
+
+
+def build_report(
+    datasets: Iterable[Dataset | ReportItem | str | os.PathLike],
+    *,
+    title: str = "memlab report",
+    command: str | None = None,
+    intro: str = "",
+) -> str:
+    """The report's HTML text: one section per dataset, machine facts, version and command.
+
+    ``datasets`` are Datasets, paths to datasets, or :class:`ReportItem`
+    (which may carry an error instead of data, e.g. a family that failed
+    during a tour). ``command`` defaults to this process's command line.
+
+    >>> text = build_report([Dataset([{"family": "f", "n": 1, "t": 2.0}], {"family": "f"})])
+    >>> "<img" in text or "No figure" in text
+    True
+    """
+    from memlab import __version__
+
+    items = _as_items(datasets)
+    command = _default_command() if command is None else command
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    toc = "".join(
+        f'<li><a href="#{_anchor(i, item.title)}">{_escape(item.title)}</a>'
+        f'{" (failed)" if item.error and item.dataset is None else ""}</li>'
+        for i, item in enumerate(items)
+    )
+    body = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_escape(title)}</title>",
+        f"<style>{_STYLE}</style>",
+        "</head>",
+        "<body>",
+        f"<h1>{_escape(title)}</h1>",
+        f"<p class=meta>memlab {_escape(__version__)} · written {_escape(created)}<br>"
+        f"command: <code>{_escape(command)}</code></p>",
+    ]
+    if intro:
+        body.append(f"<p>{_escape(intro)}</p>")
+    body.append(f'<nav><ul>{toc}<li><a href="#machine">machine</a></li></ul></nav>')
+    body += [_section(i, item) for i, item in enumerate(items)]
+    body.append(_machine_html(items))
+    body += [
+        f"<p class=meta>memlab {_escape(__version__)} · Python {_escape(sys.version.split()[0])}</p>",
+        "</body>",
+        "</html>",
+    ]
+    return "\n".join(body) + "\n"
+
+
+def write_report(
+    datasets: Iterable[Dataset | ReportItem | str | os.PathLike],
+    out: str | os.PathLike,
+    **options: Any,
+) -> Path:
+    """Write :func:`build_report` to ``out`` (an .html file) and return its path.
+
+    >>> write_report(["memlab-tour/chase.csv"], "report.html")   # doctest: +SKIP
+    PosixPath('report.html')
+    """
+    path = Path(out)
+    if path.parent != Path(""):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    text = build_report(datasets, **options)
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def report_main(argv: Sequence[str] | None = None) -> int:
+    """``memlab report DATASET... -o report.html``: one self-contained HTML file."""
+    parser = argparse.ArgumentParser(prog="memlab report",
+                                     description="write one self-contained HTML report of datasets")
+    parser.add_argument("datasets", nargs="+", metavar="DATASET", help="datasets (.csv, .json or stem)")
+    parser.add_argument("-o", "--out", default="report.html", help="the HTML file (default report.html)")
+    parser.add_argument("--title", default="memlab report", help="the report's heading")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    items = []
+    for path in args.datasets:
+        try:
+            items.extend(_as_items([path]))
+        except (OSError, ValueError) as error:
+            print(f"memlab report: error: {path}: {error}", file=sys.stderr)
+            return 1
+    command = " ".join(shlex.quote(a) for a in ["memlab", "report", *argv])
+    out = write_report(items, args.out, title=args.title, command=command)
+    print(f"{len(items)} datasets -> {out}")
+    return 0

@@ -499,10 +499,8 @@ def pipe_figure(data: Dataset | str | os.PathLike, metric: str = "GiB_per_s"):
     for row in rows:
         if _rung_label(row) not in labels:
             labels.append(_rung_label(row))
-    placements: list[str] = []
-    for row in rows:
-        if _placement(row) not in placements:
-            placements.append(_placement(row))
+    order = ("two CPUs", "one CPU", "unpinned")
+    placements = sorted({_placement(row) for row in rows}, key=order.index)
     fig, ax = _new_figure(max(6.5, 1.4 * len(labels) + 2), 4.8)
     width = 0.8 / len(placements)
     for p_index, placement in enumerate(placements):
@@ -673,10 +671,10 @@ def system_figure(data: Dataset | str | os.PathLike):
         table.append([name, f"{result:,.1f} {unit}", f"{baseline:,.1f}", f"{index:,.1f}"])
     score = math.exp(sum(map(math.log, indexes)) / len(indexes)) if indexes else math.nan
     table.append(["score (geometric mean)", "", "", f"{score:,.1f}"])
-    fig, ax = _new_figure(8.0, 0.9 + 0.38 * (len(table) + 1))
+    fig, ax = _new_figure(8.0, 1.0 + 0.3 * (len(table) + 1))
     ax.axis("off")
     cells = ax.table(cellText=table, colLabels=["test", "result", "baseline", "index"],
-                     loc="center", cellLoc="right", colLoc="right")
+                     colWidths=[0.44, 0.24, 0.16, 0.16], loc="center", cellLoc="right", colLoc="right")
     cells.auto_set_font_size(False)
     cells.set_fontsize(9)
     cells.scale(1.0, 1.35)

@@ -1,0 +1,219 @@
+"""Small datasets shaped like each family's rows (Measurement.to_row), for plot and report tests.
+
+They are built here, not measured, so the figures can be tested whether or
+not a family has been merged; the values follow the seeds' shapes.
+"""
+
+from __future__ import annotations
+
+import random
+
+from memlab.dataset import Dataset
+from memlab.measure import Measurement
+
+KiB, MiB = 1 << 10, 1 << 20
+
+MACHINE = {
+    "cpu_model": "Fixture CPU",
+    "caches": [
+        {"level": 1, "type": "Data", "size_bytes": 32 * KiB, "line_bytes": 64},
+        {"level": 1, "type": "Instruction", "size_bytes": 32 * KiB, "line_bytes": 64},
+        {"level": 2, "type": "Unified", "size_bytes": 512 * KiB, "line_bytes": 64},
+        {"level": 3, "type": "Unified", "size_bytes": 32 * MiB, "line_bytes": 64},
+    ],
+    "kernel_release": "6.1.0-fixture",
+    "memory_total_bytes": 16 << 30,
+}
+
+
+def row(family: str, params: dict, primary: str, metrics: dict, spread: float = 0.05,
+        samples: int = 3, seed: int = 0) -> dict:
+    """A dataset row as Measurement.to_row() makes it: medians, stats and raw samples."""
+    rng = random.Random(seed)
+    sample_dicts = []
+    for index in range(samples):
+        factor = 1.0 + spread * (index - (samples - 1) / 2) / max(1, samples - 1) * 2
+        sample_dicts.append({name: value * factor * (1 + rng.uniform(-1e-3, 1e-3)) if index != samples // 2
+                             else value for name, value in metrics.items()})
+    measurement = Measurement(
+        family=family,
+        params=dict(params),
+        samples=sample_dicts,
+        counters=[{"page_faults": 10.0}] * samples,
+        counters_missing={"cycles": "event not supported (ENOENT)"},
+        counters_scope="user+kernel",
+        warmup_samples=[],
+        primary_metric=primary,
+    )
+    return measurement.to_row()
+
+
+def dataset(family: str, rows: list[dict], param_names: list[str], primary: str, sweep: str = "quick") -> Dataset:
+    return Dataset(rows, {
+        "family": family,
+        "sweep": sweep,
+        "description": f"fixture of {family}",
+        "param_names": param_names,
+        "primary_metric": primary,
+        "repeat": 3,
+        "machine": MACHINE,
+        "machine_id": "fixture00000",
+        "memlab_version": "0.1.0",
+        "command": "pytest",
+    })
+
+
+def chase() -> Dataset:
+    names = ["working_set_bytes", "npad", "order"]
+    rows = []
+    for order in ("sequential", "random"):
+        for npad in (0, 7):
+            for exponent in range(10, 27, 2):
+                size = 1 << exponent
+                level = 1.3 if size <= 32 * KiB else 4.0 if size <= 512 * KiB else 12.0 if size <= 32 * MiB else 90.0
+                ns = level if order == "random" else min(level, 2.0 + npad * 0.3)
+                rows.append(row("chase", {"working_set_bytes": size, "npad": npad, "order": order},
+                                "ns_per_element", {"ns_per_element": ns, "cycles_per_element": ns * 3.3}))
+    return dataset("chase", rows, names, "ns_per_element")
+
+
+PIPE_RUNGS = (
+    ("write", "read", False, False, 3.5),
+    ("vmsplice", "read", False, False, 12.7),
+    ("vmsplice", "splice", False, False, 32.8),
+    ("vmsplice", "splice", True, False, 51.0),
+    ("vmsplice", "splice", True, True, 62.5),
+)
+
+
+def pipe() -> Dataset:
+    names = ["writer", "reader", "buffer_size", "pipe_size", "total_bytes", "huge_pages", "busy_loop",
+             "touch_pages", "verify", "vmsplice_sections", "writer_cpu", "reader_cpu", "timeout_s"]
+    rows = []
+    for writer_cpu, reader_cpu in ((0, 1), (0, 0)):
+        for writer, reader, huge, busy, rate in PIPE_RUNGS:
+            if busy and writer_cpu == reader_cpu:
+                continue
+            params = {"writer": writer, "reader": reader, "buffer_size": 256 * KiB, "pipe_size": 256 * KiB,
+                      "total_bytes": None, "huge_pages": huge, "busy_loop": busy, "touch_pages": True,
+                      "verify": False, "vmsplice_sections": None, "writer_cpu": writer_cpu,
+                      "reader_cpu": reader_cpu, "timeout_s": 60.0}
+            scale = 1.0 if writer_cpu != reader_cpu else 0.6
+            rows.append(row("pipe", params, "GiB_per_s", {"GiB_per_s": rate * scale, "ns_per_buffer": 1e5 / rate}))
+    return dataset("pipe", rows, names, "GiB_per_s")
+
+
+def clear_order() -> Dataset:
+    names = ["region_bytes", "pages", "order", "method", "extent_bytes", "target_subpage", "seed", "check"]
+    rows = []
+    for extent in (4096, 2 * MiB):
+        for order in ("sequential", "kernel"):
+            for index, method in enumerate(("memset", "rep_stosb", "vector", "nontemporal")):
+                rate = 10.0 + index * 2 + (3 if order == "sequential" else 0) + (1 if extent > 4096 else 0)
+                params = {"region_bytes": 64 * MiB, "pages": "thp", "order": order, "method": method,
+                          "extent_bytes": extent, "target_subpage": 0, "seed": 1, "check": False}
+                rows.append(row("clear_order", params, "GB_per_s",
+                                {"GB_per_s": rate, "ns_per_subpage": 4096 / rate, "huge_fraction": 1.0}))
+    return dataset("clear_order", rows, names, "GB_per_s")
+
+
+def clear_fault() -> Dataset:
+    names = ["region_bytes", "pages", "populate", "touch_offset", "pause_s", "strict"]
+    rows = []
+    for pages in ("4k", "thp"):
+        for populate in ("touch", "map_populate", "madvise_populate_write"):
+            params = {"region_bytes": 64 * MiB, "pages": pages, "populate": populate, "touch_offset": "first",
+                      "pause_s": 0.0, "strict": False}
+            rate = 2.0 if pages == "4k" else 8.0
+            rows.append(row("clear_fault", params, "GB_per_s",
+                            {"GB_per_s": rate, "faults_per_page": 1.0 if populate == "touch" else 0.0,
+                             "huge_fraction": 0.0 if pages == "4k" else 1.0}))
+    return dataset("clear_fault", rows, names, "GB_per_s")
+
+
+MATRIX_GFLOPS = {"naive": 0.3, "transposed": 1.4, "tiled": 1.8, "tiled_simd": 3.4, "blas": 40.0}
+
+
+def matrix() -> Dataset:
+    names = ["n", "variant", "tile", "isa", "seed"]
+    rows = []
+    for variant, gflops in MATRIX_GFLOPS.items():
+        tile = {"tiled": 8, "tiled_simd": 256}.get(variant)
+        seconds = 2 * 128**3 / gflops / 1e9
+        rows.append(row("matrix", {"n": 128, "variant": variant, "tile": tile, "isa": "auto", "seed": 0},
+                        "GFLOP_per_s", {"GFLOP_per_s": gflops, "seconds": seconds, "max_abs_error": 1e-14}))
+    return dataset("matrix", rows, names, "GFLOP_per_s")
+
+
+def matrix_init() -> Dataset:
+    names = ["n", "order", "stores"]
+    rows = [
+        row("matrix_init", {"n": 1000, "order": order, "stores": stores}, "GB_per_s",
+            {"GB_per_s": rate, "seconds": 4e6 / rate / 1e9, "wrong_elements": 0.0})
+        for order, stores, rate in (("row", "normal", 8.0), ("row", "nontemporal", 9.0),
+                                    ("column", "normal", 1.0), ("column", "nontemporal", 0.4))
+    ]
+    return dataset("matrix_init", rows, names, "GB_per_s")
+
+
+def system() -> Dataset:
+    names = ["test", "duration_s", "iterations", "copies", "buffer_size", "max_blocks"]
+    rows = []
+    for test, buffer_size, max_blocks, result in (("spawn", 1024, 2000, 1260.0), ("execl", 1024, 2000, 430.0),
+                                                  ("file_copy", 256, 500, 165500.0),
+                                                  ("file_copy", 1024, 2000, 396000.0),
+                                                  ("file_copy", 4096, 8000, 580000.0)):
+        metric = "KB_per_s" if test == "file_copy" else "loops_per_s"
+        params = {"test": test, "duration_s": 0.5, "iterations": 0, "copies": 1,
+                  "buffer_size": buffer_size, "max_blocks": max_blocks}
+        rows.append(row("system", params, metric, {metric: result}))
+    return dataset("system", rows, names, "loops_per_s")
+
+
+def share() -> Dataset:
+    names = ["disp", "threads", "atomic"]
+    rows = []
+    for atomic in (False, True):
+        for disp in (0, 1, 2, 4, 8, 16):
+            ns = (20.0 if disp < 8 else 1.5) * (3 if atomic else 1)
+            rows.append(row("share", {"disp": disp, "threads": 2, "atomic": atomic}, "ns_per_increment",
+                            {"ns_per_increment": ns}))
+    return dataset("share", rows, names, "ns_per_increment")
+
+
+def calibrate() -> Dataset:
+    return dataset("calibrate", [row("calibrate", {"budget_ns": 50_000_000}, "core_GHz", {"core_GHz": 3.3})],
+                   ["budget_ns"], "core_GHz")
+
+
+def region() -> Dataset:
+    names = ["bytes", "pages", "populate"]
+    rows = [
+        row("region", {"bytes": 64 * MiB, "pages": pages, "populate": populate}, "GB_per_s",
+            {"GB_per_s": 1.0 if pages == "4k" else 3.0, "huge_fraction": 0.0 if pages == "4k" else 1.0})
+        for pages in ("4k", "thp") for populate in ("touch", "madvise_populate_write")
+    ]
+    return dataset("region", rows, names, "GB_per_s")
+
+
+def unknown() -> Dataset:
+    """A family memlab.plot has no figure for: the generic figure is used."""
+    names = ["size_bytes", "mode"]
+    rows = [row("newfamily", {"size_bytes": 1 << e, "mode": mode}, "ns_per_thing", {"ns_per_thing": e * 1.0})
+            for mode in ("a", "b") for e in range(10, 16)]
+    return dataset("newfamily", rows, names, "ns_per_thing")
+
+
+ALL = {
+    "chase": chase,
+    "pipe": pipe,
+    "clear_order": clear_order,
+    "clear_fault": clear_fault,
+    "matrix": matrix,
+    "matrix_init": matrix_init,
+    "system": system,
+    "share": share,
+    "calibrate": calibrate,
+    "region": region,
+    "newfamily": unknown,
+}

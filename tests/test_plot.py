@@ -1,0 +1,200 @@
+"""memlab.plot: every family's standard figure from a fixture dataset, and the missing-matplotlib path."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+
+import plot_fixtures as fixtures
+from memlab import cli, plot
+from memlab.dataset import Dataset
+
+pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data.startswith(PNG_MAGIC)
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+@pytest.mark.parametrize("name", sorted(fixtures.ALL))
+def test_every_fixture_renders_a_nonempty_png(name):
+    ds = fixtures.ALL[name]()
+    fig = plot.figure(ds)
+    data = plot.to_png(fig, dpi=60)
+    width, height = png_size(data)
+    assert width > 100 and height > 100
+    assert len(data) > 5000  # a drawn figure, not a blank canvas
+
+
+def test_figure_dispatches_on_the_family_in_the_metadata(monkeypatch):
+    seen = []
+    monkeypatch.setitem(plot.FIGURES, "pipe", lambda ds: seen.append(ds.metadata["family"]) or "drawn")
+    assert plot.figure(fixtures.pipe()) == "drawn"
+    assert seen == ["pipe"]
+
+
+def test_figure_accepts_a_path(tmp_path):
+    path = tmp_path / "clear.csv"
+    fixtures.clear_order().save(path)
+    fig = plot.figure(str(path))
+    assert fig.axes and fig.axes[0].patches
+
+
+def test_chase_has_a_log2_axis_a_line_per_variant_and_the_cache_sizes():
+    fig = plot.latency_figure(fixtures.chase())
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    assert ax.xaxis.get_transform().base == 2
+    data_lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 2]
+    assert sorted(line.get_label() for line in data_lines) == [
+        "npad=0 order=random", "npad=0 order=sequential", "npad=7 order=random", "npad=7 order=sequential",
+    ]
+    verticals = sorted(line.get_xdata()[0] for line in ax.get_lines() if len(set(line.get_xdata())) == 1
+                       and len(line.get_xdata()) == 2)
+    assert verticals == [32 * 1024, 512 * 1024, 32 << 20]
+    texts = [t.get_text() for t in ax.texts]
+    assert "L1d 32 KiB" in texts and "L2 512 KiB" in texts and "L3 32 MiB" in texts
+    # The lines carry the medians of the rows, x sorted.
+    random0 = next(line for line in data_lines if line.get_label() == "npad=0 order=random")
+    expected = [r["ns_per_element"] for r in sorted(fixtures.chase().filter(npad=0, order="random").rows,
+                                                    key=lambda r: r["working_set_bytes"])]
+    assert list(random0.get_ydata()) == pytest.approx(expected)
+    # Cycles on the right-hand axis: the fixture's 3.3 cycles per ns.
+    assert any("3.30 GHz" in a.get_ylabel() for a in fig.axes[0].child_axes)
+
+
+def test_chase_uses_this_machines_caches_when_the_dataset_has_none():
+    ds = fixtures.chase()
+    ds.metadata.pop("machine")
+    ax = plot.latency_figure(ds).axes[0]
+    assert any(t.get_text() == "cache sizes of this machine" for t in ax.texts)
+
+
+def test_pipe_bars_are_the_ladder_with_ratios_to_the_first_rung():
+    ds = fixtures.pipe()
+    ax = plot.pipe_figure(ds).axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    two_cpus = [rate for *_, rate in fixtures.PIPE_RUNGS]
+    one_cpu = [rate * 0.6 for *_, busy, rate in fixtures.PIPE_RUNGS if not busy]
+    assert heights == pytest.approx(two_cpus + one_cpu)
+    ratios = [t.get_text() for t in ax.texts]
+    assert ratios[: len(two_cpus)] == [f"x{rate / 3.5:.1f}" for rate in two_cpus]
+    assert ratios[0] == "x1.0" and ratios[len(two_cpus)] == "x1.0"
+    assert [t.get_text() for t in ax.get_xticklabels()][0] == "write/read"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["two CPUs", "one CPU"]
+
+
+def test_pipe_rungs_are_ordered_whatever_the_row_order():
+    ds = fixtures.pipe()
+    ds.rows.reverse()
+    ax = plot.pipe_figure(ds).axes[0]
+    assert [t.get_text() for t in ax.texts][0] == "x1.0"
+    assert ax.patches[0].get_height() == pytest.approx(3.5)
+
+
+def test_clear_order_is_order_by_method_with_a_panel_per_extent():
+    fig = plot.clear_order_figure(fixtures.clear_order())
+    assert len(fig.axes) == 2
+    for ax in fig.axes:
+        assert len(ax.patches) == 2 * 4
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["sequential", "kernel"]
+    labels = fig.axes[-1].get_legend_handles_labels()[1]
+    assert labels == ["method=memset", "method=rep_stosb", "method=vector", "method=nontemporal"]
+    assert fig.axes[0].get_title() == "extent_bytes=4 KiB"
+
+
+def test_clear_fault_labels_faults_per_page():
+    ax = plot.clear_fault_figure(fixtures.clear_fault()).axes[0]
+    assert len(ax.patches) == 6
+    assert "1 f/pg" in [t.get_text() for t in ax.texts]
+
+
+def test_matrix_bars_by_variant_with_blas_as_a_reference_line():
+    ax = plot.matrix_figure(fixtures.matrix()).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["naive", "transposed", "tiled\ntile 8",
+                                                            "tiled_simd\ntile 256"]
+    assert [p.get_height() for p in ax.patches] == pytest.approx([0.3, 1.4, 1.8, 3.4])
+    reference = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(reference) == 1 and reference[0].get_ydata()[0] == pytest.approx(40.0)
+    assert "BLAS" in reference[0].get_label()
+    texts = [t.get_text() for t in ax.texts]
+    assert texts[0] == "100% of naive time"
+    assert texts[1] == f"{100 * 0.3 / 1.4:.3g}% of naive time"
+
+
+def test_system_table_has_unixbench_indexes_and_the_geometric_mean():
+    fig = plot.system_figure(fixtures.system())
+    table = fig.axes[0].tables[0]
+    cells = {(r, c): cell.get_text().get_text() for (r, c), cell in table.get_celld().items()}
+    assert [cells[(0, c)] for c in range(4)] == ["test", "result", "baseline", "index"]
+    indexes = [float(cells[(r, 3)].replace(",", "")) for r in range(1, 6)]
+    assert indexes == pytest.approx([100.0, 100.0, 1000.0, 1000.0, 1000.0])
+    assert cells[(6, 0)] == "score (geometric mean)"
+    assert float(cells[(6, 3)].replace(",", "")) == pytest.approx(10 ** ((2 * 2 + 3 * 3) / 5), rel=1e-3)
+
+
+def test_unixbench_index_uses_the_baseline_of_the_same_buffer():
+    assert plot.unixbench_index({"test": "file_copy", "buffer_size": 4096, "max_blocks": 8000,
+                                 "KB_per_s": 58000.0}) == (58000.0, 5800.0, "KBps")
+    assert plot.unixbench_index({"test": "spawn", "loops_per_s": 126.0}) == (126.0, 126.0, "lps")
+    result, baseline, _ = plot.unixbench_index({"test": "file_copy", "buffer_size": 512, "max_blocks": 1,
+                                                "KB_per_s": 1.0})
+    assert result == 1.0 and math.isnan(baseline)
+
+
+def test_share_plots_ns_per_increment_by_disp():
+    ax = plot.share_figure(fixtures.share()).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "4", "8", "16"]
+    assert sorted(ax.get_legend_handles_labels()[1]) == ["atomic=no", "atomic=yes"]
+
+
+def test_unknown_family_gets_a_generic_line_figure():
+    ax = plot.figure(fixtures.unknown()).axes[0]
+    assert ax.get_xscale() == "log"
+    assert len([line for line in ax.get_lines() if len(line.get_xdata()) == 6]) == 2
+
+
+def test_empty_or_metricless_datasets_are_value_errors():
+    with pytest.raises(ValueError, match="no rows"):
+        plot.figure(Dataset([], {"family": "chase"}))
+    with pytest.raises(ValueError, match="no metric"):
+        plot.figure(Dataset([{"family": "x", "n": 1}], {"family": "x"}))
+
+
+def test_missing_matplotlib_is_an_import_error_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ImportError, match=r"pip install 'memlab\[plot\]'"):
+        plot.require_matplotlib()
+    with pytest.raises(ImportError, match=r"memlab\[plot\]"):
+        plot.figure(fixtures.chase())
+
+
+def test_plot_command_without_matplotlib_says_what_to_install(monkeypatch, tmp_path, capsys):
+    fixtures.matrix().save(tmp_path / "m.csv")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert cli.main(["plot", str(tmp_path / "m.csv")]) == 1
+    assert "pip install 'memlab[plot]'" in capsys.readouterr().err
+    assert not (tmp_path / "m.png").exists()
+
+
+def test_plot_command_writes_the_figure(tmp_path, capsys):
+    fixtures.pipe().save(tmp_path / "pipe.csv")
+    assert cli.main(["plot", str(tmp_path / "pipe.csv")]) == 0
+    png_size((tmp_path / "pipe.png").read_bytes())
+    assert cli.main(["plot", str(tmp_path / "pipe.json"), "-o", str(tmp_path / "fig.svg")]) == 0
+    assert (tmp_path / "fig.svg").read_text().lstrip().startswith("<?xml")
+    assert "pipe.csv -> " in capsys.readouterr().out
+
+
+def test_plot_command_errors(tmp_path, capsys):
+    assert cli.main(["plot", str(tmp_path / "absent.csv")]) == 1
+    assert "absent.csv" in capsys.readouterr().err
+    fixtures.pipe().save(tmp_path / "pipe.csv")
+    assert cli.main(["plot", str(tmp_path / "pipe.csv"), "--dpi", "1"]) == 2
+    assert "--dpi=1 is below the minimum 10" in capsys.readouterr().err
+    assert cli.main(["plot"]) == 2

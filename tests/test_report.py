@@ -1,0 +1,105 @@
+"""memlab.report: one self-contained HTML file with figures, tables, machine facts, version, command."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import plot_fixtures as fixtures
+from html_check import parse_report
+from memlab import __version__, cli, report
+from memlab.dataset import Dataset
+
+pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+
+
+def test_report_embeds_one_png_per_dataset_and_parses():
+    datasets = [fixtures.chase(), fixtures.pipe(), fixtures.matrix()]
+    text = report.build_report(datasets, command="memlab report a.csv b.csv -o r.html")
+    parsed = parse_report(text)
+    assert len(parsed.images) == 3
+    assert parsed.headings[0] == "memlab report"
+    assert parsed.headings[1:4] == ["chase · quick", "pipe · quick", "matrix · quick"]
+    assert "machine" in [h.lower() for h in parsed.headings]
+    assert any(m.get("name") == "viewport" and "width=device-width" in m.get("content", "") for m in parsed.meta)
+    assert "memlab report a.csv b.csv -o r.html" in text
+    assert f"memlab {__version__}" in text
+    assert "Fixture CPU" in text and "6.1.0-fixture" in text  # the dataset's machine, not this one
+    assert "http://" not in text and "https://" not in text  # nothing to fetch
+
+
+def test_report_table_shows_the_varying_parameters_and_the_spread():
+    parsed = parse_report(report.build_report([fixtures.matrix()], command="x"))
+    width = 7
+    assert parsed.cells[:width] == ["variant", "tile", "GFLOP_per_s (median)", "min … max", "n", "seconds",
+                                    "max_abs_error"]
+    rows = [parsed.cells[i : i + width] for i in range(width, width * 6, width)]
+    assert [r[0] for r in rows] == ["naive", "transposed", "tiled", "tiled_simd", "blas"]
+    assert [r[1] for r in rows] == ["-", "-", "8", "256", "-"]
+    naive = fixtures.matrix().rows[0]
+    assert rows[0][2] == f"{naive['GFLOP_per_s']:.4g}"
+    assert rows[0][3] == f"{naive['GFLOP_per_s_min']:.4g} … {naive['GFLOP_per_s_max']:.4g}"
+    assert rows[0][4] == "3"
+
+
+def test_report_escapes_what_the_data_says():
+    ds = fixtures.region()
+    ds.metadata["description"] = "<script>alert(1)</script>"
+    ds.rows[0]["pages"] = "<b>4k</b>"
+    text = report.build_report([ds], command="memlab report '<x>'")
+    assert "<script>" not in text and "<b>4k" not in text
+    assert "&lt;script&gt;" in text and "&lt;b&gt;4k&lt;/b&gt;" in text
+    parse_report(text)
+
+
+def test_failed_items_and_empty_datasets_are_shown():
+    items = [
+        report.ReportItem("chase", error="OSError: [Errno 12] Cannot allocate memory"),
+        report.ReportItem("pipe", dataset=Dataset([], {"family": "pipe"})),
+        report.ReportItem("matrix", dataset=fixtures.matrix(), notes=["measured in 1.0 s"]),
+    ]
+    text = report.build_report(items, command="memlab tour")
+    parsed = parse_report(text)
+    assert len(parsed.images) == 1
+    assert "Cannot allocate memory" in text and "(failed)" in text
+    assert "The dataset has no rows." in text and "measured in 1.0 s" in text
+
+
+def test_datasets_from_two_machines_show_both():
+    other = fixtures.pipe()
+    other.metadata["machine"] = {"cpu_model": "Other CPU"}
+    other.metadata["machine_id"] = "other0000000"
+    text = report.build_report([fixtures.chase(), other], command="x")
+    assert "2 different machines" in text and "Other CPU" in text and "Fixture CPU" in text
+
+
+def test_report_without_matplotlib_still_writes_tables(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    text = report.build_report([fixtures.chase()], command="x")
+    parsed = parse_report(text)
+    assert parsed.images == []
+    assert "pip install &#x27;memlab[plot]&#x27;" in text
+    assert "ns_per_element (median)" in parsed.cells
+
+
+def test_report_command_writes_one_file(tmp_path, capsys):
+    for name in ("chase", "clear_order", "system"):
+        fixtures.ALL[name]().save(tmp_path / f"{name}.csv")
+    out = tmp_path / "sub" / "report.html"
+    argv = ["report", str(tmp_path / "chase.csv"), str(tmp_path / "clear_order.json"),
+            str(tmp_path / "system"), "-o", str(out)]
+    assert cli.main(argv) == 0
+    text = out.read_text(encoding="utf-8")
+    parsed = parse_report(text)
+    assert len(parsed.images) == 3
+    assert "memlab report " + str(tmp_path / "chase.csv") in text
+    assert f"3 datasets -> {out}" in capsys.readouterr().out
+    assert [p.name for p in out.parent.iterdir()] == ["report.html"]
+
+
+def test_report_command_errors(tmp_path, capsys):
+    assert cli.main(["report", str(tmp_path / "nothing.csv"), "-o", str(tmp_path / "r.html")]) == 1
+    assert "nothing.csv" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+    assert cli.main(["report"]) == 2

@@ -211,3 +211,10 @@ def test_reserving_hugetlb_pages_restores_the_pool():
     with hugetlb_2m_reserved(2) as free:
         assert free >= 2
     assert read_pool() == before
+
+
+def test_family_given_by_keyword_is_found_or_rejected():
+    with _core.Kernel(family="calibrate", config={"budget_ns": 10**6}) as kernel:
+        assert kernel.family == "calibrate"
+    with pytest.raises(ValueError, match="family='nope'"):
+        _core.Kernel(family="nope", config={})

@@ -628,8 +628,9 @@ def matrix_init_figure(data: Dataset | str | os.PathLike, metric: str = "GB_per_
 def unixbench_index(row: Mapping[str, Any]) -> tuple[float, float, str]:
     """(result, baseline, unit) of a system row, by UnixBench's rules: INDEX = result / baseline * 10.
 
-    The result is loops per second (spawn, execl) or KB per second
-    (file_copy); the baseline is UnixBench's for the same test and buffer.
+    The result is the row's ``result`` (memlab.system's lps or KBps), else
+    ``loops_per_s`` (spawn, execl) or ``KB_per_s`` (file_copy); the baseline
+    is UnixBench's for the same test, buffer size and file size.
 
     >>> unixbench_index({"test": "execl", "loops_per_s": 430.0})
     (430.0, 43.0, 'lps')
@@ -639,7 +640,7 @@ def unixbench_index(row: Mapping[str, Any]) -> tuple[float, float, str]:
     if test == "file_copy":
         key = (test, row.get("buffer_size"), row.get("max_blocks"))
     baseline, unit = UNIXBENCH_BASELINES.get(key, (math.nan, "KBps" if test == "file_copy" else "lps"))
-    names = ("KB_per_s", "KBps", "kB_per_s") if unit == "KBps" else ("loops_per_s", "lps")
+    names = ("result", "KB_per_s") if unit == "KBps" else ("result", "loops_per_s")
     result = next((_number(row[n]) for n in names if n in row and _finite(row[n])), math.nan)
     return result, baseline, unit
 

@@ -138,6 +138,14 @@ def test_system_table_has_unixbench_indexes_and_the_geometric_mean():
     assert float(cells[(6, 3)].replace(",", "")) == pytest.approx(10 ** ((2 * 2 + 3 * 3) / 5), rel=1e-3)
 
 
+def test_system_table_computes_the_index_when_rows_lack_it():
+    ds = fixtures.system()
+    for r in ds.rows:
+        del r["index"], r["result"]
+    cells = {k: c.get_text().get_text() for k, c in plot.system_figure(ds).axes[0].tables[0].get_celld().items()}
+    assert [cells[(r, 3)] for r in range(1, 6)] == ["100.0", "100.0", "1,000.0", "1,000.0", "1,000.0"]
+
+
 def test_unixbench_index_uses_the_baseline_of_the_same_buffer():
     assert plot.unixbench_index({"test": "file_copy", "buffer_size": 4096, "max_blocks": 8000,
                                  "KB_per_s": 58000.0}) == (58000.0, 5800.0, "KBps")

@@ -129,9 +129,10 @@ def _family(ds: Dataset) -> str:
 def _param_names(ds: Dataset) -> list[str]:
     """The parameter columns: from the metadata, else the columns before the first metric."""
     names = ds.metadata.get("param_names")
-    if names:
-        return [n for n in names if n in set(ds.columns)]
     columns = ds.columns
+    if names:
+        # A metric with a parameter's name overwrites it in the row: not a parameter any more.
+        return [n for n in names if n in set(columns) and f"{n}_samples" not in columns]
     found = []
     for name in columns:
         if name == "family":
@@ -359,7 +360,8 @@ def bars_figure(
     else:
         category = [n for n in category if n in varying]
     panels = _groups(rows, facet)
-    fig, axes = _new_figure(max(6.0, min(12.0, 4.0 + 2.5 * len(panels))), 4.8,
+    slots = sum(len(_groups(members, category)) for members in panels.values())
+    fig, axes = _new_figure(max(6.0, min(14.0, 2.5 + 1.5 * slots)), 4.8,
                             ncols=len(panels), sharey=True, squeeze=False)
     series_keys = list(_groups(rows, series))
     colors = [f"C{i % 10}" for i in range(len(series_keys))]
@@ -387,11 +389,10 @@ def bars_figure(
                         ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                                     xytext=(0, 3), textcoords="offset points", ha="center",
                                     va="bottom", fontsize=7)
-        labels = [_label(c[0], category) if category else "" for c in categories.values()]
+        labels = [_category_label(c[0], category, members) for c in categories.values()]
         ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels([_short(label) for label in labels], rotation=25 if len(labels) > 3 else 0,
-                           ha="right" if len(labels) > 3 else "center", fontsize=8)
-        if len(category) == 1:
+        ax.set_xticklabels(labels, fontsize=8)
+        if category:
             ax.set_xlabel(category[0].replace("_", " "), fontsize=9)
         if facet:
             ax.set_title(_label(members[0], facet), fontsize=9)
@@ -406,12 +407,17 @@ def bars_figure(
     return fig
 
 
-def _short(label: str) -> str:
-    """Drop ``name=`` prefixes when a label names one parameter."""
-    parts = label.split(" ")
-    if len(parts) == 1 and "=" in label:
-        return label.split("=", 1)[1]
-    return label.replace(" ", "\n")
+def _category_label(row: Mapping[str, Any], names: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
+    """The first parameter's value, then ``name=value`` for each other one that differs from its usual value."""
+    if not names:
+        return ""
+    parts = [_format_value(names[0], row.get(names[0]))]
+    for name in names[1:]:
+        values = [repr(r.get(name)) for r in rows]
+        usual = max(set(values), key=values.count)
+        if repr(row.get(name)) != usual:
+            parts.append(f"{name}={_format_value(name, row.get(name))}")
+    return "\n".join(parts)
 
 
 def _generic_figure(ds: Dataset):
@@ -445,6 +451,12 @@ def latency_figure(data: Dataset | str | os.PathLike, metric: str | None = None,
                       title=f"{_family(ds)}: {_metric_label(metric)} vs working set")
     ax = fig.axes[0]
     ax.set_xlabel("working set (bytes, log2)")
+    values = [r[metric] for r in ds.rows if _finite(r.get(metric)) and r[metric] > 0]
+    if values and max(values) / min(values) > 20:
+        lows = [r.get(f"{metric}_min") for r in ds.rows]
+        low = min([v for v in lows if _finite(v) and v > 0] + values)
+        ax.set_ylim(low / 1.5, None)
+        ax.set_yscale("log")  # as Drepper's figure 3.15: L1 and DRAM latency on one plot
     ratios = [
         r["cycles_per_element"] / r[metric]
         for r in ds.rows

@@ -160,7 +160,8 @@ def _section(index: int, item: ReportItem) -> str:
         facts = []
         if meta.get("description"):
             facts.append(meta["description"])
-        detail = [f"{len(ds)} points"]
+        detail = [f"sweep {meta['sweep']}"] if meta.get("sweep") else []
+        detail.append(f"{len(ds)} points")
         if meta.get("repeat") is not None:
             detail.append(f"repeat {meta['repeat']}")
         if meta.get("created"):

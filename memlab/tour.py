@@ -201,7 +201,7 @@ def _write_tour_report(result: TourResult, reduced: bool, command: str | None) -
 
     items = []
     for run in result.runs:
-        title = run.family if run.sweep == "quick" else f"{run.family} · {run.sweep}"
+        title = run.family if run.path is None or run.path.stem == run.family else run.path.stem
         notes = [f"measured in {run.seconds:.1f} s"]
         items.append(ReportItem(title=title, dataset=run.dataset, error=run.error, notes=notes,
                                 source=run.path.name if run.path else ""))

@@ -65,6 +65,7 @@ MACHINE_FACTS = (
     "kernel_release",
     "thp_enabled",
     "thp_defrag",
+    "virtualization",
 )
 """Keys of ``metadata["machine"]`` that, when they differ, make a warning."""
 
@@ -354,10 +355,10 @@ def load_dataset(path: str | os.PathLike[str], role: str = "dataset") -> Any:
     A missing or unreadable file raises :class:`DatasetReadError` whose
     message names the role ("baseline", "candidate") and the path.
     """
-    from memlab.dataset import Dataset
+    from memlab.dataset import Dataset, paths_for
 
     text = os.fspath(path)
-    if not os.path.exists(text):
+    if not any(os.path.exists(candidate) for candidate in paths_for(text)):
         raise DatasetReadError(text, f"{role} dataset {text} does not exist")
     try:
         return Dataset.load(text)

@@ -354,3 +354,12 @@ def test_load_dataset_errors(tmp_path):
     with pytest.raises(DatasetReadError, match="baseline dataset .* does not exist") as info:
         load_dataset(tmp_path / "nope.csv", "baseline")
     assert info.value.path == str(tmp_path / "nope.csv")
+
+
+def test_load_dataset_accepts_the_stem_and_reports_a_bad_sidecar(files):
+    stem = str(files["base"])[: -len(".csv")]
+    assert len(load_dataset(stem).rows) == 4
+    sidecar = files["slow"].with_suffix(".json")
+    sidecar.write_text("{not json")
+    with pytest.raises(DatasetReadError, match="candidate dataset .* cannot be read: JSONDecodeError"):
+        load_dataset(files["slow"], "candidate")

@@ -21,7 +21,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 from typing import Any, Callable
 
 __all__ = [
@@ -472,7 +471,11 @@ def format_facts(facts: dict) -> str:
         add("counters", " ".join(available) or "none")
         for name, info in sorted(counters.items()):
             if not info.get("available"):
-                add(f"  missing {name}", info.get("reason", ""))
+                add("  missing", f"{name}: {info.get('reason', '')}")
+    clock = facts.get("core_clock")
+    if clock and "core_GHz" in clock:
+        add("core clock", f"{clock['core_GHz']:.3f} GHz measured by a dependent add chain "
+            f"(imul cross-check {clock.get('imul_GHz', float('nan')):.3f} GHz)")
     for key, value in sorted((facts.get("core_build") or {}).items()):
         add(f"core {key}", value)
     return "\n".join(lines)

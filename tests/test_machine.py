@@ -133,7 +133,10 @@ def test_core_facts_are_guarded(monkeypatch):
     fake = types.ModuleType("memlab._core")
     fake.counters_probe = lambda: {"cycles": {"available": False, "reason": "ENOENT"},
                                    "page_faults": {"available": True, "reason": ""}}
+    import memlab
+
     monkeypatch.setitem(sys.modules, "memlab._core", fake)  # no build_info: AttributeError is absorbed
+    monkeypatch.setattr(memlab, "_core", fake, raising=False)
     facts = machine.collect(include_core=True, root="/nonexistent")
     assert facts["counters"]["cycles"] == {"available": False, "reason": "ENOENT"}
     assert "core_build" not in facts

@@ -222,3 +222,24 @@ def test_options_are_listed_in_help(pytester):
         "*--memlab-baseline-dir*",
         "*--memlab-fail-above*",
     ])
+
+
+def test_a_real_sweep_is_measured_saved_and_compared(pytester):
+    pytester.makepyfile(test_clock='''
+from memlab.sweep import Sweep
+
+def test_clock(memlab_regression):
+    sweep = Sweep("guard", "calibrate", [{"budget_ns": 1_000_000}, {"budget_ns": 2_000_000}],
+                  repeat=5, warmup=0)
+    memlab_regression.check(sweep, metric="core_GHz", better="higher")
+''')
+    saved = pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline", "--memlab-repeat", "6")
+    saved.assert_outcomes(passed=1)
+    baseline = Dataset.load(pytester.path / "memlab-baselines" / "test_clock.py_test_clock.csv")
+    assert baseline.column("budget_ns") == [1_000_000, 2_000_000]
+    assert [len(row["core_GHz_samples"]) for row in baseline.rows] == [6, 6]
+    assert baseline.metadata["param_names"] == ["budget_ns"]
+    # the gate is far beyond any clock drift: this checks the plumbing, not the machine
+    compared = pytester.runpytest(*PLUGIN_ARGS, "--memlab-fail-above", "90%")
+    compared.assert_outcomes(passed=1)
+    compared.stdout.fnmatch_lines(["passed: test_clock.py::test_clock: geometric mean ratio*over 2 points*"])

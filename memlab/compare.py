@@ -631,7 +631,7 @@ def _sample_list(value: Any) -> list[Any] | None:
         if not text:
             return None
         try:
-            value = json.loads(text.replace("NaN", "null").replace("nan", "null"))
+            value = json.loads(text)  # accepts NaN, dropped by clean_samples
         except json.JSONDecodeError:
             return None
     if isinstance(value, (list, tuple, np.ndarray)):

@@ -223,6 +223,11 @@ class Comparison:
     def regressions(self) -> list[PointComparison]:
         return self.by_verdict(REGRESSION)
 
+    @property
+    def unjudged(self) -> list[PointComparison]:
+        """Points that got no verdict because of noise or too few samples."""
+        return [p for p in self.points if p.verdict in (TOO_NOISY, TOO_FEW_SAMPLES)]
+
     def failing(self, fail_above: float | None = None) -> list[PointComparison]:
         """Significant regressions whose change is at least ``fail_above``.
 
@@ -729,6 +734,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "--confidence", type=float, default=0.95,
         help="confidence of the ratio interval (default 0.95)",
     )
+    parser.add_argument(
+        "--fail-on-noise", action="store_true",
+        help="also exit 1 when a point gets no verdict (too noisy or too few samples)",
+    )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     return parser
 
@@ -737,7 +746,7 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     """``memlab compare BASELINE CANDIDATE``: print the report, return the exit status.
 
     0: no significant regression of at least ``--fail-above``; 1: at least
-    one; 2: bad arguments or datasets that cannot be compared (missing or
+    one (or, with ``--fail-on-noise``, a point without a verdict); 2: bad arguments or datasets that cannot be compared (missing or
     corrupt file, unknown metric direction, no point in common).
 
     Example (shell): ``memlab compare base.csv new.csv --fail-above 5%``
@@ -772,6 +781,13 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
         limit = comparison.threshold if fail_above is None else fail_above
         print(
             f"memlab compare: {len(failing)} significant regression(s) of at least {limit:.1%}",
+            file=sys.stderr,
+        )
+        return 1
+    if args.fail_on_noise and comparison.unjudged:
+        print(
+            f"memlab compare: {len(comparison.unjudged)} point(s) without a verdict "
+            f"(too noisy or too few samples) and --fail-on-noise",
             file=sys.stderr,
         )
         return 1

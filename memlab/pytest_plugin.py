@@ -54,6 +54,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="fail on a significant regression of at least this much, e.g. 5%% (default 5%%)",
     )
     group.addoption(
+        "--memlab-fail-on-noise", action="store_true", default=False,
+        help="also fail when a point gets no verdict (too noisy or too few samples)",
+    )
+    group.addoption(
         "--memlab-alpha", default=None, type=float, metavar="ALPHA",
         help="significance level of the Mann-Whitney U test (default 0.05)",
     )
@@ -82,6 +86,7 @@ class RegressionGuard:
         fail_above: float,
         alpha: float,
         repeat: int | None,
+        fail_on_noise: bool = False,
         record: Callable[[str, str], None],
     ) -> None:
         self.test_id = test_id
@@ -90,6 +95,7 @@ class RegressionGuard:
         self.fail_above = fail_above
         self.alpha = alpha
         self.repeat = repeat
+        self.fail_on_noise = fail_on_noise
         self._record = record
         self._used: set[str] = set()
 
@@ -167,6 +173,13 @@ class RegressionGuard:
             pytest.fail(
                 f"memlab_regression: {len(failing)} significant regression(s) of at least "
                 f"{limit:.1%} against {path}\n\n{comparison.format()}",
+                pytrace=False,
+            )
+        if self.fail_on_noise and comparison.unjudged:
+            self._record("failed", f"{self.test_id}: {len(comparison.unjudged)} point(s) without a verdict")
+            pytest.fail(
+                f"memlab_regression: {len(comparison.unjudged)} point(s) without a verdict "
+                f"(too noisy or too few samples) and --memlab-fail-on-noise\n\n{comparison.format()}",
                 pytrace=False,
             )
         self._warn_unjudged(comparison)
@@ -262,6 +275,7 @@ def memlab_regression(request: pytest.FixtureRequest) -> RegressionGuard:
         fail_above=settings["fail_above"],
         alpha=settings["alpha"],
         repeat=settings["repeat"],
+        fail_on_noise=config.getoption("memlab_fail_on_noise"),
         record=record,
     )
 

@@ -322,9 +322,12 @@ def test_cli_fail_above_loosens_the_gate(files, capsys):
     assert "4 regression" in capsys.readouterr().out
 
 
-def test_cli_noisy_data_does_not_fail(files, capsys):
+def test_cli_noisy_data_does_not_fail_unless_asked(files, capsys):
     assert compare_main([str(files["base"]), str(files["noisy"])]) == 0
     assert "too noisy" in capsys.readouterr().out
+    assert compare_main([str(files["base"]), str(files["noisy"]), "--fail-on-noise"]) == 1
+    assert "4 point(s) without a verdict" in capsys.readouterr().err
+    assert compare_main([str(files["base"]), str(files["same"]), "--fail-on-noise"]) == 0
 
 
 def test_cli_exit_two_on_unusable_input(files, tmp_path, capsys):

@@ -128,6 +128,14 @@ def test_noisy_run_passes_with_a_warning(guarded):
     result.stdout.fnmatch_lines(["*MemlabRegressionWarning*too noisy*candidate CV*"])
 
 
+def test_noisy_run_fails_with_fail_on_noise(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    result = guarded("--memlab-fail-on-noise", spread=0.1, seed=1)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*2 point(s) without a verdict (too noisy or too few samples)*"])
+    guarded("--memlab-fail-on-noise", seed=1).assert_outcomes(passed=1)
+
+
 def test_machine_difference_is_a_warning(guarded):
     guarded("--memlab-save-baseline").assert_outcomes(passed=1)
     result = guarded(seed=1, kernel="6.8")

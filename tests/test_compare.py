@@ -366,3 +366,10 @@ def test_load_dataset_accepts_the_stem_and_reports_a_bad_sidecar(files):
     sidecar.write_text("{not json")
     with pytest.raises(DatasetReadError, match="candidate dataset .* cannot be read: JSONDecodeError"):
         load_dataset(files["slow"], "candidate")
+
+
+def test_compare_is_part_of_the_public_api():
+    import memlab
+
+    assert memlab.compare is compare
+    assert "compare" in memlab.__all__

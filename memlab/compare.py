@@ -27,7 +27,7 @@ import math
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -396,14 +396,14 @@ def compare(
     interval of the ratio of medians. Returns a :class:`Comparison`; print it
     for the report.
 
-    >>> from types import SimpleNamespace as Data
+    >>> from memlab.dataset import Dataset
     >>> meta = {"param_names": ["n"], "primary_metric": "ns_per_element"}
     >>> def row(n, scale):
     ...     samples = [scale * v for v in (10.0, 10.1, 9.9, 10.05, 9.95)]
     ...     return {"family": "demo", "n": n, "ns_per_element": sorted(samples)[2],
     ...             "ns_per_element_samples": samples}
-    >>> result = compare(Data(rows=[row(1, 1.0), row(2, 1.0)], metadata=meta),
-    ...                  Data(rows=[row(1, 1.2), row(3, 1.0)], metadata=meta))
+    >>> result = compare(Dataset([row(1, 1.0), row(2, 1.0)], meta),
+    ...                  Dataset([row(1, 1.2), row(3, 1.0)], meta))
     >>> [(p.params, p.verdict) for p in result.points], result.only_in_baseline
     ([({'n': 1}, 'regression')], [{'family': 'demo', 'n': 2}])
     """
@@ -423,6 +423,8 @@ def compare(
             f"vs {cand_primary} (candidate); comparing {metric}"
         )
     direction = metric_direction(metric, better)
+    for role, rows in (("baseline", base_rows), ("candidate", cand_rows)):
+        _check_metric_present(metric, rows, role)
     param_names = _param_names(base_rows, base_meta, cand_rows, cand_meta, warnings)
     base_points = _index_rows(base_rows, param_names, metric, "baseline", warnings)
     cand_points = _index_rows(cand_rows, param_names, metric, "candidate", warnings)
@@ -527,24 +529,31 @@ def _compare_point(
     return PointComparison(**common, verdict=verdict, reason=reason)
 
 
-def _unpack(data: Any, role: str) -> tuple[list[Mapping[str, Any]], Mapping[str, Any], str]:
-    label = role
+def _unpack(data: Any, role: str) -> tuple[list[Mapping[str, Any]], dict[str, Any], str]:
+    """(rows, metadata, label) of a dataset, a {"rows", "metadata"} mapping or a path."""
+    name = role
     if isinstance(data, (str, os.PathLike)):
-        label = os.fspath(data)
+        name = os.fspath(data)
         data = load_dataset(data, role)
-    rows = getattr(data, "rows", None)
-    metadata = getattr(data, "metadata", None)
-    if rows is None and isinstance(data, Mapping):
+    if isinstance(data, Mapping):
         rows, metadata = data.get("rows"), data.get("metadata")
+    else:
+        rows, metadata = getattr(data, "rows", None), getattr(data, "metadata", None)
     if rows is None:
         raise ValueError(
             f"{role}={type(data).__name__} is not a dataset (needs rows and metadata) or a path"
         )
-    if label == role:
-        label = f"{role} ({len(rows)} rows)"
-    else:
-        label = f"{label} ({len(rows)} rows)"
-    return list(rows), dict(metadata or {}), label
+    return list(rows), dict(metadata or {}), f"{name} ({len(rows)} rows)"
+
+
+def _check_metric_present(metric: str, rows: Sequence[Mapping[str, Any]], role: str) -> None:
+    if not rows or any(metric in row or f"{metric}_samples" in row for row in rows):
+        return
+    known = sorted({c[: -len("_samples")] for row in rows for c in row if c.endswith("_samples")})
+    raise ValueError(
+        f"metric={metric!r} is not a column of the {role} dataset "
+        f"(metrics with samples: {', '.join(known) or 'none'})"
+    )
 
 
 def _param_names(

@@ -234,6 +234,9 @@ def test_bad_arguments_are_errors():
         compare(base, base, metric="core_GHz")
     with pytest.raises(ValueError, match="is not a dataset"):
         compare(42, base)
+    with pytest.raises(ValueError, match="metric='elements_per_s' is not a column of the baseline "
+                       r"dataset \(metrics with samples: ns_per_element\)"):
+        compare(base, base, metric="elements_per_s")
     bare = Dataset(rows=[], metadata={})
     with pytest.raises(ValueError, match="neither dataset's metadata names a primary_metric"):
         compare(bare, bare)

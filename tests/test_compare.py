@@ -376,3 +376,12 @@ def test_compare_is_part_of_the_public_api():
 
     assert memlab.compare is compare
     assert "compare" in memlab.__all__
+
+
+def test_memlab_cli_dispatches_compare(files, capsys):
+    from memlab.cli import main
+
+    assert main(["compare", str(files["base"]), str(files["slow"])]) == 1
+    assert main(["compare", str(files["base"]), str(files["same"])]) == 0
+    assert main(["compare", str(files["base"]), "/nonexistent/x.csv"]) == 2
+    assert "regression" in capsys.readouterr().out

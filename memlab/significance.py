@@ -17,6 +17,7 @@ holds the matching of dataset rows and the reporting.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -95,7 +96,8 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _u_distribution_counts(n1: int, n2: int) -> list[int]:
+@functools.lru_cache(maxsize=64)
+def _u_distribution_counts(n1: int, n2: int) -> tuple[int, ...]:
     """How many of the C(n1+n2, n1) arrangements give each U = 0..n1*n2.
 
     These are the coefficients of the Gaussian binomial coefficient
@@ -110,7 +112,7 @@ def _u_distribution_counts(n1: int, n2: int) -> list[int]:
             counts[j] -= counts[j - shift]
         for j in range(i, len(counts)):
             counts[j] += counts[j - i]
-    return counts[:size]
+    return tuple(counts[:size])
 
 
 def smallest_two_sided_p(n1: int, n2: int) -> float:

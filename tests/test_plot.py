@@ -206,3 +206,16 @@ def test_plot_command_errors(tmp_path, capsys):
     assert cli.main(["plot", str(tmp_path / "pipe.csv"), "--dpi", "1"]) == 2
     assert "--dpi=1 is below the minimum 10" in capsys.readouterr().err
     assert cli.main(["plot"]) == 2
+
+
+def test_a_parameter_overwritten_by_a_metric_is_not_a_variant():
+    # A family reporting a metric named like a parameter (chase's adapted `laps`) leaves the
+    # metric's median in that column: every row differs, but it is not a line of its own.
+    ds = fixtures.chase().filter(npad=0)
+    ds.metadata["param_names"] = [*ds.metadata["param_names"], "laps"]
+    for index, r in enumerate(ds.rows):
+        r["laps"] = 1000.0 + index
+        r["laps_samples"] = [1000.0 + index]
+    ax = plot.latency_figure(ds).axes[0]
+    labels = sorted(line.get_label() for line in ax.get_lines() if len(line.get_xdata()) > 2)
+    assert labels == ["order=random", "order=sequential"]

@@ -161,7 +161,7 @@ def _section(index: int, item: ReportItem) -> str:
         if meta.get("description"):
             facts.append(meta["description"])
         detail = [f"sweep {meta['sweep']}"] if meta.get("sweep") else []
-        detail.append(f"{len(ds)} points")
+        detail.append(f"{len(ds)} point{'' if len(ds) == 1 else 's'}")
         if meta.get("repeat") is not None:
             detail.append(f"repeat {meta['repeat']}")
         if meta.get("created"):

@@ -46,6 +46,7 @@ def test_notebook_is_stored_clean_and_quick(name):
     assert nb.cells[0].cell_type == "markdown" and nb.cells[-1].cell_type == "markdown"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXPECTED)
 def test_notebook_runs_top_to_bottom_in_quick_mode(name, tmp_path):
     nb = load(name)

@@ -506,19 +506,26 @@ def pipe_figure(data: Dataset | str | os.PathLike, metric: str = "GiB_per_s"):
     >>> fig = pipe_figure("memlab-tour/pipe.csv")   # doctest: +SKIP
     """
     ds = _as_dataset(data)
-    rows = sorted(_rows_with(ds, metric), key=_rung_order)
+    rows = _rows_with(ds, metric)
+    rung_params = {"writer", "reader", "huge_pages", "busy_loop", "writer_cpu", "reader_cpu"}
+    extra = [n for n in _varying(rows, _param_names(ds)) if n not in rung_params]
+    rows = sorted(rows, key=lambda r: (_rung_order(r), tuple(repr(r.get(n)) for n in extra)))
+
+    def rung_label(row: Mapping[str, Any]) -> str:
+        return _rung_label(row) + ("\n" + _label(row, extra) if extra else "")
+
     labels: list[str] = []
     for row in rows:
-        if _rung_label(row) not in labels:
-            labels.append(_rung_label(row))
+        if rung_label(row) not in labels:
+            labels.append(rung_label(row))
     order = ("two CPUs", "one CPU", "unpinned")
     placements = sorted({_placement(row) for row in rows}, key=order.index)
-    fig, ax = _new_figure(max(6.5, 1.4 * len(labels) + 2), 4.8)
+    fig, ax = _new_figure(max(6.5, min(14.0, 1.4 * len(labels) + 2)), 4.8)
     width = 0.8 / len(placements)
     for p_index, placement in enumerate(placements):
         members = [r for r in rows if _placement(r) == placement]
         first = members[0][metric]
-        xs = [labels.index(_rung_label(r)) + (p_index - (len(placements) - 1) / 2) * width for r in members]
+        xs = [labels.index(rung_label(r)) + (p_index - (len(placements) - 1) / 2) * width for r in members]
         bars = ax.bar(xs, [r[metric] for r in members], width * 0.92, color=f"C{p_index}",
                       label=placement, yerr=_spread(members, metric), capsize=2,
                       error_kw={"elinewidth": 0.8, "ecolor": "0.25"})

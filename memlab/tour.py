@@ -249,6 +249,12 @@ def tour_main(argv: Sequence[str] | None = None) -> int:
         status = f"FAILED: {run.error}" if run.error else f"{len(run.dataset)} rows -> {run.path}"
         print(f"{run.family:<14} {run.seconds:6.1f} s  {status}")
     print(f"tour: {result.seconds:.0f} s; report -> {result.report}")
+    try:
+        from memlab.plot import require_matplotlib
+
+        require_matplotlib()
+    except ImportError as error:
+        print(f"memlab tour: the report has no figures: {error}", file=sys.stderr)
     if result.interrupted:
         return 130
     return 1 if result.failed else 0

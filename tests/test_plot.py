@@ -219,3 +219,13 @@ def test_a_parameter_overwritten_by_a_metric_is_not_a_variant():
     ax = plot.latency_figure(ds).axes[0]
     labels = sorted(line.get_label() for line in ax.get_lines() if len(line.get_xdata()) > 2)
     assert labels == ["order=random", "order=sequential"]
+
+
+def test_pipe_rows_differing_beyond_the_rung_get_bars_of_their_own():
+    ds = fixtures.pipe().filter(writer_cpu=0, reader_cpu=1)
+    checked = [dict(r, verify=True, GiB_per_s=r["GiB_per_s"] / 2) for r in ds.rows]
+    ds = Dataset(ds.rows + checked, ds.metadata)
+    ax = plot.pipe_figure(ds).axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[:2] == ["write/read\nverify=no", "write/read\nverify=yes"]
+    assert len(labels) == len(ax.patches) == 10

@@ -115,3 +115,13 @@ def test_tour_starts_afresh_unless_resumed(tmp_path):
     kept = tour.tour(tmp_path, reduced=True, families=["calibrate"], progress=False, report=False, resume=True)
     assert kept.runs[0].dataset.rows[0]["core_GHz_samples"] == again.runs[0].dataset.rows[0]["core_GHz_samples"]
     assert first.report is None and not (tmp_path / "report.html").exists()
+
+
+def test_tour_without_matplotlib_writes_tables_and_says_what_to_install(tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert cli.main(["tour", "--reduced", "--family", "calibrate", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert "pip install 'memlab[plot]'" in capsys.readouterr().err
+    parsed = parse_report((tmp_path / "report.html").read_text(encoding="utf-8"))
+    assert parsed.images == [] and "core_GHz (median)" in parsed.cells

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Sequence
 
 from memlab.dataset import Dataset
 
-__all__ = ["EXTRA_COLUMNS", "ReportItem", "build_report", "report_main", "write_report"]
+__all__ = ["CAPTIONS", "EXTRA_COLUMNS", "ReportItem", "build_report", "report_main", "write_report"]
 
 #: Metrics worth a column of their own in the report, per family (shown when present).
 EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -46,6 +46,31 @@ EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
     "region": ("huge_fraction",),
     "share": ("lost_updates",),
     "system": ("index",),
+}
+
+#: How to read each family's figure, one or two sentences under it.
+CAPTIONS: dict[str, str] = {
+    "calibrate": "The core clock measured with a chain of dependent adds (one per cycle); memlab turns "
+                 "ns into cycles with it. Dots are the repetitions, the bar their median.",
+    "region": "How fast fresh memory becomes usable: mapping and populating it with 4 KiB pages or "
+              "transparent huge pages (one fault per 2 MiB instead of per 4 KiB).",
+    "chase": "Time per element of a walk through a linked list: flat while the list fits in a cache, "
+             "a step up past each cache size (dashed lines). Random order pays the full latency of "
+             "wherever the list lives; sequential order is hidden by the prefetcher (Drepper 3.3.2).",
+    "pipe": "The ladder of 'Making Linux pipes fast': each rung adds one change (vmsplice, splice, "
+            "huge pages, busy loop); the number over a bar is its speed-up over write/read.",
+    "clear_fault": "The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
+                   "faults taken per page (seeds 001 and 003).",
+    "clear_order": "User space clearing 2 MiB chunks in 4 KiB pieces in the old kernel order or "
+                   "sequentially, with four store methods (seed 001).",
+    "matrix": "Matrix multiply variants of Drepper's table 6.2; each bar says its time relative to the "
+              "naive loop, the dashed line is numpy's BLAS on one thread.",
+    "matrix_init": "Writing a matrix row-wise or column-wise with normal or non-temporal stores "
+                   "(Drepper's table 6.1).",
+    "system": "UnixBench's process creation, execl and file copy, scored as UnixBench does: "
+              "index = result / baseline x 10, the score their geometric mean.",
+    "share": "Two threads incrementing counters disp longs apart: one counter (0), one cache line "
+             "(1-7, false sharing) or a line each (8 and more).",
 }
 
 _STYLE = """
@@ -172,6 +197,9 @@ def _section(index: int, item: ReportItem) -> str:
         parts.append("<p class=meta>" + "<br>".join(map(_escape, facts)) + "</p>")
         if len(ds):
             parts.append(_figure_html(ds, item.title))
+            caption = CAPTIONS.get(str(meta.get("family") or ""))
+            if caption:
+                parts.append(f"<p>{_escape(caption)}</p>")
             parts.append(_table(ds))
             missing = _missing_counters(ds)
             if missing:

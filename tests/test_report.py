@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import sys
 
 import pytest
@@ -27,7 +28,7 @@ def test_report_embeds_one_png_per_dataset_and_parses():
     assert f"memlab {__version__}" in text
     assert "Fixture CPU" in text and "6.1.0-fixture" in text  # the dataset's machine, not this one
     assert "http://" not in text and "https://" not in text  # nothing to fetch
-    assert report.CAPTIONS["pipe"] in text
+    assert html.escape(report.CAPTIONS["pipe"]) in text
 
 
 def test_report_table_shows_the_varying_parameters_and_the_spread():

@@ -148,6 +148,10 @@ def tour(
         raise ValueError(f"repeat={repeat} is below the minimum 1")
     if families:
         selected = {name: get_family(name) for name in families}
+        lacking = [name for name, fam in selected.items() if "quick" not in fam.sweeps]
+        if lacking:
+            raise ValueError(f"family={lacking[0]!r} has no quick sweep (its sweeps: "
+                             f"{', '.join(sorted(selected[lacking[0]].sweeps)) or 'none'})")
     else:
         selected = all_families()
     out = Path(out)

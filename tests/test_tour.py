@@ -79,6 +79,9 @@ def test_tour_command_exit_codes(tmp_path, monkeypatch, capsys):
     assert "FAILED: ValueError" in capsys.readouterr().out
     assert cli.main(["tour", "--family", "nosuchfamily", "--out", str(tmp_path)]) == 2
     assert "family='nosuchfamily' is not a memlab family" in capsys.readouterr().err
+    monkeypatch.delitem(calibrate.sweeps, "quick")
+    assert cli.main(["tour", "--family", "calibrate", "--out", str(tmp_path)]) == 2
+    assert "family='calibrate' has no quick sweep" in capsys.readouterr().err
     assert cli.main(["tour", "--repeat", "0", "--out", str(tmp_path)]) == 2
     assert "--repeat=0 is below the minimum 1" in capsys.readouterr().err
     assert cli.main(["tour", "--bogus"]) == 2

@@ -253,7 +253,11 @@ def fault_sweep(quick: bool = False):
         points += grid(region_bytes=[64 * MiB], pages=["thp"], pause_s=[1.0])
         return Sweep(name="quick", family="clear_fault", points=points, repeat=3, warmup=1,
                      description="fault-in speed, 64 MiB, 4k/THP, every populate mode")
-    points = grid(region_bytes=list(FAULT_SIZES), pages=list(PAGE_KINDS), populate=list(POPULATE_MODES))
+    points = [
+        point
+        for point in grid(region_bytes=list(FAULT_SIZES), pages=list(PAGE_KINDS), populate=list(POPULATE_MODES))
+        if point["region_bytes"] % PAGE_BYTES[point["pages"]] == 0
+    ]
     points += grid(region_bytes=[1 * GiB], pages=["thp"], touch_offset=["middle", "last"])
     points += grid(region_bytes=[1 * GiB], pages=["thp", "4k"], pause_s=[1.0, 5.0])
     return Sweep(name="clear_fault", family="clear_fault", points=points, repeat=5, warmup=1,

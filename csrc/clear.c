@@ -508,6 +508,9 @@ static int clear_plan_build(const clear_plan_config *c, uint64_t *offsets, ml_co
 
 /* ---- clear_order: user-space re-clearing of a faulted region ------------ */
 
+/* "none" first, then the orders: index - 1 is the order. */
+static const char *const clear_baseline_names[] = {"none", "sequential", "kernel", "reverse", "random", NULL};
+
 typedef struct clear_order_config {
     int64_t region_bytes;
     int pages;
@@ -517,14 +520,21 @@ typedef struct clear_order_config {
     int64_t target_subpage;
     int64_t seed;
     int check;
+    int baseline_order;
+    int64_t baseline_extent_bytes;
 } clear_order_config;
+
+typedef struct clear_pass_plan {
+    uint64_t *offsets;
+    size_t calls;
+    size_t extent;
+} clear_pass_plan;
 
 typedef struct clear_order_state {
     clear_order_config config;
     ml_region region;
     int mapped;
-    uint64_t *offsets;
-    size_t calls;
+    clear_pass_plan plan, baseline;
     clear_fn clear;
     int store_bytes;
     uint64_t pass_ns; /* the last pass's duration, to size the next sample */
@@ -548,19 +558,36 @@ static const ml_param clear_order_params[] = {
     {.name = "seed", .kind = ML_PARAM_INT, .offset = offsetof(clear_order_config, seed), .min = 0,
      .max = INT64_MAX},
     {.name = "check", .kind = ML_PARAM_BOOL, .offset = offsetof(clear_order_config, check)},
+    {.name = "baseline_order", .kind = ML_PARAM_CHOICE, .offset = offsetof(clear_order_config, baseline_order),
+     .choices = clear_baseline_names},
+    {.name = "baseline_extent_bytes", .kind = ML_PARAM_INT,
+     .offset = offsetof(clear_order_config, baseline_extent_bytes), .min = 0, .max = CLEAR_MAX_REGION_BYTES},
     {0},
 };
 
 static void clear_order_teardown(void *state);
 
-static uint64_t clear_order_pass(clear_order_state *s)
+static int clear_pass_plan_build(clear_pass_plan *pass, const clear_plan_config *plan, ml_context *ctx,
+                                 ml_error *err)
+{
+    if (clear_plan_check(plan, err) < 0)
+        return -1;
+    pass->extent = (size_t)plan->extent_bytes;
+    pass->calls = clear_plan_calls(plan);
+    pass->offsets = malloc(pass->calls * sizeof(*pass->offsets));
+    if (!pass->offsets)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate a plan of %zu clear calls", pass->calls);
+    return clear_plan_build(plan, pass->offsets, ctx, err);
+}
+
+static uint64_t clear_order_pass(const clear_order_state *s, const clear_pass_plan *pass)
 {
     char *base = s->region.base;
-    size_t extent = (size_t)s->config.extent_bytes, region = s->region.bytes;
+    size_t extent = pass->extent, region = s->region.bytes;
     clear_fn clear = s->clear;
     uint64_t start = ml_now_ns();
-    for (size_t i = 0; i < s->calls; i++) {
-        size_t offset = (size_t)s->offsets[i];
+    for (size_t i = 0; i < pass->calls; i++) {
+        size_t offset = (size_t)pass->offsets[i];
         clear(base + offset, region - offset < extent ? region - offset : extent);
     }
     return ml_now_ns() - start;
@@ -578,6 +605,9 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
                        clear_method_names[c->method]);
     if (clear_plan_check(&plan, err) < 0)
         return -1;
+    if (c->baseline_order == 0 && c->baseline_extent_bytes != 0)
+        return ml_fail(err, ML_ERR_VALUE, 0, "baseline_extent_bytes=%lld needs a baseline_order",
+                       (long long)c->baseline_extent_bytes);
     if (clear_check_multiple("region_bytes", c->region_bytes, (int64_t)clear_page_bytes(c->pages),
                              c->pages == ML_PAGES_HUGETLB_1G ? "the 1 GiB page size" : "the page size", err) < 0)
         return -1;
@@ -590,14 +620,22 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
     s->config = *c;
     s->clear = clear;
     s->store_bytes = store_bytes;
-    s->calls = clear_plan_calls(&plan);
-    s->offsets = malloc(s->calls * sizeof(*s->offsets));
-    if (!s->offsets) {
-        ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate a plan of %zu clear calls", s->calls);
+    if (clear_pass_plan_build(&s->plan, &plan, ctx, err) < 0)
         goto error;
+    if (c->baseline_order > 0) {
+        clear_plan_config baseline = plan;
+        baseline.order = c->baseline_order - 1;
+        if (c->baseline_extent_bytes > 0)
+            baseline.extent_bytes = c->baseline_extent_bytes;
+        if (clear_pass_plan_build(&s->baseline, &baseline, ctx, err) < 0) {
+            if (err->code == ML_ERR_VALUE && strncmp(err->message, "extent_bytes", 12) == 0) {
+                char message[ML_MESSAGE_MAX];
+                memcpy(message, err->message, sizeof(message));
+                ml_fail(err, ML_ERR_VALUE, 0, "baseline_%s", message);
+            }
+            goto error;
+        }
     }
-    if (clear_plan_build(&plan, s->offsets, ctx, err) < 0)
-        goto error;
     if (ml_region_map(&s->region, (size_t)c->region_bytes, (ml_page_kind)c->pages, CLEAR_CHUNK_BYTES,
                       ML_POPULATE_TOUCH, 1, err) < 0)
         goto error;
@@ -608,7 +646,7 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
     if (ml_interrupted(ctx))
         goto interrupted;
     /* One untimed pass sizes the samples and leaves the caches as a pass does. */
-    s->pass_ns = clear_order_pass(s);
+    s->pass_ns = clear_order_pass(s, &s->plan);
     ml_counters_open(&s->counters, 0, 0);
     s->counters_open = 1;
     *state = s;
@@ -634,6 +672,10 @@ static size_t clear_count_nonzero_bytes(const char *base, size_t bytes)
     return nonzero;
 }
 
+/* A sample: as many passes of the plan as fill the target time, then (with
+ * a baseline) as many passes of the baseline plan, so that both see the
+ * same machine within a fraction of a second and their ratio stays steady
+ * while other work comes and goes.  Counters cover the plan's passes. */
 static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
 {
     clear_order_state *s = state;
@@ -649,7 +691,7 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
     if (ctx->counters)
         ml_counters_start(&s->counters);
     for (uint64_t i = 0; i < passes; i++)
-        elapsed += clear_order_pass(s);
+        elapsed += clear_order_pass(s, &s->plan);
     if (ctx->counters) {
         ml_counters_stop(&s->counters);
         ml_counters_read(&s->counters, &out->counters);
@@ -662,13 +704,28 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
     out->bytes = (double)passes * (double)s->region.bytes;
     out->units = out->bytes / (double)CLEAR_SUBPAGE_BYTES;
     ml_metric_add(out, "passes", (double)passes);
-    ml_metric_add(out, "calls_per_pass", (double)s->calls);
+    ml_metric_add(out, "calls_per_pass", (double)s->plan.calls);
     ml_metric_add(out, "store_bytes", (double)s->store_bytes);
-    clear_add_huge_coverage(out, &s->region);
     if (c->check) {
         ML_CHECK_INTERRUPT(ctx, err);
         ml_metric_add(out, "nonzero_bytes", (double)clear_count_nonzero_bytes(s->region.base, s->region.bytes));
     }
+    if (s->baseline.offsets) {
+        uint64_t baseline_elapsed = 0;
+        ML_CHECK_INTERRUPT(ctx, err);
+        if (c->check)
+            memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
+        for (uint64_t i = 0; i < passes; i++)
+            baseline_elapsed += clear_order_pass(s, &s->baseline);
+        double rate = out->bytes / (double)elapsed;
+        double baseline_rate = out->bytes / (double)baseline_elapsed;
+        ml_metric_add(out, "baseline_GB_per_s", baseline_rate);
+        ml_metric_add(out, "ratio_to_baseline", rate / baseline_rate);
+        if (c->check)
+            ml_metric_add(out, "baseline_nonzero_bytes",
+                          (double)clear_count_nonzero_bytes(s->region.base, s->region.bytes));
+    }
+    clear_add_huge_coverage(out, &s->region);
     return 0;
 }
 
@@ -681,7 +738,8 @@ static void clear_order_teardown(void *state)
         ml_counters_close(&s->counters);
     if (s->mapped)
         ml_region_unmap(&s->region);
-    free(s->offsets);
+    free(s->plan.offsets);
+    free(s->baseline.offsets);
     free(s);
 }
 

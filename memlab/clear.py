@@ -34,6 +34,7 @@ __all__ = [
     "ORDERS",
     "ORDER_FAMILY",
     "OrderParams",
+    "PATCH_COMPARISONS",
     "PAGE_KINDS",
     "POPULATE_MODES",
     "SUBPAGE_BYTES",
@@ -106,6 +107,10 @@ class OrderParams:
     must divide the chunk, and the order permutes the extents of a chunk; from
     2 MiB on, calls cover whole chunks in address order. ``check``: dirty the
     region before every sample and count the bytes left non-zero after it.
+    ``baseline_order`` (and ``baseline_extent_bytes``, 0: the same extent):
+    after the sample's passes, time as many passes of this second plan and
+    report ``baseline_GB_per_s`` and ``ratio_to_baseline``, a ratio measured
+    within the same fraction of a second and so steady on a busy machine.
     """
 
     region_bytes: int = 1 * GiB
@@ -116,6 +121,8 @@ class OrderParams:
     target_subpage: int = 0
     seed: int = 1
     check: bool = False
+    baseline_order: str = "none"
+    baseline_extent_bytes: int = 0
 
     def __post_init__(self) -> None:
         check_int("region_bytes", self.region_bytes, CHUNK_BYTES, MAX_REGION_BYTES)
@@ -126,19 +133,27 @@ class OrderParams:
         check_int("target_subpage", self.target_subpage, 0, CHUNK_SUBPAGES - 1)
         check_int("seed", self.seed, 0, 2**63 - 1)
         check_bool("check", self.check)
+        check_choice("baseline_order", self.baseline_order, ("none",) + ORDERS)
+        check_int("baseline_extent_bytes", self.baseline_extent_bytes, 0, MAX_REGION_BYTES)
         _check_plan(self.region_bytes, self.extent_bytes)
+        if self.baseline_extent_bytes:
+            if self.baseline_order == "none":
+                raise ValueError(
+                    f"baseline_extent_bytes={self.baseline_extent_bytes} needs a baseline_order"
+                )
+            _check_plan(self.region_bytes, self.baseline_extent_bytes, "baseline_extent_bytes")
         page = PAGE_BYTES[self.pages]
         _check_multiple("region_bytes", self.region_bytes, page, f"the {self.pages} page size")
 
 
-def _check_plan(region_bytes: int, extent_bytes: int) -> None:
+def _check_plan(region_bytes: int, extent_bytes: int, name: str = "extent_bytes") -> None:
     _check_multiple("region_bytes", region_bytes, CHUNK_BYTES, "the 2 MiB chunk")
-    _check_multiple("extent_bytes", extent_bytes, SUBPAGE_BYTES, "the 4 KiB subpage")
+    _check_multiple(name, extent_bytes, SUBPAGE_BYTES, "the 4 KiB subpage")
     if extent_bytes > region_bytes:
-        raise ValueError(f"extent_bytes={extent_bytes} is larger than region_bytes={region_bytes}")
+        raise ValueError(f"{name}={extent_bytes} is larger than region_bytes={region_bytes}")
     if extent_bytes < CHUNK_BYTES and CHUNK_BYTES % extent_bytes:
         raise ValueError(
-            f"extent_bytes={extent_bytes} must divide the 2 MiB chunk "
+            f"{name}={extent_bytes} must divide the 2 MiB chunk "
             "(a power of two from 4096 to 2097152) or be at least 2 MiB"
         )
 
@@ -285,22 +300,39 @@ def order_sweep(quick: bool = False):
                  target_seconds=0.2, description="user-space re-clearing of 1 GiB: order x method x extent")
 
 
+# (label, order, extent_bytes, baseline_order, baseline_extent_bytes): the
+# comparisons of seed 001, each measured as an interleaved ratio.
+PATCH_COMPARISONS = (
+    ("sequential 2 MiB / kernel order 4 KiB", "sequential", 2 * MiB, "kernel", 4096),
+    ("sequential 4 KiB / kernel order 4 KiB", "sequential", 4096, "kernel", 4096),
+    ("2 MiB / 4 KiB calls (sequential)", "sequential", 2 * MiB, "sequential", 4096),
+    ("32 MiB / 2 MiB calls (1 GiB-page style)", "sequential", 32 * MiB, "sequential", 2 * MiB),
+)
+
+
 def patch_sweep(quick: bool = False):
-    """clear_patch: seed 001's comparison - the old kernel order in 4 KiB
-    calls vs sequential 4 KiB, whole 2 MiB chunks, and 32 MiB (1 GiB-page
-    style) extents, per method; ``experiments/clear_patch.py`` prints the
-    ratios."""
-    from memlab.sweep import Sweep, grid
+    """clear_patch: seed 001's comparison in one table - sequential vs the old
+    kernel order, 4 KiB vs 2 MiB calls, 2 MiB vs 32 MiB (1 GiB-page style)
+    extents, per method, each point a ratio measured against its baseline
+    within every sample (``ratio_to_baseline``); ``experiments/clear_patch.py``
+    prints the table."""
+    from memlab.sweep import Sweep
 
     region = 256 * MiB if quick else 1 * GiB
-    targets = [0, 256] if quick else [0, 256, 511]
-    points = grid(region_bytes=[region], pages=["thp"], method=list(METHODS), order=["kernel"],
-                  extent_bytes=[4096], target_subpage=targets)
-    points += grid(region_bytes=[region], pages=["thp"], method=list(METHODS), order=["sequential"],
-                   extent_bytes=[4096, 2 * MiB, 32 * MiB])
+    targets = [0] if quick else [0, 256, 511]
+    points = []
+    for method in METHODS:
+        for _, order, extent, baseline, baseline_extent in PATCH_COMPARISONS:
+            for target in targets if baseline == "kernel" else [0]:
+                points.append({
+                    "region_bytes": region, "pages": "thp", "method": method, "order": order,
+                    "extent_bytes": extent, "target_subpage": target, "baseline_order": baseline,
+                    "baseline_extent_bytes": baseline_extent,
+                })
     return Sweep(name="quick" if quick else "clear_patch", family="clear_order", points=points,
                  repeat=3 if quick else 11, warmup=1, target_seconds=0.05 if quick else 0.2,
-                 description="kernel order vs sequential, 4 KiB vs 2 MiB vs 32 MiB extents")
+                 description="seed 001: kernel order vs sequential, 4 KiB vs 2 MiB vs 32 MiB extents, "
+                             "as interleaved ratios")
 
 
 FAULT_FAMILY = Family(

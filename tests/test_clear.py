@@ -156,6 +156,16 @@ def test_order_reports_store_width_and_coverage():
     assert m4k.median("store_bytes") == 1
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_baseline_is_cleared_too_and_gives_a_ratio(method):
+    m = clear.order(region_bytes=6 * MiB, method=method, order="sequential", extent_bytes=2 * MiB,
+                    baseline_order="kernel", baseline_extent_bytes=4096, target_subpage=3, check=True, **QUICK)
+    assert m.median("nonzero_bytes") == 0
+    assert m.median("baseline_nonzero_bytes") == 0
+    sample = m.samples[0]
+    assert sample["ratio_to_baseline"] == pytest.approx(sample["GB_per_s"] / sample["baseline_GB_per_s"])
+
+
 def test_order_fills_the_target_time_with_whole_passes():
     m = clear.order(region_bytes=4 * MiB, repeat=2, warmup=1, target_seconds=0.02)
     assert m.median("passes") >= 1
@@ -290,6 +300,10 @@ def test_fault_rejects_bad_parameters(kwargs, message):
         ({"pages": "huge"}, r"pages='huge' is not one of"),
         ({"target_subpage": 512}, r"target_subpage=512 is above the maximum 511"),
         ({"target_subpage": -1}, r"target_subpage=-1 is below the minimum 0"),
+        ({"baseline_order": "kernal"}, r"baseline_order='kernal' is not one of"),
+        ({"baseline_extent_bytes": 4096}, r"baseline_extent_bytes=4096 needs a baseline_order"),
+        ({"baseline_order": "kernel", "baseline_extent_bytes": 12288},
+         r"baseline_extent_bytes=12288 must divide the 2 MiB chunk"),
     ],
 )
 def test_order_rejects_bad_parameters(kwargs, message):
@@ -308,11 +322,15 @@ def test_order_rejects_bad_parameters(kwargs, message):
         ({"target_subpage": 512}, "target_subpage"),
         ({"method": "clzero"}, "method"),
         ({"order": "zigzag"}, "order"),
+        ({"baseline_extent_bytes": 4096}, "baseline_extent_bytes=4096 needs a baseline_order"),
+        ({"baseline_order": "kernel", "baseline_extent_bytes": 8 * MiB},
+         "baseline_extent_bytes=8388608 is larger than region_bytes=4194304"),
     ],
 )
 def test_order_c_boundary_rejects_bad_parameters(config, message):
     base = {"region_bytes": 4 * MiB, "pages": "4k", "order": "sequential", "method": "memset",
-            "extent_bytes": 4096, "target_subpage": 0, "seed": 1, "check": False}
+            "extent_bytes": 4096, "target_subpage": 0, "seed": 1, "check": False,
+            "baseline_order": "none", "baseline_extent_bytes": 0}
     base.update(config)
     with pytest.raises(ValueError, match=re.escape(message)):
         with _core.Kernel("clear_order", base):

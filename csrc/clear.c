@@ -672,32 +672,58 @@ static size_t clear_count_nonzero_bytes(const char *base, size_t bytes)
     return nonzero;
 }
 
-/* A sample: as many passes of the plan as fill the target time, then (with
- * a baseline) as many passes of the baseline plan, so that both see the
- * same machine within a fraction of a second and their ratio stays steady
- * while other work comes and goes.  Counters cover the plan's passes. */
+/* Add one interval's counts to a running total. */
+static void clear_counters_accumulate(ml_counter_values *total, const ml_counter_values *part, int first)
+{
+    if (first) {
+        *total = *part;
+        return;
+    }
+    for (int i = 0; i < ML_COUNTER_COUNT; i++) {
+        total->value[i] += part->value[i];
+        if (part->running_fraction[i] < total->running_fraction[i])
+            total->running_fraction[i] = part->running_fraction[i];
+    }
+}
+
+/* A sample: as many passes of the plan as fill the target time; with a
+ * baseline, each pass is followed by a pass of the baseline plan, so that
+ * both see the same machine within a fraction of a second and their ratio
+ * stays steady while other work comes and goes.  Counters cover the plan's
+ * passes only. */
 static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
 {
     clear_order_state *s = state;
     const clear_order_config *c = &s->config;
-    uint64_t passes = 1, elapsed = 0;
+    uint64_t passes = 1, elapsed = 0, baseline_elapsed = 0;
+    size_t nonzero = 0, baseline_nonzero = 0;
+    ml_counter_values part;
 
-    if (c->check) {
-        memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
-        ML_CHECK_INTERRUPT(ctx, err);
-    } else if (ctx->target_ns > s->pass_ns && s->pass_ns > 0) {
+    if (!c->check && ctx->target_ns > s->pass_ns && s->pass_ns > 0)
         passes = (ctx->target_ns + s->pass_ns / 2) / s->pass_ns;
-    }
-    if (ctx->counters)
-        ml_counters_start(&s->counters);
-    for (uint64_t i = 0; i < passes; i++)
+    for (uint64_t i = 0; i < passes; i++) {
+        if (c->check)
+            memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
+        if (ctx->counters)
+            ml_counters_start(&s->counters);
         elapsed += clear_order_pass(s, &s->plan);
-    if (ctx->counters) {
-        ml_counters_stop(&s->counters);
-        ml_counters_read(&s->counters, &out->counters);
-    } else {
-        ml_counter_values_missing(&out->counters, 0);
+        if (ctx->counters) {
+            ml_counters_stop(&s->counters);
+            ml_counters_read(&s->counters, &part);
+            clear_counters_accumulate(&out->counters, &part, i == 0);
+        }
+        if (c->check)
+            nonzero += clear_count_nonzero_bytes(s->region.base, s->region.bytes);
+        if (!s->baseline.offsets)
+            continue;
+        if (c->check)
+            memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
+        baseline_elapsed += clear_order_pass(s, &s->baseline);
+        if (c->check)
+            baseline_nonzero += clear_count_nonzero_bytes(s->region.base, s->region.bytes);
     }
+    if (!ctx->counters)
+        ml_counter_values_missing(&out->counters, 0);
     s->pass_ns = elapsed / passes;
 
     out->elapsed_ns = elapsed;
@@ -706,26 +732,18 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
     ml_metric_add(out, "passes", (double)passes);
     ml_metric_add(out, "calls_per_pass", (double)s->plan.calls);
     ml_metric_add(out, "store_bytes", (double)s->store_bytes);
-    if (c->check) {
-        ML_CHECK_INTERRUPT(ctx, err);
-        ml_metric_add(out, "nonzero_bytes", (double)clear_count_nonzero_bytes(s->region.base, s->region.bytes));
-    }
+    if (c->check)
+        ml_metric_add(out, "nonzero_bytes", (double)nonzero);
     if (s->baseline.offsets) {
-        uint64_t baseline_elapsed = 0;
-        ML_CHECK_INTERRUPT(ctx, err);
-        if (c->check)
-            memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
-        for (uint64_t i = 0; i < passes; i++)
-            baseline_elapsed += clear_order_pass(s, &s->baseline);
         double rate = out->bytes / (double)elapsed;
         double baseline_rate = out->bytes / (double)baseline_elapsed;
         ml_metric_add(out, "baseline_GB_per_s", baseline_rate);
         ml_metric_add(out, "ratio_to_baseline", rate / baseline_rate);
         if (c->check)
-            ml_metric_add(out, "baseline_nonzero_bytes",
-                          (double)clear_count_nonzero_bytes(s->region.base, s->region.bytes));
+            ml_metric_add(out, "baseline_nonzero_bytes", (double)baseline_nonzero);
     }
     clear_add_huge_coverage(out, &s->region);
+    ML_CHECK_INTERRUPT(ctx, err);
     return 0;
 }
 

@@ -799,17 +799,6 @@ static int clear_check_out_buffer(const ml_buffer *out, size_t items, size_t ite
     return 0;
 }
 
-/* The helper families keep a copy of their config as their state. */
-static int clear_copy_config(const void *config, size_t bytes, void **state, ml_error *err)
-{
-    void *copy = malloc(bytes);
-    if (!copy)
-        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate the family state");
-    memcpy(copy, config, bytes);
-    *state = copy;
-    return 0;
-}
-
 static int clear_kernel_order_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
 {
     const clear_kernel_order_config *c = config;
@@ -819,7 +808,7 @@ static int clear_kernel_order_setup(const void *config, void **state, ml_context
                        (long long)c->target, (long long)c->n_subpages - 1);
     if (clear_check_out_buffer(&c->out, (size_t)c->n_subpages, sizeof(uint32_t), err) < 0)
         return -1;
-    return clear_copy_config(c, sizeof(*c), state, err);
+    return ml_setup_copy_config(c, sizeof(*c), state, err);
 }
 
 static int clear_kernel_order_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
@@ -881,7 +870,7 @@ static int clear_plan_setup(const void *config, void **state, ml_context *ctx, m
         return -1;
     if (clear_check_out_buffer(&c->out, clear_plan_calls(&c->plan), sizeof(uint64_t), err) < 0)
         return -1;
-    return clear_copy_config(c, sizeof(*c), state, err);
+    return ml_setup_copy_config(c, sizeof(*c), state, err);
 }
 
 static int clear_plan_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)

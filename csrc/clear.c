@@ -538,6 +538,7 @@ typedef struct clear_order_state {
     clear_fn clear;
     int store_bytes;
     uint64_t pass_ns; /* the last pass's duration, to size the next sample */
+    double *group_ns_per_byte; /* scratch: one entry per group of a pass */
     ml_counters counters;
     int counters_open;
 } clear_order_state;
@@ -580,17 +581,54 @@ static int clear_pass_plan_build(clear_pass_plan *pass, const clear_plan_config 
     return clear_plan_build(plan, pass->offsets, ctx, err);
 }
 
-static uint64_t clear_order_pass(const clear_order_state *s, const clear_pass_plan *pass)
+/* Calls are timed in groups covering at least one 2 MiB chunk each. */
+static size_t clear_group_calls(const clear_pass_plan *pass)
+{
+    return pass->extent >= CLEAR_CHUNK_BYTES ? 1 : CLEAR_CHUNK_BYTES / pass->extent;
+}
+
+static size_t clear_groups(const clear_pass_plan *pass)
+{
+    size_t per_group = clear_group_calls(pass);
+    return (pass->calls + per_group - 1) / per_group;
+}
+
+static int clear_compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One pass of a plan: returns its duration.  Each group of calls is timed
+ * too, and *median_ns_per_byte is the median over the groups: a rate that
+ * ignores the groups during which the thread was descheduled or another
+ * process took the memory bus, as happens on a shared machine. */
+static uint64_t clear_order_pass(const clear_order_state *s, const clear_pass_plan *pass,
+                                 double *median_ns_per_byte)
 {
     char *base = s->region.base;
-    size_t extent = pass->extent, region = s->region.bytes;
+    size_t extent = pass->extent, region = s->region.bytes, per_group = clear_group_calls(pass);
+    size_t groups = 0;
     clear_fn clear = s->clear;
-    uint64_t start = ml_now_ns();
+    uint64_t start = ml_now_ns(), group_start = start;
+    size_t group_bytes = 0;
     for (size_t i = 0; i < pass->calls; i++) {
         size_t offset = (size_t)pass->offsets[i];
-        clear(base + offset, region - offset < extent ? region - offset : extent);
+        size_t bytes = region - offset < extent ? region - offset : extent;
+        clear(base + offset, bytes);
+        group_bytes += bytes;
+        if ((i + 1) % per_group == 0 || i + 1 == pass->calls) {
+            uint64_t now = ml_now_ns();
+            s->group_ns_per_byte[groups++] = (double)(now - group_start) / (double)group_bytes;
+            group_start = now;
+            group_bytes = 0;
+        }
     }
-    return ml_now_ns() - start;
+    uint64_t elapsed = ml_now_ns() - start;
+    qsort(s->group_ns_per_byte, groups, sizeof(double), clear_compare_doubles);
+    *median_ns_per_byte = groups % 2 ? s->group_ns_per_byte[groups / 2]
+                                     : (s->group_ns_per_byte[groups / 2 - 1] + s->group_ns_per_byte[groups / 2]) / 2;
+    return elapsed;
 }
 
 static int clear_order_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
@@ -636,6 +674,14 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
             goto error;
         }
     }
+    size_t groups = clear_groups(&s->plan);
+    if (s->baseline.offsets && clear_groups(&s->baseline) > groups)
+        groups = clear_groups(&s->baseline);
+    s->group_ns_per_byte = malloc(groups * sizeof(double));
+    if (!s->group_ns_per_byte) {
+        ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate the timings of %zu groups", groups);
+        goto error;
+    }
     if (ml_region_map(&s->region, (size_t)c->region_bytes, (ml_page_kind)c->pages, CLEAR_CHUNK_BYTES,
                       ML_POPULATE_TOUCH, 1, err) < 0)
         goto error;
@@ -646,7 +692,8 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
     if (ml_interrupted(ctx))
         goto interrupted;
     /* One untimed pass sizes the samples and leaves the caches as a pass does. */
-    s->pass_ns = clear_order_pass(s, &s->plan);
+    double median_ns_per_byte;
+    s->pass_ns = clear_order_pass(s, &s->plan, &median_ns_per_byte);
     ml_counters_open(&s->counters, 0, 0);
     s->counters_open = 1;
     *state = s;
@@ -697,6 +744,7 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
     const clear_order_config *c = &s->config;
     uint64_t passes = 1, elapsed = 0, baseline_elapsed = 0;
     size_t nonzero = 0, baseline_nonzero = 0;
+    double median_ns_per_byte, median_sum = 0, baseline_median_sum = 0;
     ml_counter_values part;
 
     if (!c->check && ctx->target_ns > s->pass_ns && s->pass_ns > 0)
@@ -706,7 +754,8 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
             memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
         if (ctx->counters)
             ml_counters_start(&s->counters);
-        elapsed += clear_order_pass(s, &s->plan);
+        elapsed += clear_order_pass(s, &s->plan, &median_ns_per_byte);
+        median_sum += median_ns_per_byte;
         if (ctx->counters) {
             ml_counters_stop(&s->counters);
             ml_counters_read(&s->counters, &part);
@@ -718,7 +767,8 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
             continue;
         if (c->check)
             memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
-        baseline_elapsed += clear_order_pass(s, &s->baseline);
+        baseline_elapsed += clear_order_pass(s, &s->baseline, &median_ns_per_byte);
+        baseline_median_sum += median_ns_per_byte;
         if (c->check)
             baseline_nonzero += clear_count_nonzero_bytes(s->region.base, s->region.bytes);
     }
@@ -732,6 +782,8 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
     ml_metric_add(out, "passes", (double)passes);
     ml_metric_add(out, "calls_per_pass", (double)s->plan.calls);
     ml_metric_add(out, "store_bytes", (double)s->store_bytes);
+    double median_rate = (double)passes / median_sum;
+    ml_metric_add(out, "median_chunk_GB_per_s", median_rate);
     if (c->check)
         ml_metric_add(out, "nonzero_bytes", (double)nonzero);
     if (s->baseline.offsets) {
@@ -739,6 +791,9 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
         double baseline_rate = out->bytes / (double)baseline_elapsed;
         ml_metric_add(out, "baseline_GB_per_s", baseline_rate);
         ml_metric_add(out, "ratio_to_baseline", rate / baseline_rate);
+        double baseline_median_rate = (double)passes / baseline_median_sum;
+        ml_metric_add(out, "baseline_median_chunk_GB_per_s", baseline_median_rate);
+        ml_metric_add(out, "median_chunk_ratio_to_baseline", median_rate / baseline_median_rate);
         if (c->check)
             ml_metric_add(out, "baseline_nonzero_bytes", (double)baseline_nonzero);
     }
@@ -758,6 +813,7 @@ static void clear_order_teardown(void *state)
         ml_region_unmap(&s->region);
     free(s->plan.offsets);
     free(s->baseline.offsets);
+    free(s->group_ns_per_byte);
     free(s);
 }
 

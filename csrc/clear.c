@@ -599,17 +599,32 @@ static int clear_compare_doubles(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One pass of a plan: returns its duration.  Each group of calls is timed
- * too, and *median_ns_per_byte is the median over the groups: a rate that
- * ignores the groups during which the thread was descheduled or another
- * process took the memory bus, as happens on a shared machine. */
-static uint64_t clear_order_pass(const clear_order_state *s, const clear_pass_plan *pass,
-                                 double *median_ns_per_byte)
+static uint64_t clear_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The times of one pass: wall clock; the thread's CPU time (which leaves
+ * out the time the thread was descheduled); and the median over the groups
+ * of calls, in ns per byte, which also leaves out the groups during which
+ * another process took the memory bus - as happens on a shared machine. */
+typedef struct clear_pass_times {
+    uint64_t wall_ns;
+    uint64_t cpu_ns;
+    double median_ns_per_byte;
+} clear_pass_times;
+
+static clear_pass_times clear_order_pass(const clear_order_state *s, const clear_pass_plan *pass)
 {
     char *base = s->region.base;
     size_t extent = pass->extent, region = s->region.bytes, per_group = clear_group_calls(pass);
     size_t groups = 0;
     clear_fn clear = s->clear;
+    clear_pass_times times;
+    uint64_t cpu_start = clear_thread_cpu_ns();
     uint64_t start = ml_now_ns(), group_start = start;
     size_t group_bytes = 0;
     for (size_t i = 0; i < pass->calls; i++) {
@@ -624,11 +639,12 @@ static uint64_t clear_order_pass(const clear_order_state *s, const clear_pass_pl
             group_bytes = 0;
         }
     }
-    uint64_t elapsed = ml_now_ns() - start;
+    times.wall_ns = ml_now_ns() - start;
+    times.cpu_ns = clear_thread_cpu_ns() - cpu_start;
     qsort(s->group_ns_per_byte, groups, sizeof(double), clear_compare_doubles);
-    *median_ns_per_byte = groups % 2 ? s->group_ns_per_byte[groups / 2]
-                                     : (s->group_ns_per_byte[groups / 2 - 1] + s->group_ns_per_byte[groups / 2]) / 2;
-    return elapsed;
+    times.median_ns_per_byte = groups % 2 ? s->group_ns_per_byte[groups / 2]
+                                          : (s->group_ns_per_byte[groups / 2 - 1] + s->group_ns_per_byte[groups / 2]) / 2;
+    return times;
 }
 
 static int clear_order_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
@@ -692,8 +708,7 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
     if (ml_interrupted(ctx))
         goto interrupted;
     /* One untimed pass sizes the samples and leaves the caches as a pass does. */
-    double median_ns_per_byte;
-    s->pass_ns = clear_order_pass(s, &s->plan, &median_ns_per_byte);
+    s->pass_ns = clear_order_pass(s, &s->plan).wall_ns;
     ml_counters_open(&s->counters, 0, 0);
     s->counters_open = 1;
     *state = s;
@@ -742,9 +757,10 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
 {
     clear_order_state *s = state;
     const clear_order_config *c = &s->config;
-    uint64_t passes = 1, elapsed = 0, baseline_elapsed = 0;
+    uint64_t passes = 1, elapsed = 0, baseline_elapsed = 0, cpu = 0, baseline_cpu = 0;
     size_t nonzero = 0, baseline_nonzero = 0;
-    double median_ns_per_byte, median_sum = 0, baseline_median_sum = 0;
+    double median_sum = 0, baseline_median_sum = 0;
+    clear_pass_times times;
     ml_counter_values part;
 
     if (!c->check && ctx->target_ns > s->pass_ns && s->pass_ns > 0)
@@ -754,8 +770,10 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
             memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
         if (ctx->counters)
             ml_counters_start(&s->counters);
-        elapsed += clear_order_pass(s, &s->plan, &median_ns_per_byte);
-        median_sum += median_ns_per_byte;
+        times = clear_order_pass(s, &s->plan);
+        elapsed += times.wall_ns;
+        cpu += times.cpu_ns;
+        median_sum += times.median_ns_per_byte;
         if (ctx->counters) {
             ml_counters_stop(&s->counters);
             ml_counters_read(&s->counters, &part);
@@ -767,8 +785,10 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
             continue;
         if (c->check)
             memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
-        baseline_elapsed += clear_order_pass(s, &s->baseline, &median_ns_per_byte);
-        baseline_median_sum += median_ns_per_byte;
+        times = clear_order_pass(s, &s->baseline);
+        baseline_elapsed += times.wall_ns;
+        baseline_cpu += times.cpu_ns;
+        baseline_median_sum += times.median_ns_per_byte;
         if (c->check)
             baseline_nonzero += clear_count_nonzero_bytes(s->region.base, s->region.bytes);
     }
@@ -783,7 +803,9 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
     ml_metric_add(out, "calls_per_pass", (double)s->plan.calls);
     ml_metric_add(out, "store_bytes", (double)s->store_bytes);
     double median_rate = (double)passes / median_sum;
+    double cpu_rate = cpu ? out->bytes / (double)cpu : -1.0;
     ml_metric_add(out, "median_chunk_GB_per_s", median_rate);
+    ml_metric_add(out, "cpu_GB_per_s", cpu_rate);
     if (c->check)
         ml_metric_add(out, "nonzero_bytes", (double)nonzero);
     if (s->baseline.offsets) {
@@ -794,6 +816,9 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
         double baseline_median_rate = (double)passes / baseline_median_sum;
         ml_metric_add(out, "baseline_median_chunk_GB_per_s", baseline_median_rate);
         ml_metric_add(out, "median_chunk_ratio_to_baseline", median_rate / baseline_median_rate);
+        double baseline_cpu_rate = baseline_cpu ? out->bytes / (double)baseline_cpu : -1.0;
+        ml_metric_add(out, "baseline_cpu_GB_per_s", baseline_cpu_rate);
+        ml_metric_add(out, "cpu_ratio_to_baseline", cpu && baseline_cpu ? cpu_rate / baseline_cpu_rate : -1.0);
         if (c->check)
             ml_metric_add(out, "baseline_nonzero_bytes", (double)baseline_nonzero);
     }

@@ -110,8 +110,9 @@ class OrderParams:
     ``baseline_order`` (and ``baseline_extent_bytes``, 0: the same extent):
     after the sample's passes, time as many passes of this second plan and
     report ``baseline_GB_per_s`` and ``ratio_to_baseline`` (and the same
-    from median chunk times: ``median_chunk_ratio_to_baseline``), a ratio
-    measured within the same fraction of a second.
+    from CPU time and median chunk times: ``cpu_ratio_to_baseline``,
+    ``median_chunk_ratio_to_baseline``), a ratio measured within the same
+    fraction of a second.
     """
 
     region_bytes: int = 1 * GiB
@@ -187,7 +188,9 @@ def order(params: OrderParams | Mapping[str, Any] | None = None, **options: Any)
     (as many passes as fill the sample's target time). Metrics:
     ``GB_per_s``, ``median_chunk_GB_per_s`` (from the median time of the
     2 MiB groups of calls: the rate undisturbed by preemption or a neighbour
-    taking the memory bus), ``ns_per_subpage`` (per 4 KiB), ``calls_per_pass``,
+    taking the memory bus, when groups are short), ``cpu_GB_per_s`` (over
+    the thread's CPU time: without preemption), ``ns_per_subpage`` (per
+    4 KiB), ``calls_per_pass``,
     ``store_bytes`` (width of the vector stores used; 1 for rep stosb, 0 for
     libc memset), ``huge_fraction``, ``nonzero_bytes`` (with check=True), and
     the cache counters where the PMU gives them.

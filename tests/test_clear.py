@@ -150,6 +150,7 @@ def test_order_reports_store_width_and_coverage():
     m = clear.order(region_bytes=8 * MiB, method="vector", **QUICK)
     assert m.median("store_bytes") in (16, 32, 64)
     assert m.median("median_chunk_GB_per_s") > 0
+    assert m.median("cpu_GB_per_s") > 0
     assert m.median("ns_per_subpage") > 0
     assert 0 <= m.median("huge_fraction") <= 1
     m4k = clear.order(region_bytes=8 * MiB, pages="4k", method="rep_stosb", **QUICK)
@@ -165,6 +166,7 @@ def test_baseline_is_cleared_too_and_gives_a_ratio(method):
     assert m.median("baseline_nonzero_bytes") == 0
     sample = m.samples[0]
     assert sample["ratio_to_baseline"] == pytest.approx(sample["GB_per_s"] / sample["baseline_GB_per_s"])
+    assert sample["cpu_ratio_to_baseline"] == pytest.approx(sample["cpu_GB_per_s"] / sample["baseline_cpu_GB_per_s"])
     assert sample["median_chunk_ratio_to_baseline"] == pytest.approx(
         sample["median_chunk_GB_per_s"] / sample["baseline_median_chunk_GB_per_s"])
 

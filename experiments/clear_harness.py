@@ -44,22 +44,33 @@ def build_bare(directory: Path) -> Path:
     return binary
 
 
-def bare_rates(binary: Path, region_bytes: int, method: str, extent_bytes: int, passes: int) -> list[float]:
-    """GB/s of each timed pass of the bare loop."""
+def bare_rates(binary: Path, region_bytes: int, method: str, extent_bytes: int, passes: int) -> list[tuple]:
+    """(wall-clock GB/s, CPU-time GB/s) of each timed pass of the bare loop."""
     result = subprocess.run([str(binary), str(region_bytes), "thp", method, str(extent_bytes), str(passes)],
                             check=True, capture_output=True, text=True)
-    return [float(line.split()[-1]) for line in result.stdout.splitlines() if line.startswith("pass")]
+    rates = []
+    for line in result.stdout.splitlines():
+        words = line.split()
+        if words and words[0] == "pass":
+            rates.append((float(words[words.index("GB_per_s") + 1]), float(words[words.index("cpu_GB_per_s") + 1])))
+    return rates
 
 
-def memlab_rates(region_bytes: int, method: str, extent_bytes: int, passes: int) -> list[float]:
-    """GB/s of each sample (one pass each) of memlab's clear_order."""
+def memlab_rates(region_bytes: int, method: str, extent_bytes: int, passes: int) -> list[tuple]:
+    """(wall-clock GB/s, CPU-time GB/s) of each sample (one pass each) of memlab's clear_order."""
     m = clear.order(region_bytes=region_bytes, pages="thp", order="sequential", method=method,
                     extent_bytes=extent_bytes, repeat=passes, warmup=1, target_seconds=0.0)
-    return [s["GB_per_s"] for s in m.samples]
+    return [(s["GB_per_s"], s["cpu_GB_per_s"]) for s in m.samples]
+
+
+def _summary(prefix: str, values: list[float]) -> dict:
+    return {prefix: statistics.median(values), f"{prefix}_min": min(values), f"{prefix}_max": max(values),
+            f"{prefix}_samples": values}
 
 
 def compare(quick: bool = False, rounds: int | None = None, passes: int | None = None) -> Dataset:
-    """One row per method and extent: bare and memlab GB/s (median, min, max) and their ratio."""
+    """One row per method and extent: bare and memlab GB/s (median, min, max) and their ratio,
+    by wall clock and by thread CPU time (which leaves out preemption on a busy machine)."""
     region = (256 if quick else 1024) << 20
     rounds = rounds or (2 if quick else 3)
     passes = passes or (5 if quick else 7)
@@ -68,25 +79,26 @@ def compare(quick: bool = False, rounds: int | None = None, passes: int | None =
         binary = build_bare(Path(tmp))
         for method in clear.METHODS:
             for extent in EXTENTS:
-                bare: list[float] = []
-                harness: list[float] = []
+                bare: list[tuple] = []
+                harness: list[tuple] = []
                 for _ in range(rounds):
                     bare += bare_rates(binary, region, method, extent, passes)
                     harness += memlab_rates(region, method, extent, passes)
-                row = {
-                    "region_bytes": region, "method": method, "extent_bytes": extent,
-                    "bare_GB_per_s": statistics.median(bare), "bare_min": min(bare), "bare_max": max(bare),
-                    "memlab_GB_per_s": statistics.median(harness), "memlab_min": min(harness),
-                    "memlab_max": max(harness),
-                }
+                row = {"region_bytes": region, "method": method, "extent_bytes": extent}
+                row.update(_summary("bare_GB_per_s", [wall for wall, _ in bare]))
+                row.update(_summary("memlab_GB_per_s", [wall for wall, _ in harness]))
+                row.update(_summary("bare_cpu_GB_per_s", [cpu for _, cpu in bare]))
+                row.update(_summary("memlab_cpu_GB_per_s", [cpu for _, cpu in harness]))
                 row["memlab_to_bare"] = row["memlab_GB_per_s"] / row["bare_GB_per_s"]
-                row["bare_GB_per_s_samples"] = bare
-                row["memlab_GB_per_s_samples"] = harness
+                row["memlab_to_bare_cpu"] = row["memlab_cpu_GB_per_s"] / row["bare_cpu_GB_per_s"]
                 rows.append(row)
-                print(f"{method:12s} {extent:8d}  bare {row['bare_GB_per_s']:6.2f} "
-                      f"[{row['bare_min']:.2f}..{row['bare_max']:.2f}]  memlab {row['memlab_GB_per_s']:6.2f} "
-                      f"[{row['memlab_min']:.2f}..{row['memlab_max']:.2f}]  memlab/bare {row['memlab_to_bare']:.3f}",
-                      flush=True)
+                print(f"{method:12s} {extent:8d}  wall: bare {row['bare_GB_per_s']:6.2f} "
+                      f"[{row['bare_GB_per_s_min']:.2f}..{row['bare_GB_per_s_max']:.2f}] memlab "
+                      f"{row['memlab_GB_per_s']:6.2f} [{row['memlab_GB_per_s_min']:.2f}..{row['memlab_GB_per_s_max']:.2f}]"
+                      f" ratio {row['memlab_to_bare']:.3f}   cpu: bare {row['bare_cpu_GB_per_s']:6.2f} "
+                      f"[{row['bare_cpu_GB_per_s_min']:.2f}..{row['bare_cpu_GB_per_s_max']:.2f}] memlab "
+                      f"{row['memlab_cpu_GB_per_s']:6.2f} [{row['memlab_cpu_GB_per_s_min']:.2f}.."
+                      f"{row['memlab_cpu_GB_per_s_max']:.2f}] ratio {row['memlab_to_bare_cpu']:.3f}", flush=True)
     return Dataset(rows=rows, metadata={"experiment": "clear_harness", "quick": quick, "rounds": rounds,
                                         "passes": passes, "command": " ".join(sys.argv)})
 

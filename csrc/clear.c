@@ -251,6 +251,14 @@ static void clear_add_huge_coverage(ml_measurement *out, const ml_region *region
     ml_metric_add(out, "granted_page_bytes", (double)region->page_bytes);
 }
 
+static uint64_t clear_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Sleep for seconds, waking every 50 ms to honour Ctrl-C. */
 static int clear_pause(double seconds, ml_context *ctx, ml_error *err)
 {
@@ -352,7 +360,7 @@ static int clear_fault_measure(void *state, ml_context *ctx, ml_measurement *out
     ml_populate mode = clear_fault_populate_modes[c->populate];
     ml_region region;
     ml_counter_values counts;
-    uint64_t start, end;
+    uint64_t start, end, cpu_start, cpu_end;
     double rusage_before, rusage_after;
 
     if (clear_pause(c->pause_s, ctx, err) < 0)
@@ -363,6 +371,7 @@ static int clear_fault_measure(void *state, ml_context *ctx, ml_measurement *out
         /* The population happens inside mmap(), so the mapping is timed. */
         ml_counters_start(&s->counters);
         rusage_before = clear_rusage_minor_faults();
+        cpu_start = clear_thread_cpu_ns();
         start = ml_now_ns();
         if (ml_region_map(&region, (size_t)c->region_bytes, (ml_page_kind)c->pages, 0, mode, !c->strict,
                           err) < 0) {
@@ -376,6 +385,7 @@ static int clear_fault_measure(void *state, ml_context *ctx, ml_measurement *out
             return -1;
         ml_counters_start(&s->counters);
         rusage_before = clear_rusage_minor_faults();
+        cpu_start = clear_thread_cpu_ns();
         start = ml_now_ns();
         if (mode == ML_POPULATE_TOUCH) {
             clear_fault_touch(&region, c->touch_offset);
@@ -386,6 +396,7 @@ static int clear_fault_measure(void *state, ml_context *ctx, ml_measurement *out
         }
         end = ml_now_ns();
     }
+    cpu_end = clear_thread_cpu_ns();
     rusage_after = clear_rusage_minor_faults();
     ml_counters_stop(&s->counters);
     ml_counters_read(&s->counters, &counts);
@@ -402,6 +413,8 @@ static int clear_fault_measure(void *state, ml_context *ctx, ml_measurement *out
     ml_metric_add(out, "page_faults", trap_faults);
     ml_metric_add(out, "faults_handled", handled);
     ml_metric_add(out, "pause_before_s", pause_before_s);
+    ml_metric_add(out, "cpu_GB_per_s", cpu_end > cpu_start ? (double)c->region_bytes / (double)(cpu_end - cpu_start)
+                                                           : -1.0);
     ml_metric_add(out, "region_populate_ns", (double)region.populate_ns);
     clear_add_huge_coverage(out, &region);
 
@@ -597,14 +610,6 @@ static int clear_compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-static uint64_t clear_thread_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* The times of one pass: wall clock; the thread's CPU time (which leaves

@@ -164,7 +164,9 @@ def fault(params: FaultParams | Mapping[str, Any] | None = None, **options: Any)
     """Time the kernel making fresh memory usable; GB_per_s of region made usable.
 
     Each sample maps ``region_bytes`` anew and times its population. Metrics:
-    ``GB_per_s``, ``page_faults`` (the software page-fault counter: faults
+    ``GB_per_s`` (of the bytes resident afterwards, from mincore: a THP touch
+    that got a 4 KiB page makes 4 KiB usable, not 2 MiB), ``resident_fraction``,
+    ``page_faults`` (the software page-fault counter: faults
     the CPU raised), ``faults_handled`` (the thread's minor faults from
     getrusage, which also counts the faults a populate call resolves),
     ``ns_per_fault`` (per handled fault), ``huge_fraction`` (share of the

@@ -194,6 +194,7 @@ def test_fault_4k_touch_takes_one_fault_per_page():
     assert m.median("faults_handled") == pytest.approx(pages, rel=0.01)
     assert m.median("huge_fraction") == 0
     assert m.median("faults_per_page") == pytest.approx(1.0, rel=0.01)
+    assert m.median("resident_fraction") == 1.0
     assert m.median("ns_per_fault") > 0
 
 
@@ -203,6 +204,7 @@ def test_fault_thp_touch_takes_one_fault_per_huge_page():
     if m.median("huge_fraction") < 1:
         pytest.skip(f"the kernel gave only {m.median('huge_fraction'):.0%} huge pages (fragmented memory?)")
     assert m.median("page_faults") == pytest.approx(16, abs=1)
+    assert m.median("resident_fraction") == 1.0
     assert m.median("granted_page_bytes") == CHUNK_BYTES
 
 
@@ -213,6 +215,12 @@ def test_fault_bulk_paths_raise_no_cpu_faults(populate):
     assert m.median("page_faults") < 16
     assert m.median("faults_handled") == pytest.approx(4096, rel=0.01)
     assert m.median("GB_per_s") > 0
+
+
+def test_fault_rate_counts_the_bytes_resident_after_population():
+    m = clear.fault(region_bytes=4 * MiB, pages="4k", populate="touch", repeat=1, warmup=0)
+    sample = m.samples[0]
+    assert sample["GB_per_s"] == pytest.approx(sample["resident_fraction"] * 4 * MiB / sample["elapsed_ns"])
 
 
 def test_fault_records_the_pause_before_each_sample():

@@ -277,7 +277,6 @@ static int clear_pause(double seconds, ml_context *ctx, ml_error *err)
 
 /* ---- clear_fault: the kernel zeroing pages on first touch ---------------- */
 
-enum { FAULT_TOUCH, FAULT_MAP_POPULATE, FAULT_MADVISE_POPULATE_WRITE };
 static const char *const clear_fault_populate_names[] = {"touch", "map_populate", "madvise_populate_write",
                                                          NULL};
 static const ml_populate clear_fault_populate_modes[] = {ML_POPULATE_TOUCH, ML_POPULATE_MAP_POPULATE,

@@ -13,6 +13,8 @@ from memlab.family import Family
 FAMILY_MODULES: tuple[str, ...] = (
     "calibrate",
     "region",
+    "matrix",
+    "matrix_init",
 )
 
 __all__ = ["FAMILY_MODULES", "family", "family_module", "all_families"]

@@ -85,7 +85,7 @@ REFERENCE_FLAGS = (
     "-fno-tree-loop-distribute-patterns"
 )
 #: Rows of the product recomputed at once by the numpy check (bounds its memory).
-_CHECK_CHUNK_BYTES = 16 << 20
+_CHECK_CHUNK_BYTES = 1 << 20
 
 
 def cache_line_bytes() -> int:
@@ -252,7 +252,7 @@ def _max_abs_error(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float:
     for start in range(0, n, rows):
         block = np.matmul(a[start : start + rows], b)
         block -= c[start : start + rows]
-        worst = max(worst, float(np.max(np.abs(block))))
+        worst = max(worst, float(np.max(np.abs(block, out=block))))
     return worst
 
 

@@ -22,17 +22,30 @@
 #define MATRIX_X86 0
 #endif
 
-/* The flags of the reference kernels.  Keep the attribute and the string
- * (reported with every sample, mirrored in memlab/matrix.py) in step. */
+/* How the reference kernels are kept scalar and in their written loop
+ * order.  gcc: per-function optimize attributes; clang has no such
+ * attribute, so every loop of those kernels carries a loop pragma.  The
+ * string is reported with every sample (memlab/matrix.py reads it from the
+ * family description). */
+#if defined(__clang__)
+#define MATRIX_REFERENCE __attribute__((noinline))
+#define MATRIX_SCALAR_LOOP                                                          \
+    _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)")
+#define MATRIX_REFERENCE_FLAGS                                                      \
+    "clang loop pragmas vectorize(disable) interleave(disable) unroll(disable)"
+#else
 #define MATRIX_REFERENCE                                                            \
-    __attribute__((optimize("no-tree-vectorize", "no-tree-loop-vectorize",          \
-                            "no-tree-slp-vectorize", "no-loop-interchange",         \
-                            "no-loop-unroll-and-jam", "no-tree-loop-distribution",       \
-                            "no-tree-loop-distribute-patterns")))
+    __attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-vectorize", \
+                                      "no-tree-slp-vectorize", "no-loop-interchange", \
+                                      "no-loop-unroll-and-jam",                       \
+                                      "no-tree-loop-distribution",                    \
+                                      "no-tree-loop-distribute-patterns")))
+#define MATRIX_SCALAR_LOOP
 #define MATRIX_REFERENCE_FLAGS                                                      \
     "-fno-tree-vectorize -fno-tree-loop-vectorize -fno-tree-slp-vectorize "         \
-    "-fno-loop-interchange -fno-loop-unroll-and-jam -fno-tree-loop-distribution "        \
+    "-fno-loop-interchange -fno-loop-unroll-and-jam -fno-tree-loop-distribution "   \
     "-fno-tree-loop-distribute-patterns"
+#endif
 
 #define MATRIX_MAX_N (1 << 20)
 /* Work between two interrupt checks: ~2^24 flops is at most ~0.1 s for the
@@ -53,9 +66,12 @@ MATRIX_REFERENCE static void multiply_naive(const double *restrict a, const doub
                                             double *restrict c, int64_t n, int64_t i0,
                                             int64_t i1)
 {
+    MATRIX_SCALAR_LOOP
     for (int64_t i = i0; i < i1; ++i)
+        MATRIX_SCALAR_LOOP
         for (int64_t j = 0; j < n; ++j) {
             double sum = c[i * n + j];
+            MATRIX_SCALAR_LOOP
             for (int64_t k = 0; k < n; ++k)
                 sum += a[i * n + k] * b[k * n + j];
             c[i * n + j] = sum;
@@ -64,7 +80,9 @@ MATRIX_REFERENCE static void multiply_naive(const double *restrict a, const doub
 
 MATRIX_REFERENCE static void transpose(const double *restrict b, double *restrict t, int64_t n)
 {
+    MATRIX_SCALAR_LOOP
     for (int64_t i = 0; i < n; ++i)
+        MATRIX_SCALAR_LOOP
         for (int64_t j = 0; j < n; ++j)
             t[i * n + j] = b[j * n + i];
 }
@@ -74,9 +92,12 @@ MATRIX_REFERENCE static void multiply_transposed(const double *restrict a,
                                                  const double *restrict t, double *restrict c,
                                                  int64_t n, int64_t i0, int64_t i1)
 {
+    MATRIX_SCALAR_LOOP
     for (int64_t i = i0; i < i1; ++i)
+        MATRIX_SCALAR_LOOP
         for (int64_t j = 0; j < n; ++j) {
             double sum = c[i * n + j];
+            MATRIX_SCALAR_LOOP
             for (int64_t k = 0; k < n; ++k)
                 sum += a[i * n + k] * t[j * n + k];
             c[i * n + j] = sum;
@@ -89,17 +110,23 @@ MATRIX_REFERENCE static void multiply_tiled(const double *restrict a, const doub
                                             double *restrict c, int64_t n, int64_t sm,
                                             int64_t i0, int64_t i1)
 {
+    MATRIX_SCALAR_LOOP
     for (int64_t i = i0; i < i1; i += sm) {
         int64_t rows = min64(sm, n - i);
+        MATRIX_SCALAR_LOOP
         for (int64_t j = 0; j < n; j += sm) {
             int64_t cols = min64(sm, n - j);
+            MATRIX_SCALAR_LOOP
             for (int64_t k = 0; k < n; k += sm) {
                 int64_t depth = min64(sm, n - k);
                 double *restrict rres = &c[i * n + j];
                 const double *restrict rmul1 = &a[i * n + k];
+                MATRIX_SCALAR_LOOP
                 for (int64_t i2 = 0; i2 < rows; ++i2, rres += n, rmul1 += n) {
                     const double *restrict rmul2 = &b[k * n + j];
+                    MATRIX_SCALAR_LOOP
                     for (int64_t k2 = 0; k2 < depth; ++k2, rmul2 += n)
+                        MATRIX_SCALAR_LOOP
                         for (int64_t j2 = 0; j2 < cols; ++j2)
                             rres[j2] += rmul1[k2] * rmul2[j2];
                 }
@@ -677,11 +704,15 @@ MATRIX_REFERENCE static void init_normal(int32_t *restrict m, int64_t n, int ord
                                          int64_t o1)
 {
     if (order == ORDER_ROW) {
+        MATRIX_SCALAR_LOOP
         for (int64_t i = o0; i < o1; ++i)
+            MATRIX_SCALAR_LOOP
             for (int64_t j = 0; j < n; ++j)
                 m[i * n + j] = init_value(n, i, j);
     } else {
+        MATRIX_SCALAR_LOOP
         for (int64_t j = o0; j < o1; ++j)
+            MATRIX_SCALAR_LOOP
             for (int64_t i = 0; i < n; ++i)
                 m[i * n + j] = init_value(n, i, j);
     }
@@ -692,11 +723,15 @@ MATRIX_REFERENCE static void init_nontemporal(int32_t *restrict m, int64_t n, in
                                               int64_t o0, int64_t o1)
 {
     if (order == ORDER_ROW) {
+        MATRIX_SCALAR_LOOP
         for (int64_t i = o0; i < o1; ++i)
+            MATRIX_SCALAR_LOOP
             for (int64_t j = 0; j < n; ++j)
                 _mm_stream_si32(&m[i * n + j], init_value(n, i, j));
     } else {
+        MATRIX_SCALAR_LOOP
         for (int64_t j = o0; j < o1; ++j)
+            MATRIX_SCALAR_LOOP
             for (int64_t i = 0; i < n; ++i)
                 _mm_stream_si32(&m[i * n + j], init_value(n, i, j));
     }

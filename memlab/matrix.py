@@ -78,12 +78,17 @@ STORES = ("normal", "nontemporal")
 MAX_N = 1 << 20
 #: Depth of the packed panels of tiled_simd when ``tile`` is not given.
 SIMD_DEFAULT_TILE = 256
-#: The flags csrc/matrix.c builds its reference kernels with (MATRIX_REFERENCE_FLAGS).
-REFERENCE_FLAGS = (
-    "-fno-tree-vectorize -fno-tree-loop-vectorize -fno-tree-slp-vectorize "
-    "-fno-loop-interchange -fno-loop-unroll-and-jam -fno-tree-loop-distribution "
-    "-fno-tree-loop-distribute-patterns"
-)
+
+
+def _reference_flags() -> str:
+    from memlab import _core
+
+    return _core.families()["matrix"]["description"].split("built with ", 1)[1]
+
+
+#: How csrc/matrix.c keeps its reference kernels scalar and in loop order (gcc:
+#: per-function optimize flags; clang: loop pragmas), as the C core reports it.
+REFERENCE_FLAGS = _reference_flags()
 #: Rows of the product recomputed at once by the numpy check (bounds its memory).
 _CHECK_CHUNK_BYTES = 1 << 20
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "memlab.h"
@@ -58,6 +59,36 @@
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Wall time (the measurement) and this thread's CPU time (how much of it the
+ * kernel actually ran: on a shared machine the two differ) of timed chunks. */
+typedef struct stopwatch {
+    uint64_t wall_ns, cpu_ns;
+    uint64_t wall_start, cpu_start;
+} stopwatch;
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) != 0)
+        return 0;
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static void stopwatch_start(stopwatch *watch)
+{
+    watch->cpu_start = thread_cpu_ns();
+    watch->wall_start = ml_now_ns();
+}
+
+/* Adds the chunk to the totals and returns its wall time. */
+static uint64_t stopwatch_stop(stopwatch *watch)
+{
+    uint64_t wall = ml_now_ns() - watch->wall_start;
+    watch->cpu_ns += thread_cpu_ns() - watch->cpu_start;
+    watch->wall_ns += wall;
+    return wall;
+}
 
 /* ---- reference kernels ------------------------------------------------- */
 
@@ -547,8 +578,8 @@ static int matrix_setup(const void *config_, void **state_out, ml_context *ctx, 
 }
 
 /* One full product c = a * b (c zeroed first, untimed), timed in chunks
- * with interrupt checks between them.  Returns the ns spent in kernels. */
-static int multiply_once(matrix_state *state, ml_context *ctx, uint64_t *elapsed_ns,
+ * with interrupt checks between them. */
+static int multiply_once(matrix_state *state, ml_context *ctx, stopwatch *watch,
                          uint64_t *transpose_ns, ml_error *err)
 {
     const matrix_config *config = &state->config;
@@ -557,40 +588,36 @@ static int multiply_once(matrix_state *state, ml_context *ctx, uint64_t *elapsed
     int64_t n = config->n, sm = config->tile;
     double row_flops = 2.0 * (double)n * (double)n;
     memset(c, 0, (size_t)n * (size_t)n * sizeof(double));
-    uint64_t spent = 0, start;
     if (config->variant == VARIANT_TRANSPOSED) {
-        start = ml_now_ns();
+        stopwatch_start(watch);
         transpose(b, state->transposed.base, n);
-        *transpose_ns = ml_now_ns() - start;
-        spent += *transpose_ns;
+        *transpose_ns += stopwatch_stop(watch);
         ML_CHECK_INTERRUPT(ctx, err);
     }
     if (config->variant == VARIANT_TILED_SIMD) {
         for (int64_t j = 0; j < n; j += state->plan.nc)
             for (int64_t p = 0; p < n; p += state->plan.kc) {
-                start = ml_now_ns();
+                stopwatch_start(watch);
                 multiply_simd_block(&state->plan, a, b, c, n, p, j);
-                spent += ml_now_ns() - start;
+                stopwatch_stop(watch);
                 ML_CHECK_INTERRUPT(ctx, err);
             }
-        *elapsed_ns = spent;
         return 0;
     }
     int64_t step = config->variant == VARIANT_TILED ? sm : 1;
     int64_t blocks = max64(1, (int64_t)(MATRIX_CHUNK_FLOPS / (row_flops * (double)step)));
     for (int64_t i = 0; i < n; i += blocks * step) {
         int64_t end = min64(n, i + blocks * step);
-        start = ml_now_ns();
+        stopwatch_start(watch);
         if (config->variant == VARIANT_NAIVE)
             multiply_naive(a, b, c, n, i, end);
         else if (config->variant == VARIANT_TRANSPOSED)
             multiply_transposed(a, state->transposed.base, c, n, i, end);
         else
             multiply_tiled(a, b, c, n, sm, i, end);
-        spent += ml_now_ns() - start;
+        stopwatch_stop(watch);
         ML_CHECK_INTERRUPT(ctx, err);
     }
-    *elapsed_ns = spent;
     return 0;
 }
 
@@ -602,23 +629,21 @@ static int matrix_measure(void *state_, ml_context *ctx, ml_measurement *out, ml
     ml_counters counters;
     if (ctx->counters)
         ml_counters_open(&counters, 0, 0);
-    uint64_t elapsed = 0, transpose_total = 0;
+    stopwatch watch = {0};
+    uint64_t transpose_total = 0;
     int64_t multiplies = 0;
     /* Counters run across the whole sample (including the untimed zeroing
      * of c); the zeroing moves n*n*8 bytes, small next to n^3 flops. */
     if (ctx->counters)
         ml_counters_start(&counters);
     do {
-        uint64_t once = 0, transpose_ns = 0;
-        if (multiply_once(state, ctx, &once, &transpose_ns, err) < 0) {
+        if (multiply_once(state, ctx, &watch, &transpose_total, err) < 0) {
             if (ctx->counters)
                 ml_counters_close(&counters);
             return -1;
         }
-        elapsed += once;
-        transpose_total += transpose_ns;
         multiplies++;
-    } while (elapsed < ctx->target_ns);
+    } while (watch.wall_ns < ctx->target_ns);
     if (ctx->counters) {
         ml_counters_stop(&counters);
         ml_counters_read(&counters, &out->counters);
@@ -627,12 +652,14 @@ static int matrix_measure(void *state_, ml_context *ctx, ml_measurement *out, ml
         ml_counter_values_missing(&out->counters, 0);
     }
     double flops = 2.0 * (double)n * (double)n * (double)n;
+    uint64_t elapsed = watch.wall_ns > 0 ? watch.wall_ns : 1;
     out->elapsed_ns = elapsed;
     out->units = flops * (double)multiplies;
     out->bytes = 0;
     ml_metric_add(out, "multiplies", (double)multiplies);
     ml_metric_add(out, "seconds", (double)elapsed / 1e9 / (double)multiplies);
     ml_metric_add(out, "GFLOP_per_s", flops * (double)multiplies / (double)elapsed);
+    ml_metric_add(out, "cpu_fraction", (double)watch.cpu_ns / (double)elapsed);
     if (config->variant == VARIANT_TRANSPOSED)
         ml_metric_add(out, "transpose_seconds",
                       (double)transpose_total / 1e9 / (double)multiplies);
@@ -783,19 +810,19 @@ static int init_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_e
         ml_counters_open(&counters, 0, 0);
         ml_counters_start(&counters);
     }
-    uint64_t elapsed = 0;
+    stopwatch watch = {0};
     int64_t passes = 0;
     do {
         for (int64_t o = 0; o < n; o += lines_per_chunk) {
             int64_t end = min64(n, o + lines_per_chunk);
-            uint64_t start = ml_now_ns();
+            stopwatch_start(&watch);
 #if MATRIX_X86
             if (config->stores == STORES_NONTEMPORAL)
                 init_nontemporal(m, n, config->order, o, end);
             else
 #endif
                 init_normal(m, n, config->order, o, end);
-            elapsed += ml_now_ns() - start;
+            stopwatch_stop(&watch);
             if (ml_interrupted(ctx)) {
                 if (ctx->counters)
                     ml_counters_close(&counters);
@@ -803,7 +830,7 @@ static int init_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_e
             }
         }
         passes++;
-    } while (elapsed < ctx->target_ns);
+    } while (watch.wall_ns < ctx->target_ns);
     if (ctx->counters) {
         ml_counters_stop(&counters);
         ml_counters_read(&counters, &out->counters);
@@ -812,10 +839,12 @@ static int init_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_e
         ml_counter_values_missing(&out->counters, 0);
     }
     double elements = (double)n * (double)n;
+    uint64_t elapsed = watch.wall_ns > 0 ? watch.wall_ns : 1;
     out->elapsed_ns = elapsed;
     out->units = elements * (double)passes;
     out->bytes = elements * sizeof(int32_t) * (double)passes;
     ml_metric_add(out, "passes", (double)passes);
+    ml_metric_add(out, "cpu_fraction", (double)watch.cpu_ns / (double)elapsed);
     ml_metric_add(out, "seconds", (double)elapsed / 1e9 / (double)passes);
     ml_metric_add(out, "autovectorize_disabled", 1);
     return 0;

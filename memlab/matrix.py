@@ -335,12 +335,14 @@ def _blas_sample(a: np.ndarray, b: np.ndarray, c: np.ndarray, target_seconds: fl
     n = a.shape[0]
     flops = 2.0 * n**3
     multiplies = 0
-    elapsed_ns = 0
+    elapsed_ns = cpu_ns = 0
     with single_thread_blas() as (_, threads):
         while True:
+            cpu_start = time.thread_time_ns()
             start = time.perf_counter_ns()
             np.matmul(a, b, out=c)
             elapsed_ns += time.perf_counter_ns() - start
+            cpu_ns += time.thread_time_ns() - cpu_start
             multiplies += 1
             if elapsed_ns >= target_seconds * 1e9:
                 break
@@ -353,6 +355,7 @@ def _blas_sample(a: np.ndarray, b: np.ndarray, c: np.ndarray, target_seconds: fl
             "multiplies": multiplies,
             "seconds": elapsed_ns / 1e9 / multiplies,
             "GFLOP_per_s": flops * multiplies / elapsed_ns,
+            "cpu_fraction": cpu_ns / elapsed_ns,
             "blas_threads": threads,
         },
     }
@@ -408,7 +411,10 @@ class _MatrixFamily(Family):
             param_dict["seed"] = None
 
         def derive(_: Any, values: dict[str, float]) -> dict[str, float]:
-            return {"max_abs_error": _max_abs_error(a, b, c)}
+            derived = {"max_abs_error": _max_abs_error(a, b, c)}
+            if values.get("cpu_fraction", 0) > 0:
+                derived["GFLOP_per_cpu_s"] = values["GFLOP_per_s"] / values["cpu_fraction"]
+            return derived
 
         if params.variant == "blas":
             measurement = measure(
@@ -506,6 +512,8 @@ def multiply(
     ValueError, never a silent copy); by default drawn from ``seed``.
     ``out`` receives the product.  Metrics per sample: ``GFLOP_per_s``,
     ``seconds`` per product, ``max_abs_error`` against numpy,
+    ``cpu_fraction`` (thread CPU time / wall time of the timed work: below 1
+    when the machine preempted the kernel) and ``GFLOP_per_cpu_s``,
     ``transpose_seconds`` (transposed), the micro-kernel's shape (tiled_simd),
     ``blas_threads`` (blas).  ``options``: repeat, warmup, cpu,
     target_seconds, counters.

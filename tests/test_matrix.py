@@ -60,6 +60,10 @@ def test_every_variant_equals_numpy(variant, n):
     assert m.params["seed"] is None
     assert m.median("GFLOP_per_s") > 0
     assert m.median("seconds") > 0
+    assert m.median("cpu_fraction") > 0
+    assert m.median("GFLOP_per_cpu_s") == pytest.approx(
+        m.median("GFLOP_per_s") / m.median("cpu_fraction"), rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("tile", TILES)
@@ -200,6 +204,7 @@ def test_init_writes_exactly_the_expected_values(order, stores, n):
     assert out[n - 1, n - 1] == n * n - 1
     assert m.median("wrong_elements") == 0
     assert m.median("GB_per_s") > 0
+    assert m.median("cpu_fraction") > 0
 
 
 def test_expected_init_wraps_to_32_bits():

@@ -201,7 +201,8 @@ def test_hugetlb_2m_region_with_pages_reserved_for_the_test(reserved_hugetlb_2m)
     assert sample["metrics"]["fell_back"] == 0
     assert sample["metrics"]["granted_page_bytes"] == 2 * MiB
     assert sample["metrics"]["huge_bytes"] == 4 * MiB
-    assert sample["counters"]["page_faults"] <= 4
+    # Far fewer faults than 4 KiB pages would take (1024); sanitizers add a few of their own.
+    assert sample["counters"]["page_faults"] < (4 * MiB // 4096) / 4
 
 
 def test_reserving_hugetlb_pages_restores_the_pool():

@@ -16,6 +16,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "calibrate",
     "region",
     "clear",
+    "matrix",
 )
 
 __all__ = ["FAMILY_MODULES", "family", "family_module", "all_families"]

@@ -6,6 +6,8 @@
 #define ML_FAMILIES(X) \
     X(calibrate)       \
     X(region)          \
+    X(system)          \
+    X(share)           \
     /* end */
 
 #endif

@@ -610,6 +610,7 @@ static int system_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     out->elapsed_ns = (uint64_t)(elapsed_sum / s->copies + 0.5);
     out->units = total;
     out->bytes = s->test == TEST_FILE_COPY ? total * (double)s->buffer_size : 0.0;
+    ml_metric_add(out, "loops", total);
     ml_metric_add(out, "copy_rate_min_per_s", rate_min);
     ml_metric_add(out, "copy_rate_max_per_s", rate_max);
     if (s->test == TEST_SPAWN)

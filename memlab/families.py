@@ -13,6 +13,8 @@ from memlab.family import Family
 FAMILY_MODULES: tuple[str, ...] = (
     "calibrate",
     "region",
+    "system",
+    "share",
 )
 
 __all__ = ["FAMILY_MODULES", "family", "family_module", "all_families"]

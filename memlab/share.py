@@ -1,0 +1,140 @@
+"""Cache-line sharing: what it costs threads to write near each other.
+
+Drepper's test (seed 004, section 6.4.1, program of section 9.3): ``threads``
+threads, pinned one per CPU, each add 1 to a counter ``increments`` times;
+thread i's counter is ``disp`` longs after thread i-1's.
+
+- ``disp=0``: one counter shared by every thread (true sharing);
+- ``disp`` 1..7: distinct counters in one 64-byte cache line (false sharing);
+- ``disp >= 8``: each counter on its own line.
+
+``atomic=True`` uses a locked add; ``atomic=False`` a plain load-add-store,
+which loses updates when threads share one counter: ``lost_updates`` (the
+expected count threads x increments minus the final count) reports them.
+
+Metrics: ``ns_per_increment`` is wall time over all increments of all
+threads (the machine's cost per increment); ``ns_per_increment_per_thread``
+is wall time over one thread's increments (what Drepper's figures plot).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from memlab.family import Family, check_bool, check_int
+from memlab.measure import Measurement
+
+__all__ = ["FAMILY", "ShareParams", "false_sharing_penalty", "penalty", "run"]
+
+MAX_THREADS = 1024
+MAX_DISP = 1 << 20
+
+
+@dataclass(frozen=True)
+class ShareParams:
+    """``threads`` threads incrementing counters ``disp`` longs apart.
+
+    ``increments``: per thread; 0 adapts the count so that a sample lasts
+    about the run's target_seconds. ``pin``: one thread per allowed CPU
+    (ValueError when there are more threads than CPUs).
+    """
+
+    threads: int = 2
+    disp: int = 8
+    atomic: bool = True
+    increments: int = 0
+    pin: bool = True
+
+    def __post_init__(self) -> None:
+        check_int("threads", self.threads, 1, MAX_THREADS)
+        check_int("disp", self.disp, 0, MAX_DISP)
+        object.__setattr__(self, "atomic", check_bool("atomic", self.atomic))
+        check_int("increments", self.increments, 0, 1 << 40)
+        object.__setattr__(self, "pin", check_bool("pin", self.pin))
+        if self.pin:
+            allowed = len(os.sched_getaffinity(0))
+            if self.threads > allowed:
+                raise ValueError(
+                    f"threads={self.threads} is above the {allowed} CPUs this process may "
+                    f"run on (pin=True pins one thread per CPU)"
+                )
+
+
+def run(params: ShareParams | dict | None = None, **options: Any) -> Measurement:
+    """Measure ns per increment for one (threads, disp, atomic) point.
+
+    >>> m = run(threads=1, disp=0, atomic=True, increments=100_000, repeat=1, warmup=0)
+    >>> m.median("final_count")
+    100000.0
+    """
+    return FAMILY.run(params, **options)
+
+
+def penalty(shared: Measurement, own: Measurement, metric: str = "ns_per_increment") -> dict[str, float]:
+    """How many times slower ``shared`` is than ``own``: the ratio of medians
+    and its spread (the extreme ratios of their samples).
+
+    >>> a = run(threads=1, disp=1, increments=100_000, repeat=3, warmup=0)
+    >>> sorted(penalty(a, a))
+    ['ratio', 'ratio_max', 'ratio_min']
+    """
+    shared_values = [s[metric] for s in shared.samples if metric in s]
+    own_values = [s[metric] for s in own.samples if metric in s]
+    if not shared_values or not own_values:
+        raise ValueError(f"metric={metric!r} is missing from the samples")
+    return {
+        "ratio": statistics.median(shared_values) / statistics.median(own_values),
+        "ratio_min": min(shared_values) / max(own_values),
+        "ratio_max": max(shared_values) / min(own_values),
+    }
+
+
+def false_sharing_penalty(
+    threads: int = 2, atomic: bool = True, false_disp: int = 1, own_disp: int = 8, **options: Any
+) -> dict[str, float]:
+    """The false-sharing penalty: ns per increment at disp=false_disp (one
+    cache line) over disp=own_disp (a line each), as a ratio with spread.
+
+    >>> p = false_sharing_penalty(threads=1, increments=100_000, repeat=1, warmup=0)
+    >>> p["ratio"] > 0
+    True
+    """
+    shared = run(threads=threads, disp=false_disp, atomic=atomic, **options)
+    own = run(threads=threads, disp=own_disp, atomic=atomic, **options)
+    return penalty(shared, own)
+
+
+def _derive(params: ShareParams, values: dict[str, float]) -> dict[str, float]:
+    expected = values.get("expected_count", math.nan)
+    lost = values.get("lost_updates", math.nan)
+    return {"lost_fraction": lost / expected if expected else math.nan}
+
+
+def _quick_sweep():
+    from memlab.sweep import Sweep, grid
+
+    threads = min(2, len(os.sched_getaffinity(0)))
+    return Sweep(
+        name="quick",
+        family="share",
+        points=grid(threads=[threads], disp=[0, 1, 8], atomic=[True, False]),
+        repeat=3,
+        warmup=1,
+        target_seconds=0.1,
+    )
+
+
+FAMILY = Family(
+    name="share",
+    params_type=ShareParams,
+    core="share",
+    unit="increment",
+    primary_metric="ns_per_increment",
+    derive=_derive,
+    sweeps={"quick": _quick_sweep},
+    description="threads incrementing counters disp longs apart: false sharing and atomics",
+)

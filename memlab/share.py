@@ -23,7 +23,7 @@ import math
 import os
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from memlab.family import Family, check_bool, check_int
 from memlab.measure import Measurement
@@ -74,22 +74,37 @@ def run(params: ShareParams | dict | None = None, **options: Any) -> Measurement
     return FAMILY.run(params, **options)
 
 
-def penalty(shared: Measurement, own: Measurement, metric: str = "ns_per_increment") -> dict[str, float]:
-    """How many times slower ``shared`` is than ``own``: the ratio of medians
-    and its spread (the extreme ratios of their samples).
+def _samples(point: Measurement | Mapping[str, Any], metric: str) -> list[float]:
+    if isinstance(point, Measurement):
+        return [s[metric] for s in point.samples if metric in s]
+    values = point.get(f"{metric}_samples") or []
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def penalty(
+    shared: Measurement | Mapping[str, Any],
+    own: Measurement | Mapping[str, Any],
+    metric: str = "ns_per_increment",
+) -> dict[str, float]:
+    """How many times slower ``shared`` is than ``own``: the ratio of medians,
+    its spread (the extreme ratios of their samples) and the ratio of the
+    fastest samples (the least disturbed by other processes). Each argument is a
+    Measurement or a dataset row (which keeps ``<metric>_samples``).
 
     >>> a = run(threads=1, disp=1, increments=100_000, repeat=3, warmup=0)
     >>> sorted(penalty(a, a))
-    ['ratio', 'ratio_max', 'ratio_min']
+    ['ratio', 'ratio_max', 'ratio_min', 'ratio_of_fastest']
     """
-    shared_values = [s[metric] for s in shared.samples if metric in s]
-    own_values = [s[metric] for s in own.samples if metric in s]
+    shared_values = _samples(shared, metric)
+    own_values = _samples(own, metric)
     if not shared_values or not own_values:
         raise ValueError(f"metric={metric!r} is missing from the samples")
     return {
         "ratio": statistics.median(shared_values) / statistics.median(own_values),
         "ratio_min": min(shared_values) / max(own_values),
         "ratio_max": max(shared_values) / min(own_values),
+        # the fastest samples are the least disturbed by other processes
+        "ratio_of_fastest": min(shared_values) / min(own_values),
     }
 
 

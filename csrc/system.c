@@ -219,7 +219,11 @@ static void worker_main(const system_state *s, int copy, int go_fd, int result_f
 {
     char release;
     ssize_t got;
-    /* Die with the parent: an interrupted or killed run leaves no workers. */
+    /* Die with the parent: an interrupted or killed run leaves no workers.
+     * Ctrl-C at a terminal reaches the whole process group: a worker must
+     * not run the interpreter's handler, only stop (the parent reports it). */
+    struct sigaction default_action = {.sa_handler = SIG_DFL};
+    sigaction(SIGINT, &default_action, NULL);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     do
         got = read(go_fd, &release, 1);

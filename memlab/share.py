@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from memlab.family import Family, check_bool, check_int
@@ -38,12 +38,13 @@ MAX_DISP = 1 << 20
 class ShareParams:
     """``threads`` threads incrementing counters ``disp`` longs apart.
 
+    ``threads`` defaults to 2, or 1 on a one-CPU machine.
     ``increments``: per thread; 0 adapts the count so that a sample lasts
     about the run's target_seconds. ``pin``: one thread per allowed CPU
     (ValueError when there are more threads than CPUs).
     """
 
-    threads: int = 2
+    threads: int = field(default_factory=lambda: min(2, len(os.sched_getaffinity(0))))
     disp: int = 8
     atomic: bool = True
     increments: int = 0

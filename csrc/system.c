@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -74,6 +75,7 @@ typedef struct system_record {
     uint64_t reaped;          /* spawn: children reaped with status 0 */
     uint64_t verified_bytes;  /* file_copy: destination bytes checked */
     uint64_t mismatched_bytes;
+    uint64_t cpu_ns;          /* user + system time of the loop, reaped children included */
 } system_record;
 
 typedef struct system_state {
@@ -140,18 +142,27 @@ static char *append_u64(char *p, uint64_t value)
 }
 
 static void write_record(int fd, int copy, int errnum, int stage, uint64_t count, uint64_t elapsed_ns,
-                         uint64_t verified, uint64_t mismatched)
+                         uint64_t verified, uint64_t mismatched, uint64_t used_cpu_ns)
 {
     char line[SYSTEM_RECORD_MAX];
     char *p = line;
     const uint64_t fields[] = {(uint64_t)copy, (uint64_t)errnum, (uint64_t)stage, count, elapsed_ns, 0,
-                               verified, mismatched};
+                               verified, mismatched, used_cpu_ns};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         p = append_u64(p, fields[i]);
         *p++ = i + 1 < sizeof fields / sizeof fields[0] ? ' ' : '\n';
     }
     ssize_t ignored = write(fd, line, (size_t)(p - line));
     (void)ignored;
+}
+
+static uint64_t self_cpu_ns(void)
+{
+    struct rusage usage;
+    if (getrusage(RUSAGE_SELF, &usage) < 0)
+        return 0;
+    return ((uint64_t)usage.ru_utime.tv_sec + (uint64_t)usage.ru_stime.tv_sec) * 1000000000u
+           + ((uint64_t)usage.ru_utime.tv_usec + (uint64_t)usage.ru_stime.tv_usec) * 1000u;
 }
 
 /* fstime's copy loop: read a buffer, write it; at the end of the source
@@ -166,9 +177,10 @@ static void file_copy_worker(const system_state *s, int copy, int result_fd)
 
     memset(buf, 0, bs); /* take the copy-on-write faults before the clock starts */
     if (lseek(src, 0, SEEK_SET) < 0 || lseek(dst, 0, SEEK_SET) < 0) {
-        write_record(result_fd, copy, errno, STAGE_SEEK, 0, 0, 0, 0);
+        write_record(result_fd, copy, errno, STAGE_SEEK, 0, 0, 0, 0, 0);
         return;
     }
+    uint64_t start_cpu = self_cpu_ns();
     uint64_t start = ml_now_ns(), now = start;
     for (;;) {
         if (s->iterations) {
@@ -197,6 +209,7 @@ static void file_copy_worker(const system_state *s, int copy, int result_fd)
         count++;
     }
     uint64_t elapsed = ml_now_ns() - start;
+    uint64_t used_cpu = self_cpu_ns() - start_cpu;
 
     /* Untimed: the destination must hold the source's bytes. */
     uint64_t copied = count * bs, verified = 0, mismatched = 0;
@@ -212,7 +225,7 @@ static void file_copy_worker(const system_state *s, int copy, int result_fd)
             mismatched += buf[i] != pattern_byte(verified + (uint64_t)i);
         verified += (uint64_t)got;
     }
-    write_record(result_fd, copy, errnum, stage, count, elapsed, verified, mismatched);
+    write_record(result_fd, copy, errnum, stage, count, elapsed, verified, mismatched, used_cpu);
 }
 
 static void worker_main(const system_state *s, int copy, int go_fd, int result_fd)
@@ -229,7 +242,7 @@ static void worker_main(const system_state *s, int copy, int go_fd, int result_f
         got = read(go_fd, &release, 1);
     while (got < 0 && errno == EINTR);
     if (got != 0) { /* the parent closes the pipe to start; anything else aborts */
-        write_record(result_fd, copy, got < 0 ? errno : ECANCELED, STAGE_START, 0, 0, 0, 0);
+        write_record(result_fd, copy, got < 0 ? errno : ECANCELED, STAGE_START, 0, 0, 0, 0, 0);
         _exit(1);
     }
     if (s->test == TEST_FILE_COPY) {
@@ -238,14 +251,14 @@ static void worker_main(const system_state *s, int copy, int go_fd, int result_f
     }
     int flags = fcntl(result_fd, F_GETFD);
     if (flags < 0 || fcntl(result_fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) {
-        write_record(result_fd, copy, errno, STAGE_EXEC, 0, 0, 0, 0);
+        write_record(result_fd, copy, errno, STAGE_EXEC, 0, 0, 0, 0, 0);
         _exit(1);
     }
     char *argv[7] = {(char *)s->helper, (char *)(s->test == TEST_SPAWN ? "spawn" : "execl"),
                      s->argv_text[copy][0], s->argv_text[copy][1], s->argv_text[copy][2],
                      s->argv_text[copy][3], NULL};
     execv(s->helper, argv);
-    write_record(result_fd, copy, errno, STAGE_EXEC, 0, 0, 0, 0);
+    write_record(result_fd, copy, errno, STAGE_EXEC, 0, 0, 0, 0, 0);
     _exit(127);
 }
 
@@ -420,21 +433,21 @@ static void kill_workers(system_state *s, int started)
         }
 }
 
-/* Parse complete lines of "COPY ERRNO STAGE COUNT ELAPSED REAPED VERIFIED MISMATCHED". */
+/* Parse complete lines of "COPY ERRNO STAGE COUNT ELAPSED REAPED VERIFIED MISMATCHED CPU". */
 static int take_records(system_state *s, char *pending, size_t *used, int *reported, ml_error *err)
 {
     char *line = pending, *newline;
     while ((newline = memchr(line, '\n', *used - (size_t)(line - pending))) != NULL) {
         *newline = '\0';
-        unsigned long long v[8];
-        if (sscanf(line, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                   &v[6], &v[7]) != 8 || v[0] >= (unsigned long long)s->copies || s->records[v[0]].seen)
+        unsigned long long v[9];
+        if (sscanf(line, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5], &v[6], &v[7], &v[8]) != 9 || v[0] >= (unsigned long long)s->copies || s->records[v[0]].seen)
             return ml_fail(err, ML_ERR_OS, EPROTO, "a %s worker sent a malformed result: %.80s",
                            system_test_names[s->test], line);
         system_record *r = &s->records[v[0]];
         *r = (system_record){.seen = 1, .errnum = (int)v[1], .stage = (int)v[2], .count = v[3],
                              .elapsed_ns = v[4], .reaped = v[5], .verified_bytes = v[6],
-                             .mismatched_bytes = v[7]};
+                             .mismatched_bytes = v[7], .cpu_ns = v[8]};
         (*reported)++;
         line = newline + 1;
     }
@@ -596,7 +609,7 @@ static int system_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
         return rc;
 
     double total = 0, elapsed_sum = 0, rate_min = 0, rate_max = 0;
-    double reaped = 0, verified = 0, mismatched = 0;
+    double reaped = 0, verified = 0, mismatched = 0, cpu_s = 0;
     for (int i = 0; i < s->copies; i++) {
         const system_record *r = &s->records[i];
         double rate = r->elapsed_ns ? (double)r->count / (double)r->elapsed_ns * 1e9 : 0.0;
@@ -609,12 +622,18 @@ static int system_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
         reaped += (double)r->reaped;
         verified += (double)r->verified_bytes;
         mismatched += (double)r->mismatched_bytes;
+        cpu_s += (double)r->cpu_ns * 1e-9;
     }
     /* UnixBench sums the copies' counts over their mean elapsed time. */
     out->elapsed_ns = (uint64_t)(elapsed_sum / s->copies + 0.5);
     out->units = total;
     out->bytes = s->test == TEST_FILE_COPY ? total * (double)s->buffer_size : 0.0;
     ml_metric_add(out, "loops", total);
+    /* CPU time used, all copies: on a busy machine loops per CPU second vary
+     * far less than loops per wall second. */
+    ml_metric_add(out, "cpu_s", cpu_s);
+    if (cpu_s > 0)
+        ml_metric_add(out, "loops_per_cpu_s", total / cpu_s);
     ml_metric_add(out, "copy_rate_min_per_s", rate_min);
     ml_metric_add(out, "copy_rate_max_per_s", rate_max);
     if (s->test == TEST_SPAWN)

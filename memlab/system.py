@@ -203,6 +203,11 @@ def _derive(params: SystemParams, values: dict[str, float]) -> dict[str, float]:
         if params.test == "execl":
             derived["execs_per_s"] = loops_per_s
     derived["result"] = result
+    loops_per_cpu_s = values.get("loops_per_cpu_s")
+    if loops_per_cpu_s is not None:
+        # the result per CPU second of the workers: steadier on a busy machine
+        scale = params.buffer_size / 1024 if params.test == "file_copy" else 1.0
+        derived["result_per_cpu_s"] = loops_per_cpu_s * scale
     test = unixbench_test(params)
     if test is not None:
         derived["index"] = result / test.baseline * 10

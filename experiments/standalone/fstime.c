@@ -4,13 +4,14 @@
  * until alarm() fires after DURATION seconds (UnixBench's fstime -c).  Both
  * files are unlinked as soon as they are open.
  *   fstime DURATION_S BUFFER_SIZE MAX_BLOCKS DIRECTORY
- *     -> "loops <buffers> elapsed_s <t> KB_per_s <r>" */
+ *     -> "loops <buffers> elapsed_s <t> cpu_s <c> rate <KBps> rate_per_cpu_s <KB per CPU s>" */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +29,17 @@ static double seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* user + system seconds of this process and its reaped children */
+static double cpu_seconds(void)
+{
+    struct rusage self, children;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &children);
+    return self.ru_utime.tv_sec + self.ru_stime.tv_sec + children.ru_utime.tv_sec + children.ru_stime.tv_sec
+           + (self.ru_utime.tv_usec + self.ru_stime.tv_usec + children.ru_utime.tv_usec
+              + children.ru_stime.tv_usec) * 1e-6;
 }
 
 static int scratch_file(const char *dir, const char *tag)
@@ -66,7 +78,7 @@ int main(int argc, char **argv)
     sigaction(SIGALRM, &sa, NULL);
     struct itimerval timer = {.it_value = {(time_t)duration, (suseconds_t)((duration - (time_t)duration) * 1e6)}};
     unsigned long loops = 0;
-    double start = seconds();
+    double start = seconds(), start_cpu = cpu_seconds();
     setitimer(ITIMER_REAL, &timer, NULL);
     while (!stop) {
         if (read(src, buf, size) != (ssize_t)size) {
@@ -82,7 +94,9 @@ int main(int argc, char **argv)
         }
         loops++;
     }
-    double elapsed = seconds() - start;
-    printf("loops %lu elapsed_s %.6f KB_per_s %.3f\n", loops, elapsed, loops * (double)size / 1024 / elapsed);
+    double elapsed = seconds() - start, cpu = cpu_seconds() - start_cpu;
+    double kilobytes = loops * (double)size / 1024;
+    printf("loops %lu elapsed_s %.6f cpu_s %.6f rate %.3f rate_per_cpu_s %.3f\n", loops, elapsed, cpu,
+           kilobytes / elapsed, kilobytes / cpu);
     return 0;
 }

@@ -51,6 +51,7 @@ typedef struct share_worker {
     long *counter;
     int cpu; /* -1: not pinned */
     uint64_t start_ns, end_ns;
+    uint64_t cpu_ns; /* on-CPU time of the thread's loop */
     uint64_t done;
 } share_worker;
 
@@ -94,6 +95,13 @@ __attribute__((noinline)) static void plain_increments(volatile long *counter, u
         *counter += 1;
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *share_thread(void *arg)
 {
     share_worker *w = arg;
@@ -101,6 +109,7 @@ static void *share_thread(void *arg)
     atomic_fetch_add(&s->ready, 1);
     while (!atomic_load_explicit(&s->go, memory_order_acquire))
         cpu_relax();
+    uint64_t cpu_start = thread_cpu_ns();
     w->start_ns = ml_now_ns();
     uint64_t left = s->increments;
     while (left && !atomic_load_explicit(&s->stop, memory_order_relaxed)) {
@@ -113,6 +122,7 @@ static void *share_thread(void *arg)
         w->done += n;
     }
     w->end_ns = ml_now_ns();
+    w->cpu_ns = thread_cpu_ns() - cpu_start;
     atomic_fetch_add(&s->finished, 1);
     return NULL;
 }
@@ -271,7 +281,9 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     }
 
     uint64_t n = s->increments;
-    double expected = (double)threads * (double)n, final_count = 0;
+    double expected = (double)threads * (double)n, final_count = 0, cpu_ns = 0;
+    for (int i = 0; i < threads; i++)
+        cpu_ns += (double)s->workers[i].cpu_ns;
     if (s->cfg.disp == 0)
         final_count = (double)s->memory[0];
     else
@@ -282,6 +294,8 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     out->bytes = 0;
     ml_metric_add(out, "increments_per_thread", (double)n);
     ml_metric_add(out, "ns_per_increment_per_thread", (double)elapsed / (double)n);
+    /* Time on a CPU only: time preempted by other processes left out. */
+    ml_metric_add(out, "cpu_ns_per_increment", cpu_ns / expected);
     ml_metric_add(out, "expected_count", expected);
     ml_metric_add(out, "final_count", final_count);
     ml_metric_add(out, "lost_updates", expected - final_count);

@@ -5,10 +5,13 @@ share one cache line (false sharing), disp >= 8 gives each thread its line.
 
     python experiments/false_sharing.py --quick
 
-After the sweep, prints the false-sharing penalty: ns per increment at
-disp 1 over disp 8, for atomic and plain increments, as a ratio of medians
-with its spread (extreme sample ratios), and the updates plain increments
-of one shared counter lost.
+After the sweep, prints the false-sharing penalty read from the sweep (ns
+per increment at disp 1 over disp 8, ratio of medians with its spread) and
+the lost updates of plain increments of one shared counter; then measures
+the penalty again with disp 1 and disp 8 alternating round by round, so
+that both see the same load from other processes, by wall time and by the
+threads' on-CPU time. One thread (where disp changes nothing) is the
+control: its ratio shows how much of a ratio the noise alone makes.
 """
 
 from __future__ import annotations
@@ -55,6 +58,25 @@ def penalty_table(dataset: Dataset) -> str:
     return "\n".join(lines)
 
 
+def interleaved_table(quick: bool) -> str:
+    """The penalty measured with disp 1 and disp 8 alternating."""
+    cpus = len(os.sched_getaffinity(0))
+    rounds, target = (5, 0.05) if quick else (11, 0.2)
+    lines = [f"interleaved, {rounds} rounds: disp 1 / disp 8 "
+             "(ratio of medians [per-round range], fastest/fastest)",
+             f"{'threads':>7} {'atomic':>6}  {'wall ns per increment':<40}{'on-CPU ns per increment':<40}"]
+    for threads in sorted({1, min(2, cpus)}):
+        for atomic in (True, False):
+            cells = []
+            for metric in ("ns_per_increment", "cpu_ns_per_increment"):
+                p = memlab.share.false_sharing_penalty(threads=threads, atomic=atomic, rounds=rounds,
+                                                       metric=metric, warmup=1, target_seconds=target)
+                cells.append(f"{p['ratio']:5.2f} [{p['ratio_min']:.2f}..{p['ratio_max']:.2f}], "
+                             f"{p['ratio_of_fastest']:.2f}".ljust(40))
+            lines.append(f"{threads:>7} {str(atomic):>6}  " + "".join(cells))
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     status = memlab.sweep.main(sweep)
     parser = argparse.ArgumentParser(add_help=False)
@@ -63,4 +85,6 @@ if __name__ == "__main__":
     args, _ = parser.parse_known_args()
     path = memlab.sweep.output_path(args.out, sweep(quick=args.quick), many=False)
     print(penalty_table(Dataset.load(path)))
+    print()
+    print(interleaved_table(args.quick))
     sys.exit(status)

@@ -14,7 +14,9 @@ expected count threads x increments minus the final count) reports them.
 
 Metrics: ``ns_per_increment`` is wall time over all increments of all
 threads (the machine's cost per increment); ``ns_per_increment_per_thread``
-is wall time over one thread's increments (what Drepper's figures plot).
+is wall time over one thread's increments (what Drepper's figures plot);
+``cpu_ns_per_increment`` is the threads' on-CPU time over all increments,
+which leaves out time preempted by other processes.
 """
 
 from __future__ import annotations
@@ -110,18 +112,43 @@ def penalty(
 
 
 def false_sharing_penalty(
-    threads: int = 2, atomic: bool = True, false_disp: int = 1, own_disp: int = 8, **options: Any
+    threads: int | None = None,
+    atomic: bool = True,
+    false_disp: int = 1,
+    own_disp: int = 8,
+    rounds: int = 7,
+    metric: str = "ns_per_increment",
+    **options: Any,
 ) -> dict[str, float]:
-    """The false-sharing penalty: ns per increment at disp=false_disp (one
-    cache line) over disp=own_disp (a line each), as a ratio with spread.
+    """The false-sharing penalty: ``metric`` at disp=false_disp (one cache
+    line) over disp=own_disp (a line each), measured alternately for
+    ``rounds`` rounds so that both see the same load. Returns the ratio of
+    medians, the median and extremes of the per-round ratios, and the ratio
+    of the fastest samples.
 
-    >>> p = false_sharing_penalty(threads=1, increments=100_000, repeat=1, warmup=0)
-    >>> p["ratio"] > 0
+    >>> p = false_sharing_penalty(threads=1, increments=100_000, rounds=2, warmup=0)
+    >>> p["ratio"] > 0 and p["rounds"] == 2
     True
     """
-    shared = run(threads=threads, disp=false_disp, atomic=atomic, **options)
-    own = run(threads=threads, disp=own_disp, atomic=atomic, **options)
-    return penalty(shared, own)
+    check_int("rounds", rounds, 1)
+    point = {} if threads is None else {"threads": threads}
+    options = {"repeat": 1, **options}
+    shared: list[float] = []
+    own: list[float] = []
+    for index in range(rounds):
+        order = (false_disp, own_disp) if index % 2 == 0 else (own_disp, false_disp)
+        for disp in order:
+            m = run(dict(point, disp=disp, atomic=atomic), **options)
+            (shared if disp == false_disp else own).append(statistics.median(_samples(m, metric)))
+    paired = [a / b for a, b in zip(shared, own)]
+    return {
+        "ratio": statistics.median(shared) / statistics.median(own),
+        "ratio_min": min(paired),
+        "ratio_max": max(paired),
+        "paired_ratio_median": statistics.median(paired),
+        "ratio_of_fastest": min(shared) / min(own),
+        "rounds": rounds,
+    }
 
 
 def _derive(params: ShareParams, values: dict[str, float]) -> dict[str, float]:

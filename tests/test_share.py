@@ -97,6 +97,23 @@ def test_penalty_is_a_ratio_with_spread():
         share.penalty(a, b, metric="nothing")
 
 
+def test_interleaved_penalty_alternates_and_pairs_rounds():
+    p = share.false_sharing_penalty(threads=1, increments=20_000, rounds=3, warmup=0,
+                                    metric="cpu_ns_per_increment")
+    assert p["rounds"] == 3
+    assert p["ratio_min"] <= p["paired_ratio_median"] <= p["ratio_max"]
+    assert p["ratio"] > 0 and p["ratio_of_fastest"] > 0
+    with pytest.raises(ValueError, match="rounds"):
+        share.false_sharing_penalty(rounds=0)
+
+
+def test_on_cpu_time_is_reported():
+    sample = one(threads=THREADS, disp=8, atomic=True, increments=100_000)
+    assert 0 < sample["cpu_ns_per_increment"]
+    # on-CPU time of all threads cannot exceed threads x wall time (plus clock granularity)
+    assert sample["cpu_ns_per_increment"] <= sample["ns_per_increment"] * THREADS * 1.05 + 1
+
+
 def test_quick_sweep_is_declared():
     sweep = share.FAMILY.sweep("quick")
     assert {p["disp"] for p in sweep.points} == {0, 1, 8}

@@ -393,7 +393,10 @@ static int setup_state(system_state *s, const system_config *c, ml_context *ctx,
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %d copies", s->copies);
     for (int i = 0; i < 2 * s->copies; i++)
         s->fds[i] = -1;
-    s->buffer = malloc(s->buffer_size);
+    /* page-aligned, so that the copy's alignment does not depend on the heap */
+    void *buffer = NULL;
+    if (posix_memalign(&buffer, 4096, s->buffer_size) == 0)
+        s->buffer = buffer;
     if (!s->buffer)
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for a %zu byte buffer", s->buffer_size);
     for (int i = 0; i < 2 * s->copies; i++) {

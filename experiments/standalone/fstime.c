@@ -63,7 +63,11 @@ int main(int argc, char **argv)
     double duration = atof(argv[1]);
     size_t size = strtoul(argv[2], NULL, 10);
     long blocks = atol(argv[3]);
-    char *buf = malloc(size);
+    char *buf = NULL;
+    if (posix_memalign((void **)&buf, 4096, size) != 0) { /* page-aligned, as memlab's */
+        perror("posix_memalign");
+        return 1;
+    }
     int src = scratch_file(argv[4], "src"), dst = scratch_file(argv[4], "dst");
     for (size_t i = 0; i < size; i++)
         buf[i] = (char)(i & 0xff);

@@ -6,6 +6,10 @@
 #define ML_FAMILIES(X) \
     X(calibrate)       \
     X(region)          \
+    X(clear_fault)     \
+    X(clear_order)     \
+    X(clear_kernel_order) \
+    X(clear_plan)      \
     X(system)          \
     X(share)           \
     /* end */

@@ -13,6 +13,8 @@ from memlab.family import Family
 FAMILY_MODULES: tuple[str, ...] = (
     "calibrate",
     "region",
+    "clear_fault",
+    "clear_order",
     "system",
     "share",
 )

@@ -296,6 +296,9 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     ml_metric_add(out, "ns_per_increment_per_thread", (double)elapsed / (double)n);
     /* Time on a CPU only: time preempted by other processes left out. */
     ml_metric_add(out, "cpu_ns_per_increment", cpu_ns / expected);
+    /* How many threads ran at once on average: below `threads` when other
+     * processes took the CPUs, and false sharing costs only while they overlap. */
+    ml_metric_add(out, "mean_threads_on_cpu", cpu_ns / (double)elapsed);
     ml_metric_add(out, "expected_count", expected);
     ml_metric_add(out, "final_count", final_count);
     ml_metric_add(out, "lost_updates", expected - final_count);

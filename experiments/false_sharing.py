@@ -44,7 +44,7 @@ def sweep(quick: bool = False) -> Sweep:
 def penalty_table(dataset: Dataset) -> str:
     """The disp 1 / disp 8 ratio for each (threads, atomic), and lost updates."""
     lines = [f"{'threads':>7} {'atomic':>6}  {'disp1/disp8 ns per increment [spread]':<40}"
-             f"{'fastest/fastest':>16}{'lost updates at disp 0':>24}"]
+             f"{'fastest/fastest':>16}{'lost updates at disp 0':>24}{'threads on CPU':>16}"]
     for threads in sorted(set(dataset.column("threads"))):
         for atomic in (True, False):
             rows = {r["disp"]: r for r in dataset.filter(threads=threads, atomic=atomic)}
@@ -54,7 +54,8 @@ def penalty_table(dataset: Dataset) -> str:
             lost = rows.get(0, {}).get("lost_fraction", float("nan"))
             lines.append(f"{threads:>7} {str(atomic):>6}  "
                          f"{p['ratio']:>6.2f} [{p['ratio_min']:.2f}..{p['ratio_max']:.2f}]".ljust(57)
-                         + f"{p['ratio_of_fastest']:>6.2f}" + f"{lost * 100:>22.1f} %")
+                         + f"{p['ratio_of_fastest']:>6.2f}" + f"{lost * 100:>22.1f} %"
+                         + f"{rows[1].get('mean_threads_on_cpu', float('nan')):>16.2f}")
     return "\n".join(lines)
 
 

@@ -112,6 +112,7 @@ def test_on_cpu_time_is_reported():
     assert 0 < sample["cpu_ns_per_increment"]
     # on-CPU time of all threads cannot exceed threads x wall time (plus clock granularity)
     assert sample["cpu_ns_per_increment"] <= sample["ns_per_increment"] * THREADS * 1.05 + 1
+    assert 0 < sample["mean_threads_on_cpu"] <= THREADS * 1.05
 
 
 def test_quick_sweep_is_declared():

@@ -10,6 +10,8 @@
     X(clear_order)     \
     X(clear_kernel_order) \
     X(clear_plan)      \
+    X(matrix)          \
+    X(matrix_init)     \
     X(system)          \
     X(share)           \
     /* end */

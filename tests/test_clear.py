@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import hugetlb_free_pages
+
 from memlab import _core, clear
 from memlab.clear import CHUNK_BYTES, METHODS, ORDERS, FaultParams, OrderParams
 
@@ -28,14 +30,6 @@ def reference_kernel_order(n: int, target: int) -> list[int]:
     for i in range(pairs):
         visited += [base + i, base + 2 * pairs - 1 - i]
     return visited
-
-
-def hugetlb_free_pages(size_kib: int) -> int:
-    path = Path(f"/sys/kernel/mm/hugepages/hugepages-{size_kib}kB/free_hugepages")
-    try:
-        return int(path.read_text())
-    except (OSError, ValueError):
-        return 0
 
 
 def rss_bytes() -> int:
@@ -241,29 +235,7 @@ def test_hugetlb_lack_is_reported_or_raised():
         clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict=True, repeat=1, warmup=0)
 
 
-@pytest.fixture
-def reserved_2m_pages():
-    """Reserve a few 2 MiB hugetlb pages (root, opt-in) and restore the setting."""
-    path = Path("/proc/sys/vm/nr_hugepages")
-    if hugetlb_free_pages(2048) >= 4:
-        yield
-        return
-    if os.environ.get("MEMLAB_TEST_RESERVE_HUGETLB") != "1":
-        pytest.skip("no 2 MiB hugetlb pages are reserved (set MEMLAB_TEST_RESERVE_HUGETLB=1 as root to reserve 4)")
-    previous = path.read_text().strip()
-    try:
-        path.write_text(str(int(previous) + 4))
-    except OSError as error:
-        pytest.skip(f"cannot reserve hugetlb pages: {error}")
-    try:
-        if hugetlb_free_pages(2048) < 4:
-            pytest.skip("the kernel reserved fewer than 4 hugetlb pages (fragmented memory)")
-        yield
-    finally:
-        path.write_text(previous)
-
-
-def test_hugetlb_2m_fault_and_clear(reserved_2m_pages):
+def test_hugetlb_2m_fault_and_clear(reserved_hugetlb_2m):
     m = clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict=True, repeat=1, warmup=0)
     assert m.median("granted_page_bytes") == CHUNK_BYTES
     assert m.median("huge_fraction") == 1

@@ -615,17 +615,18 @@ typedef struct chase_sample {
 /* Walk `fixed_steps` steps per chain, or (0) whole laps / steps until
  * target_ns is reached, in timed chunks with interrupt checks between. */
 static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t target_ns, ml_context *ctx,
-                             ml_counters *counters, chase_sample *out, ml_error *err)
+                             ml_measurement *counted, chase_sample *out, ml_error *err)
 {
     cpu_set_t saved;
+    ml_counting counting = {.active = 0};
     uint64_t done = 0, elapsed = 0;
     double estimate = s->ns_per_step;
     const uint64_t lap = s->chain_elements;
     s->walk.done = 0;
     if (s->cfg.helper_thread && chase_helper_start(s, &saved, err))
         return -1;
-    if (counters)
-        ml_counters_start(counters);
+    if (counted)
+        ml_counting_start(&counting, ctx);
     if (s->cfg.helper_thread)
         atomic_store_explicit(&s->helper->go, 1, memory_order_release);
     for (;;) {
@@ -657,15 +658,15 @@ static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t targ
         if (estimate < 0.01)
             estimate = 0.01;
         if (ml_interrupted(ctx)) {
-            if (counters)
-                ml_counters_stop(counters);
+            if (counted)
+                ml_counting_stop(&counting, counted);
             if (s->cfg.helper_thread)
                 chase_helper_stop(s, &saved);
             return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
         }
     }
-    if (counters)
-        ml_counters_stop(counters);
+    if (counted)
+        ml_counting_stop(&counting, counted);
     if (s->cfg.helper_thread)
         chase_helper_stop(s, &saved);
     if (done)
@@ -769,22 +770,10 @@ static void chase_add_layout_metrics(chase_state *s, ml_measurement *out)
 static int chase_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
 {
     chase_state *s = state;
-    ml_counters counters;
     chase_sample sample;
     uint64_t target = ctx && ctx->target_ns ? ctx->target_ns : CHASE_DEFAULT_TARGET_NS;
     uint64_t fixed = s->cfg.laps > 0 ? (uint64_t)s->cfg.laps * s->chain_elements : 0;
-    int with_counters = ctx && ctx->counters;
-    if (with_counters)
-        ml_counters_open(&counters, 0, 0);
-    int rc = chase_walk_sample(s, fixed, target, ctx, with_counters ? &counters : NULL, &sample, err);
-    if (with_counters) {
-        if (rc == 0)
-            ml_counters_read(&counters, &out->counters);
-        ml_counters_close(&counters);
-    } else {
-        ml_counter_values_missing(&out->counters, 0);
-    }
-    if (rc)
+    if (chase_walk_sample(s, fixed, target, ctx, out, &sample, err))
         return -1;
     s->samples++;
     out->elapsed_ns = sample.elapsed_ns;

@@ -6,6 +6,8 @@
 #define ML_FAMILIES(X) \
     X(calibrate)       \
     X(region)          \
+    X(chase)           \
+    X(chase_trace)     \
     /* end */
 
 #endif

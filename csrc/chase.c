@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 _Static_assert(sizeof(void *) == sizeof(uint64_t), "the chase stores pointers in 64-bit words");
@@ -610,7 +611,16 @@ static void chase_helper_stop(chase_state *s, const cpu_set_t *saved)
 typedef struct chase_sample {
     uint64_t steps;   /* per chain */
     uint64_t elapsed_ns;
+    uint64_t thread_cpu_ns; /* on-CPU time of the walking thread, same chunks */
 } chase_sample;
+
+static uint64_t chase_thread_cpu_ns(void)
+{
+    struct timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t))
+        return 0;
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 /* Walk `fixed_steps` steps per chain, or (0) whole laps / steps until
  * target_ns is reached, in timed chunks with interrupt checks between. */
@@ -619,7 +629,7 @@ static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t targ
 {
     cpu_set_t saved;
     ml_counting counting = {.active = 0};
-    uint64_t done = 0, elapsed = 0;
+    uint64_t done = 0, elapsed = 0, on_cpu = 0;
     double estimate = s->ns_per_step;
     const uint64_t lap = s->chain_elements;
     s->walk.done = 0;
@@ -649,9 +659,11 @@ static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t targ
             chunk_limit = 1;
         if (chunk > chunk_limit)
             chunk = chunk_limit;
+        uint64_t c0 = chase_thread_cpu_ns();
         uint64_t t0 = ml_now_ns();
         s->walk_fn(&s->walk, chunk);
         uint64_t t1 = ml_now_ns();
+        on_cpu += chase_thread_cpu_ns() - c0;
         elapsed += t1 - t0;
         done += chunk;
         estimate = (double)(t1 - t0) / (double)chunk;
@@ -673,6 +685,7 @@ static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t targ
         s->ns_per_step = (double)elapsed / (double)done;
     out->steps = done;
     out->elapsed_ns = elapsed;
+    out->thread_cpu_ns = on_cpu;
     return 0;
 }
 
@@ -782,6 +795,7 @@ static int chase_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     chase_add_layout_metrics(s, out);
     ml_metric_add(out, "steps_per_chain", (double)sample.steps);
     ml_metric_add(out, "laps", (double)sample.steps / (double)s->chain_elements);
+    ml_metric_add(out, "thread_cpu_ns", (double)sample.thread_cpu_ns);
     if (sample.steps % s->chain_elements == 0) {
         int at_start = 1;
         for (int c = 0; c < s->k; c++)
@@ -844,7 +858,7 @@ static int chase_trace_measure(void *state, ml_context *ctx, ml_measurement *out
 {
     chase_trace_state *t = state;
     chase_state *s = t->chase;
-    chase_sample sample = {0, 0};
+    chase_sample sample = {0, 0, 0};
     uint64_t *words = t->out.data;
     if (s->cfg.laps > 0 &&
         chase_walk_sample(s, (uint64_t)s->cfg.laps * s->chain_elements, 0, ctx, NULL, &sample, err))

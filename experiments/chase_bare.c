@@ -8,7 +8,8 @@
  *
  * usage: chase_bare WORKING_SET_BYTES NPAD ORDER(sequential|random) PAGES(4k|thp)
  *                   SEED SAMPLES TARGET_MS
- * prints one line per sample: ns_per_element */
+ * prints one line per sample: ns_per_element (wall clock) and
+ * cpu_ns_per_element (the thread's CPU time: descheduled gaps excluded) */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,13 @@ static uint64_t now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
@@ -102,12 +110,14 @@ int main(int argc, char **argv)
             steps = (steps + n - 1) / n * n;
         if (steps < 1)
             steps = 1;
+        uint64_t c0 = thread_cpu_ns();
         t0 = now_ns();
         p = walk(p, steps);
         uint64_t elapsed = now_ns() - t0;
+        uint64_t on_cpu = thread_cpu_ns() - c0;
         estimate = (double)elapsed / (double)steps;
         if (s >= 0)
-            printf("%.4f\n", estimate);
+            printf("%.4f %.4f\n", estimate, (double)on_cpu / (double)steps);
     }
     fprintf(stderr, "end %p\n", (void *)p);
     return 0;

@@ -161,6 +161,24 @@ def _to_core(params: ChaseParams) -> dict[str, Any]:
     return dataclasses.asdict(params)
 
 
+def _derive(params: ChaseParams, values: dict[str, float]) -> dict[str, float]:
+    """Per element on the CPU: the walk's time while it really ran.
+
+    ``ns_per_element`` is wall-clock; on a shared machine the walking thread
+    may be descheduled, so ``on_cpu_fraction`` (thread CPU time / elapsed)
+    says how much to trust it, and ``cpu_ns_per_element`` excludes the gaps.
+    """
+    derived: dict[str, float] = {}
+    cpu_ns, elapsed = values.get("thread_cpu_ns"), values.get("elapsed_ns")
+    units = values.get("elements_per_s", 0.0) * (elapsed or 0.0) / 1e9
+    if cpu_ns and elapsed and units > 0:
+        derived["on_cpu_fraction"] = cpu_ns / elapsed
+        derived["cpu_ns_per_element"] = cpu_ns / units
+    if "build_ns" in values:
+        derived["build_seconds"] = values["build_ns"] / 1e9
+    return derived
+
+
 def run(params: ChaseParams | dict | None = None, **options: Any) -> Measurement:
     """Walk the list; ``ns_per_element`` and ``cycles_per_element`` per sample.
 
@@ -500,7 +518,11 @@ def _sweep(name: str, points: list[dict[str, Any]], quick: bool, description: st
 
 
 def fig3_10(quick: bool = False):
-    """Fig. 3.10: sequential read, NPAD=0: flat at the L1 latency, low everywhere."""
+    """Fig. 3.10: sequential read, NPAD=0: flat at the L1 latency, low everywhere.
+
+    >>> fig3_10(quick=True).name
+    'fig3_10_quick'
+    """
     from memlab.sweep import grid
 
     sizes = _sizes(10, 20, 1)[::2] if quick else _sizes(10, 28, 2)
@@ -509,7 +531,11 @@ def fig3_10(quick: bool = False):
 
 
 def fig3_11(quick: bool = False):
-    """Fig. 3.11: sequential read for element sizes 8, 64, 128, 256 bytes."""
+    """Fig. 3.11: sequential read for element sizes 8, 64, 128, 256 bytes.
+
+    >>> fig3_11(quick=True).name
+    'fig3_11_quick'
+    """
     from memlab.sweep import grid
 
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
@@ -518,7 +544,11 @@ def fig3_11(quick: bool = False):
 
 
 def fig3_12(quick: bool = False):
-    """Fig. 3.12: TLB influence, sequential NPAD=7 packed vs one element per page."""
+    """Fig. 3.12: TLB influence, sequential NPAD=7 packed vs one element per page.
+
+    >>> fig3_12(quick=True).name
+    'fig3_12_quick'
+    """
     from memlab.sweep import grid
 
     sizes = [1 << 10, 1 << 13, 1 << 16] if quick else _sizes(10, 24, 2)
@@ -527,7 +557,11 @@ def fig3_12(quick: bool = False):
 
 
 def fig3_13(quick: bool = False):
-    """Fig. 3.13: sequential follow / inc / addnext0 with 16-byte elements (NPAD=1)."""
+    """Fig. 3.13: sequential follow / inc / addnext0 with 16-byte elements (NPAD=1).
+
+    >>> fig3_13(quick=True).name
+    'fig3_13_quick'
+    """
     from memlab.sweep import grid
 
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
@@ -536,7 +570,11 @@ def fig3_13(quick: bool = False):
 
 
 def fig3_15(quick: bool = False):
-    """Fig. 3.15: sequential vs random read, NPAD=0: random keeps climbing."""
+    """Fig. 3.15: sequential vs random read, NPAD=0: random keeps climbing.
+
+    >>> fig3_15(quick=True).name
+    'fig3_15_quick'
+    """
     from memlab.sweep import grid
 
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
@@ -545,7 +583,11 @@ def fig3_15(quick: bool = False):
 
 
 def fig3_17(quick: bool = False):
-    """Fig. 3.17: random within blocks of k pages, NPAD=7 (k = 1 .. 2**16, and the whole list)."""
+    """Fig. 3.17: random within blocks of k pages, NPAD=7 (k = 1 .. 2**16, and the whole list).
+
+    >>> fig3_17(quick=True).name
+    'fig3_17_quick'
+    """
     from memlab.sweep import grid
 
     if quick:
@@ -561,7 +603,11 @@ def fig3_17(quick: bool = False):
 
 
 def fig6_7(quick: bool = False):
-    """Fig. 6.7: random NPAD=31 with 160 cycles of work per element, software prefetch 0 vs 5."""
+    """Fig. 6.7: random NPAD=31 with 160 cycles of work per element, software prefetch 0 vs 5.
+
+    >>> fig6_7(quick=True).name
+    'fig6_7_quick'
+    """
     from memlab.sweep import grid
 
     sizes = [1 << 14, 1 << 22] if quick else _sizes(10, 28, 1)
@@ -570,7 +616,11 @@ def fig6_7(quick: bool = False):
 
 
 def fig6_8(quick: bool = False):
-    """Fig. 6.8: fig. 6.7 plus a helper thread ~100 elements ahead reading every line."""
+    """Fig. 6.8: fig. 6.7 plus a helper thread ~100 elements ahead reading every line.
+
+    >>> fig6_8(quick=True).name
+    'fig6_8_quick'
+    """
     from memlab.sweep import grid
 
     sizes = [1 << 14, 1 << 22] if quick else _sizes(10, 28, 1)
@@ -581,7 +631,11 @@ def fig6_8(quick: bool = False):
 
 
 def fig7_9(quick: bool = False):
-    """Fig. 7.9: random NPAD=0 with 4 KiB pages, THP and hugetlb 2 MiB (falls back if none reserved)."""
+    """Fig. 7.9: random NPAD=0 with 4 KiB pages, THP and hugetlb 2 MiB (falls back if none reserved).
+
+    >>> fig7_9(quick=True).name
+    'fig7_9_quick'
+    """
     from memlab.sweep import grid
 
     sizes = [1 << 16, 1 << 20, 1 << 24] if quick else _sizes(10, 28, 1)
@@ -590,7 +644,7 @@ def fig7_9(quick: bool = False):
 
 
 def _quick():
-    """Quick tour: random and sequential NPAD=7 from L1 to beyond L2."""
+    """Quick tour: random and sequential NPAD=7 from L1 to beyond L2 (the family's "quick")."""
     from memlab.sweep import Sweep, grid
 
     return Sweep(
@@ -632,6 +686,7 @@ FAMILY = Family(
     to_core=_to_core,
     unit="element",
     primary_metric="ns_per_element",
+    derive=_derive,
     sweeps={
         "quick": _quick,
         **{name: _named(fn, False) for name, fn in SWEEPS.items()},

@@ -172,6 +172,8 @@ def test_counters_and_per_element_units_are_attached():
     m = one_sample(working_set_bytes=64 << 10)
     values = metrics_of(m)
     assert {"ns_per_element", "cycles_per_element", "elements_per_s", "build_ns"} <= set(values)
+    assert 0 < values["on_cpu_fraction"] <= 1.05
+    assert 0 < values["cpu_ns_per_element"] <= values["ns_per_element"] * 1.05
     counters = set(m.counters[0]) | set(m.counters_missing)
     assert {"page_faults", "context_switches", "cache_misses", "dtlb_load_misses"} <= counters
     for name, reason in m.counters_missing.items():

@@ -155,6 +155,7 @@ chase_walk_generic(chase_walk *w, uint64_t steps, const int k, const int op, con
     uint64_t zero = 0;
     __asm__("" : "+r"(zero)); /* a zero the compiler cannot see through */
     uint64_t done = w->done;
+    _Atomic uint64_t *const progress = w->progress;
 
 #pragma GCC unroll 16
     for (int c = 0; c < k; c++) {
@@ -178,7 +179,7 @@ chase_walk_generic(chase_walk *w, uint64_t steps, const int k, const int op, con
         _Pragma("GCC unroll 8") for (int u = 0; u < unroll; u++) CHASE_ONE_ROUND();
         if (helper) {
             done += (uint64_t)unroll;
-            atomic_store_explicit(w->progress, done, memory_order_relaxed);
+            atomic_store_explicit(progress, done, memory_order_relaxed);
         }
     }
     for (uint64_t t = steps % (uint64_t)unroll; t; t--)
@@ -187,7 +188,7 @@ chase_walk_generic(chase_walk *w, uint64_t steps, const int k, const int op, con
 
     if (helper) {
         done = w->done + steps;
-        atomic_store_explicit(w->progress, done, memory_order_relaxed);
+        atomic_store_explicit(progress, done, memory_order_relaxed);
     }
     w->done = done;
 #pragma GCC unroll 16

@@ -332,18 +332,29 @@ def reference_pad0(params: ChaseParams | dict | None, successors: Sequence[int],
 # ---- cache levels from a latency curve ---------------------------------------
 
 
-def _curve(rows: Iterable[Mapping[str, Any]], metric: str) -> tuple[list[int], list[float], dict]:
+def _curve(rows: list[Mapping[str, Any]], metric: str) -> tuple[list[int], list[float], dict]:
+    """Median metric (and cycles, from the run's core clock) per working set."""
+
+    def number(value: Any) -> float | None:
+        if value is None or isinstance(value, str):
+            return None
+        value = float(value)
+        return None if math.isnan(value) else value
+
     by_size: dict[int, list[float]] = {}
     cycles: dict[int, list[float]] = {}
     for row in rows:
-        value = row.get(metric)
-        size = row.get("working_set_bytes")
-        if value is None or size is None or (isinstance(value, float) and math.isnan(value)):
+        value, size = number(row.get(metric)), row.get("working_set_bytes")
+        if value is None or size is None:
             continue
-        by_size.setdefault(int(size), []).append(float(value))
-        c = row.get("cycles_per_element")
-        if c is not None and not (isinstance(c, float) and math.isnan(c)):
-            cycles.setdefault(int(size), []).append(float(c))
+        by_size.setdefault(int(size), []).append(value)
+        ghz = number(row.get("context_core_GHz"))
+        if ghz is None and metric == "ns_per_element":
+            c = number(row.get("cycles_per_element"))
+            if c is not None:
+                cycles.setdefault(int(size), []).append(c)
+        elif ghz is not None:
+            cycles.setdefault(int(size), []).append(value * ghz)
     sizes = sorted(by_size)
     return sizes, [statistics.median(by_size[s]) for s in sizes], {
         s: statistics.median(v) for s, v in cycles.items()
@@ -394,32 +405,33 @@ def _sysfs_levels(metadata: Mapping[str, Any] | None) -> list[tuple[str, int]]:
         facts = {}
         collect_caches(facts)
     sizes = cache_sizes(dict(facts))
-    return sorted(
-        ((name, size) for name, size in sizes.items() if not name.endswith("i")),
-        key=lambda item: (item[0][:2], item[1]),
-    )
+    return [(name, size) for name, size in sizes.items() if not name.endswith("i")]
 
 
 def cache_levels(
     dataset: Any,
     *,
-    metric: str = "ns_per_element",
+    metric: str | None = None,
     min_ratio: float = 1.4,
     max_levels: int = 6,
-    min_points: int = 2,
+    min_points: int = 3,
 ) -> list[dict[str, Any]]:
     """Find the plateaus of a latency curve: each level's size and latency.
 
     ``dataset`` is a :class:`memlab.dataset.Dataset` (or rows, or
     Measurements) of chase points that differ only in ``working_set_bytes``
-    (filter it first, e.g. ``ds.filter(order="random", npad=7)``). The curve
-    (log of ``metric``) is split into the most plateaus whose neighbours
-    differ by at least ``min_ratio``, by least squares. One dict per level:
-    ``level`` (the sysfs cache it is matched with, ``memory`` beyond the
-    last), ``largest_working_set_bytes`` on the plateau, ``next_working_set_bytes``
+    (filter it first, e.g. ``ds.filter(order="random", npad=7)``). ``metric``
+    defaults to ``cpu_ns_per_element`` where every row has it (time the walk
+    really ran, robust on a shared machine), else ``ns_per_element``. The
+    curve (log of the metric) is split by least squares into the most
+    plateaus of at least ``min_points`` points whose neighbours differ by at
+    least ``min_ratio``. One dict per level: ``level`` (the smallest sysfs
+    data cache that holds the plateau, ``memory`` if none does),
+    ``largest_working_set_bytes`` on the plateau, ``next_working_set_bytes``
     (first point of the next one), ``latency_ns`` and ``latency_cycles``
-    (medians on the plateau), ``points``, and ``sysfs_bytes`` of the matched
-    cache (read from the dataset's machine facts, else from this machine).
+    (medians on the plateau; cycles from the run's measured core clock),
+    ``points``, and ``sysfs_bytes`` of that cache (from the dataset's machine
+    facts, else from this machine).
 
     >>> rows = [{"working_set_bytes": 2**k, "ns_per_element": 1.5 if k < 15 else 5.0}
     ...         for k in range(10, 20)]
@@ -428,6 +440,9 @@ def cache_levels(
     """
     metadata = getattr(dataset, "metadata", None)
     rows = [m.to_row() if isinstance(m, Measurement) else m for m in dataset]
+    if metric is None:
+        on_cpu = all(row.get("cpu_ns_per_element") not in (None, "") for row in rows)
+        metric = "cpu_ns_per_element" if rows and on_cpu else "ns_per_element"
     sizes, values, cycles = _curve(rows, metric)
     if len(sizes) < min_points:
         raise ValueError(f"cache_levels needs at least {min_points} working-set sizes, got {len(sizes)}")
@@ -443,11 +458,10 @@ def cache_levels(
             break
     caches = _sysfs_levels(metadata)
     levels = []
-    for index, (i, j) in enumerate(chosen):
+    for i, j in chosen:
         largest = sizes[j - 1]
-        name, sysfs = "memory", None
-        if index < len(caches) and (index < len(chosen) - 1 or largest <= caches[index][1]):
-            name, sysfs = caches[index]
+        holding = [(size, name) for name, size in caches if size >= largest]
+        sysfs, name = min(holding) if holding else (None, "memory")
         plateau_cycles = [cycles[s] for s in sizes[i:j] if s in cycles]
         levels.append({
             "level": name,
@@ -467,8 +481,8 @@ def format_cache_levels(levels: Sequence[Mapping[str, Any]]) -> str:
     >>> print(format_cache_levels([{"level": "L1d", "largest_working_set_bytes": 32768,
     ...     "next_working_set_bytes": 65536, "latency_ns": 1.2, "latency_cycles": 4.0,
     ...     "points": 6, "sysfs_bytes": 32768}]))
-    level  measured plateau          latency ns  cycles  sysfs size
-    L1d    <= 32 KiB (< 64 KiB)      1.2         4       32 KiB
+    level  measured plateau              latency ns  cycles   sysfs size
+    L1d    <= 32 KiB (< 64 KiB)          1.2         4        32 KiB
     """
 
     def size(value: Any) -> str:
@@ -476,18 +490,18 @@ def format_cache_levels(levels: Sequence[Mapping[str, Any]]) -> str:
             return "-"
         for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
             if value >= 1 << shift:
-                return f"{value / (1 << shift):g} {unit}"
+                return f"{value / (1 << shift):.3g} {unit}"
         return f"{value} B"
 
-    lines = [f"{'level':<7}{'measured plateau':<26}{'latency ns':<12}{'cycles':<8}sysfs size"]
+    lines = [f"{'level':<7}{'measured plateau':<30}{'latency ns':<12}{'cycles':<9}sysfs size"]
     for lv in levels:
         plateau = f"<= {size(lv['largest_working_set_bytes'])}"
         if lv.get("next_working_set_bytes") is not None:
             plateau += f" (< {size(lv['next_working_set_bytes'])})"
         cyc = lv.get("latency_cycles")
         lines.append(
-            f"{lv['level']:<7}{plateau:<26}{lv['latency_ns']:<12.3g}"
-            f"{'-' if cyc is None else format(cyc, '.3g'):<8}{size(lv.get('sysfs_bytes'))}"
+            f"{lv['level']:<7}{plateau:<30}{lv['latency_ns']:<12.3g}"
+            f"{'-' if cyc is None else format(cyc, '.3g'):<9}{size(lv.get('sysfs_bytes'))}"
         )
     return "\n".join(line.rstrip() for line in lines)
 

@@ -353,7 +353,7 @@ def test_cache_levels_finds_the_plateaus_and_sizes():
 def test_cache_levels_of_a_flat_curve_is_one_level_and_needs_points():
     rows = [{"working_set_bytes": 2**k, "ns_per_element": 1.0} for k in range(10, 14)]
     assert len(chase.cache_levels(rows, min_points=2)) == 1
-    with pytest.raises(ValueError, match="at least 2 working-set sizes"):
+    with pytest.raises(ValueError, match="at least 3 working-set sizes"):
         chase.cache_levels(rows[:1])
 
 

@@ -47,6 +47,15 @@ __all__ = [
     "cache_levels",
     "format_cache_levels",
     "SWEEPS",
+    "fig3_10",
+    "fig3_11",
+    "fig3_12",
+    "fig3_13",
+    "fig3_15",
+    "fig3_17",
+    "fig6_7",
+    "fig6_8",
+    "fig7_9",
 ]
 
 ORDERS = ("sequential", "random", "random_blocks")

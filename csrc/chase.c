@@ -31,6 +31,7 @@ _Static_assert(sizeof(void *) == sizeof(uint64_t), "the chase stores pointers in
 #define CHASE_MAX_CHAINS 16
 #define CHASE_PAGE_BYTES 4096u
 #define CHASE_LINE_BYTES 64u
+#define CHASE_HUGE_BYTES (2u << 20)
 #define CHASE_LINE_WORDS (CHASE_LINE_BYTES / sizeof(uint64_t))
 #define CHASE_CHUNK_NS 50000000.0 /* one timed stretch between interrupt checks */
 #define CHASE_DEFAULT_TARGET_NS 100000000u
@@ -492,7 +493,12 @@ static int chase_setup(const void *config, void **state_out, ml_context *ctx, ml
              (long long)cfg->working_set_bytes, (long long)cfg->npad, chase_layout_names[cfg->layout]);
     if (ml_check_memory(s->memory_bytes, what, err))
         goto fail;
-    if (ml_region_map(&s->region, s->memory_bytes, chase_page_kinds[cfg->pages], 0,
+    /* Huge pages only back whole 2 MiB ranges: a THP list smaller than that
+     * gets a full one, as a hugetlb list does. */
+    uint64_t map_bytes = s->memory_bytes;
+    if (cfg->pages == PAGES_THP)
+        map_bytes = (map_bytes + CHASE_HUGE_BYTES - 1) / CHASE_HUGE_BYTES * CHASE_HUGE_BYTES;
+    if (ml_region_map(&s->region, map_bytes, chase_page_kinds[cfg->pages], 0,
                       ML_POPULATE_TOUCH, !cfg->strict_pages, err))
         goto fail;
     s->mapped = 1;
@@ -777,7 +783,7 @@ static void chase_add_layout_metrics(chase_state *s, ml_measurement *out)
     if (huge >= 0) {
         ml_metric_add(out, "huge_page_bytes", (double)huge);
         ml_metric_add(out, "huge_page_fraction",
-                      s->region.map_bytes ? (double)huge / (double)s->region.map_bytes : 0.0);
+                      s->region.bytes ? (double)huge / (double)s->region.bytes : 0.0);
     }
 }
 

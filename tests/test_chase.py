@@ -16,7 +16,7 @@ from memlab.dataset import Dataset
 from memlab.machine import cache_sizes
 from memlab.sweep import Sweep
 
-from conftest import hugetlb_free_pages
+from conftest import hugetlb_free_pages, thp_mode
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 FIGURES = ("fig3_10", "fig3_11", "fig3_12", "fig3_13", "fig3_15", "fig3_17", "fig6_7", "fig6_8", "fig7_9")
@@ -206,6 +206,14 @@ def test_huge_page_coverage_is_reported():
     values = metrics_of(one_sample(pages="thp", working_set_bytes=8 << 20, npad=7, laps=1))
     assert 0.0 <= values["huge_page_fraction"] <= 1.0
     assert values["huge_page_bytes"] >= 0
+
+
+def test_a_small_thp_list_gets_a_whole_huge_page():
+    if thp_mode() not in ("always", "madvise"):
+        pytest.skip(f"transparent huge pages are {thp_mode()!r} here")
+    values = metrics_of(one_sample(pages="thp", working_set_bytes=64 << 10, npad=7, laps=1, check=True))
+    assert values["huge_page_fraction"] > 0, "THP enabled but the 2 MiB region got no huge page"
+    assert values["memory_bytes"] == 64 << 10 and values["check_visits_min"] == 2
 
 
 def test_hugetlb_without_reserved_pages_falls_back_or_fails_when_strict():

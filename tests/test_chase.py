@@ -328,6 +328,19 @@ def test_ctrl_c_stops_a_long_walk_promptly(extra):
     kernel.close()
 
 
+def test_ctrl_c_stops_building_a_large_list_promptly():
+    # 256 MiB of 8-byte elements: 32 Mi shuffle steps, seconds on a busy machine.
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        kernel = _core.Kernel("chase", core_config(working_set_bytes=256 << 20, npad=0))
+        kernel.close()
+        time.sleep(5)  # the build finished before the signal: it lands here
+    timer.cancel()
+    assert time.monotonic() - start < 5
+
+
 # ---- cache levels -----------------------------------------------------------------
 
 def synthetic_curve(levels, noise=0.03):

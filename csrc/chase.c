@@ -470,6 +470,10 @@ static int chase_check_config(const chase_config *cfg, chase_state *s, ml_error 
     if (__builtin_mul_overflow(s->elements, s->stride_bytes, &s->memory_bytes))
         return ml_fail(err, ML_ERR_MEMORY, 0, "working_set_bytes=%lld with layout=%s overflows the address space",
                        (long long)cfg->working_set_bytes, chase_layout_names[cfg->layout]);
+    uint64_t lap_steps;
+    if (__builtin_mul_overflow((uint64_t)cfg->laps, s->chain_elements, &lap_steps) || lap_steps > (1ull << 62))
+        return ml_fail(err, ML_ERR_VALUE, 0, "laps=%lld of %llu elements is more steps than a sample can count",
+                       (long long)cfg->laps, (unsigned long long)s->chain_elements);
     uint64_t block_bytes;
     if (__builtin_mul_overflow((uint64_t)cfg->block_pages, (uint64_t)CHASE_PAGE_BYTES, &block_bytes))
         block_bytes = UINT64_MAX;

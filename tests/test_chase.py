@@ -272,6 +272,7 @@ C_BAD = [
     (dict(npad=63, working_set_bytes=1024, chains=3), "fewer than chains=3"),
     (dict(op="addnext0", npad=0), "op=addnext0 needs npad >= 1"),
     (dict(block_pages=0), "block_pages"),
+    (dict(laps=1 << 40, working_set_bytes=1 << 30), "more steps than a sample can count"),
 ]
 
 

@@ -100,10 +100,27 @@ typedef void (*chase_walk_fn)(chase_walk *w, uint64_t steps);
 
 volatile uint64_t chase_sink;
 
+/* `cycles` dependent one-cycle adds of a zero the CPU cannot see as zero.
+ * Eight per loop turn keep the loop's own instructions far below the issue
+ * width, so the chain runs at one add per cycle even when the core is
+ * shared (an SMT sibling on the host). */
 static inline __attribute__((always_inline)) uint64_t chase_work(uint64_t x, uint64_t cycles,
                                                                  uint64_t zero)
 {
-    for (uint64_t i = 0; i < cycles; i++) {
+    uint64_t left = cycles;
+    for (; left >= 8; left -= 8) {
+#if defined(__x86_64__)
+        __asm__ volatile(".rept 8\n\tadd %1, %0\n\t.endr" : "+r"(x) : "r"(zero));
+#elif defined(__aarch64__)
+        __asm__ volatile(".rept 8\n\tadd %0, %0, %1\n\t.endr" : "+r"(x) : "r"(zero));
+#else
+        for (int i = 0; i < 8; i++) {
+            __asm__ volatile("" : "+r"(x));
+            x += zero;
+        }
+#endif
+    }
+    for (; left; left--) {
 #if defined(__x86_64__)
         __asm__ volatile("add %1, %0" : "+r"(x) : "r"(zero));
 #elif defined(__aarch64__)

@@ -6,6 +6,12 @@
 #define ML_FAMILIES(X) \
     X(calibrate)       \
     X(region)          \
+    X(clear_fault)     \
+    X(clear_order)     \
+    X(clear_kernel_order) \
+    X(clear_plan)      \
+    X(matrix)          \
+    X(matrix_init)     \
     X(chase)           \
     X(chase_trace)     \
     /* end */

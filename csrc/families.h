@@ -14,6 +14,8 @@
     X(matrix_init)     \
     X(system)          \
     X(share)           \
+    X(chase)           \
+    X(chase_trace)     \
     /* end */
 
 #endif

@@ -15,6 +15,7 @@ from memlab.family import Family
 FAMILY_MODULES: tuple[str, ...] = (
     "calibrate",
     "region",
+    "chase",
     "clear",
     "matrix",
     "system",

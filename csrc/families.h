@@ -12,6 +12,10 @@
     X(clear_plan)      \
     X(matrix)          \
     X(matrix_init)     \
+    X(system)          \
+    X(share)           \
+    X(chase)           \
+    X(chase_trace)     \
     /* end */
 
 #endif

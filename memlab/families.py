@@ -15,8 +15,11 @@ from memlab.family import Family
 FAMILY_MODULES: tuple[str, ...] = (
     "calibrate",
     "region",
+    "chase",
     "clear",
     "matrix",
+    "system",
+    "share",
 )
 
 __all__ = ["FAMILY_MODULES", "family", "family_module", "all_families"]

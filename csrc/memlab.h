@@ -42,16 +42,28 @@ typedef struct ml_frequency {
     const char *method;
 } ml_frequency;
 
+typedef struct ml_context ml_context;
+
 /* Time long chains of dependent register-register adds (one cycle each on
- * every x86-64 and AArch64 core) for about budget_ns. */
-int ml_calibrate_frequency(ml_frequency *out, uint64_t budget_ns, ml_error *err);
+ * every x86-64 and AArch64 core) for about budget_ns; ctx (may be NULL) is
+ * checked for interrupts between samples. */
+int ml_calibrate_frequency(ml_frequency *out, uint64_t budget_ns, ml_context *ctx,
+                           ml_error *err);
 
 /* n dependent one-cycle operations on x; the result must be used. */
 static inline uint64_t ml_dependent_work(uint64_t x, uint64_t n)
 {
     uint64_t one = 1;
-    for (uint64_t i = 0; i < n; i++)
+    for (uint64_t i = 0; i < n; i++) {
+#if defined(__x86_64__)
         __asm__ volatile("add %1, %0" : "+r"(x) : "r"(one));
+#elif defined(__aarch64__)
+        __asm__ volatile("add %0, %0, %1" : "+r"(x) : "r"(one));
+#else
+        __asm__ volatile("" : "+r"(x));
+        x += one;
+#endif
+    }
     return x;
 }
 
@@ -99,6 +111,8 @@ void ml_counters_read(const ml_counters *c, ml_counter_values *out);
 void ml_counters_close(ml_counters *c);
 /* Mark every counter missing with errnum (used when counting is off). */
 void ml_counter_values_missing(ml_counter_values *out, int errnum);
+/* Why a counter is missing, for people: "not requested" for errnum 0. */
+const char *ml_counter_reason(int errnum);
 
 /* ---- memory regions (region.c) --------------------------------------- */
 
@@ -175,7 +189,6 @@ int ml_metric_add(ml_measurement *m, const char *name, double value);
 
 /* ---- the run context -------------------------------------------------- */
 
-typedef struct ml_context ml_context;
 struct ml_context {
     uint64_t target_ns;  /* how long one sample should last; 0: the family's default */
     int counters;        /* 1: attach counters to the sample */

@@ -1,0 +1,171 @@
+/* The monotonic clock and the core-frequency calibration.  Without a PMU the
+ * only way to cycles is to time work of known cycle count: a chain of
+ * dependent register-register adds retires one add per cycle.  (Adds of an
+ * immediate can be folded by some cores, so they are not used.) */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "memlab.h"
+
+#define ADDS_PER_ITERATION 200
+#define IMULS_PER_ITERATION 100
+#define IMUL_LATENCY_CYCLES 3
+#define SAMPLE_NS 5000000ull
+
+uint64_t ml_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t add_chain(uint64_t iterations)
+{
+    uint64_t x = 0, one = 1;
+    for (uint64_t i = 0; i < iterations; i++) {
+#if defined(__x86_64__)
+        __asm__ volatile(".rept 200\n\tadd %1, %0\n\t.endr" : "+r"(x) : "r"(one));
+#elif defined(__aarch64__)
+        __asm__ volatile(".rept 200\n\tadd %0, %0, %1\n\t.endr" : "+r"(x) : "r"(one));
+#else
+        x = ml_dependent_work(x, ADDS_PER_ITERATION);
+#endif
+    }
+    return x;
+}
+
+static uint64_t imul_chain(uint64_t iterations)
+{
+    uint64_t x = 3, factor = 1;
+    for (uint64_t i = 0; i < iterations; i++) {
+#if defined(__x86_64__)
+        __asm__ volatile(".rept 100\n\timul %1, %0\n\t.endr" : "+r"(x) : "r"(factor));
+#elif defined(__aarch64__)
+        __asm__ volatile(".rept 100\n\tmul %0, %0, %1\n\t.endr" : "+r"(x) : "r"(factor));
+#else
+        for (int k = 0; k < IMULS_PER_ITERATION; k++)
+            x *= factor;
+#endif
+    }
+    return x;
+}
+
+static volatile uint64_t calibration_sink;
+
+/* GHz from timing `chain` so that one run lasts about SAMPLE_NS. */
+static double time_chain(uint64_t (*chain)(uint64_t), double cycles_per_iteration)
+{
+    uint64_t iterations = 1000;
+    for (;;) {
+        uint64_t start = ml_now_ns();
+        calibration_sink = chain(iterations);
+        uint64_t elapsed = ml_now_ns() - start;
+        if (elapsed >= SAMPLE_NS / 2)
+            return cycles_per_iteration * (double)iterations / (double)elapsed;
+        iterations *= elapsed ? (SAMPLE_NS / elapsed + 1) : 16;
+    }
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int ml_calibrate_frequency(ml_frequency *out, uint64_t budget_ns, ml_context *ctx,
+                           ml_error *err)
+{
+    int samples = (int)(budget_ns / SAMPLE_NS);
+    if (samples < 3)
+        samples = 3;
+    if (samples > 20000)
+        samples = 20000;
+    double *ghz = malloc(sizeof(double) * (size_t)samples);
+    if (!ghz)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %d calibration samples", samples);
+    /* The first run wakes the core up from a low-power state. */
+    time_chain(add_chain, ADDS_PER_ITERATION);
+    for (int i = 0; i < samples; i++) {
+        if (ml_interrupted(ctx)) {
+            free(ghz);
+            return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
+        }
+        ghz[i] = time_chain(add_chain, ADDS_PER_ITERATION);
+    }
+    qsort(ghz, (size_t)samples, sizeof(double), compare_double);
+    out->ghz = samples % 2 ? ghz[samples / 2] : (ghz[samples / 2 - 1] + ghz[samples / 2]) / 2;
+    out->ghz_min = ghz[0];
+    out->ghz_max = ghz[samples - 1];
+    out->samples = samples;
+    out->imul_ghz = time_chain(imul_chain, IMULS_PER_ITERATION * IMUL_LATENCY_CYCLES);
+    out->method = "dependent register-register add chain (1 cycle per add); imul chain cross-check";
+    free(ghz);
+    return 0;
+}
+
+/* ---- the calibrate family: the core clock as a measurement ---- */
+
+typedef struct {
+    int64_t budget_ns;
+} calibrate_config;
+
+static const ml_param calibrate_params[] = {
+    {.name = "budget_ns", .kind = ML_PARAM_INT, .offset = offsetof(calibrate_config, budget_ns),
+     .min = 1000000, .max = 60000000000},
+    {0},
+};
+
+static int calibrate_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
+{
+    (void)ctx;
+    calibrate_config *copy = malloc(sizeof(*copy));
+    if (!copy)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for the calibrate config");
+    *copy = *(const calibrate_config *)config;
+    *state = copy;
+    return 0;
+}
+
+static int calibrate_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
+{
+    const calibrate_config *config = state;
+    ml_frequency frequency;
+    ml_counters counters;
+    if (ctx->counters) {
+        ml_counters_open(&counters, 0, 0);
+        ml_counters_start(&counters);
+    }
+    uint64_t start = ml_now_ns();
+    int rc = ml_calibrate_frequency(&frequency, (uint64_t)config->budget_ns, ctx, err);
+    out->elapsed_ns = ml_now_ns() - start;
+    if (ctx->counters) {
+        ml_counters_stop(&counters);
+        ml_counters_read(&counters, &out->counters);
+        ml_counters_close(&counters);
+    }
+    if (rc < 0)
+        return rc;
+    out->units = frequency.samples;
+    ml_metric_add(out, "core_GHz", frequency.ghz);
+    ml_metric_add(out, "core_GHz_min", frequency.ghz_min);
+    ml_metric_add(out, "core_GHz_max", frequency.ghz_max);
+    ml_metric_add(out, "imul_GHz", frequency.imul_ghz);
+    ml_metric_add(out, "calibration_samples", frequency.samples);
+    return 0;
+}
+
+static void calibrate_teardown(void *state)
+{
+    free(state);
+}
+
+const ml_family ml_family_calibrate = {
+    .name = "calibrate",
+    .description = "core clock from a dependent add chain (GHz)",
+    .config_size = sizeof(calibrate_config),
+    .params = calibrate_params,
+    .setup = calibrate_setup,
+    .measure = calibrate_measure,
+    .teardown = calibrate_teardown,
+};

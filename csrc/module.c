@@ -1,0 +1,695 @@
+/* memlab._core: the only file that speaks CPython.  It knows no family:
+ * configs are converted by walking each family's parameter table. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memlab.h"
+
+#ifndef ML_BUILD_CFLAGS
+#define ML_BUILD_CFLAGS "unknown"
+#endif
+
+#define ML_FAMILY_POINTER(name) &ml_family_##name,
+static const ml_family *const all_families[] = {ML_FAMILIES(ML_FAMILY_POINTER) NULL};
+#undef ML_FAMILY_POINTER
+
+#define MAX_BUFFERS 8
+/* Between two signal checks; PyErr_CheckSignals is cheap, taking the GIL
+ * back is not free when another thread holds it. */
+#define INTERRUPT_CHECK_NS 10000000ull
+
+typedef struct {
+    PyTypeObject *kernel_type;
+} module_state;
+
+static inline module_state *get_module_state(PyObject *module)
+{
+    return (module_state *)PyModule_GetState(module);
+}
+
+typedef struct {
+    PyObject_HEAD
+    const ml_family *family;
+    void *config;
+    void *state;
+    Py_buffer views[MAX_BUFFERS];
+    int n_views;
+    int busy;
+} KernelObject;
+
+typedef struct {
+    PyThreadState *thread_state;
+    uint64_t last_check_ns;
+    int interrupted;
+} binding_data;
+
+/* ---- pure C helpers ---------------------------------------------------- */
+
+static const ml_family *find_family(const char *name)
+{
+    for (const ml_family *const *f = all_families; *f; f++)
+        if (strcmp((*f)->name, name) == 0)
+            return *f;
+    return NULL;
+}
+
+static const ml_param *find_param(const ml_family *family, const char *name)
+{
+    for (const ml_param *p = family->params; p->name; p++)
+        if (strcmp(p->name, name) == 0)
+            return p;
+    return NULL;
+}
+
+static int check_interrupt(ml_context *ctx)
+{
+    binding_data *data = ctx->binding;
+    if (data->interrupted)
+        return 1;
+    uint64_t now = ml_now_ns();
+    if (now - data->last_check_ns < INTERRUPT_CHECK_NS)
+        return 0;
+    data->last_check_ns = now;
+    PyEval_RestoreThread(data->thread_state);
+    data->interrupted = PyErr_CheckSignals() != 0;
+    data->thread_state = PyEval_SaveThread();
+    return data->interrupted;
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+static void raise_ml_error(const ml_error *err)
+{
+    switch (err->code) {
+    case ML_ERR_VALUE:
+        PyErr_SetString(PyExc_ValueError, err->message);
+        break;
+    case ML_ERR_MEMORY:
+        PyErr_SetString(PyExc_MemoryError, err->message);
+        break;
+    case ML_ERR_TIMEOUT:
+        PyErr_SetString(PyExc_TimeoutError, err->message);
+        break;
+    case ML_ERR_INTERRUPTED:
+        if (!PyErr_Occurred())
+            PyErr_SetNone(PyExc_KeyboardInterrupt);
+        break;
+    case ML_ERR_OS: {
+        PyObject *args = Py_BuildValue("(is)", err->errnum, err->message);
+        if (args) {
+            PyErr_SetObject(PyExc_OSError, args);
+            Py_DECREF(args);
+        }
+        break;
+    }
+    default:
+        PyErr_Format(PyExc_RuntimeError, "memlab kernel failed without a reason (code %d)",
+                     (int)err->code);
+    }
+}
+
+/* ---- config conversion ---------------------------------------------------- */
+
+static int convert_int(const ml_param *p, PyObject *value, void *field)
+{
+    if (!PyLong_Check(value) || PyBool_Check(value)) {
+        PyErr_Format(PyExc_ValueError, "%s=%R must be an integer", p->name, value);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow < 0 || (!overflow && v < p->min)) {
+        PyErr_Format(PyExc_ValueError, "%s=%R is below the minimum %lld", p->name, value,
+                     (long long)p->min);
+        return -1;
+    }
+    if (overflow > 0 || v > p->max) {
+        PyErr_Format(PyExc_ValueError, "%s=%R is above the maximum %lld", p->name, value,
+                     (long long)p->max);
+        return -1;
+    }
+    *(int64_t *)field = (int64_t)v;
+    return 0;
+}
+
+static int convert_double(const ml_param *p, PyObject *value, void *field)
+{
+    if ((!PyFloat_Check(value) && !PyLong_Check(value)) || PyBool_Check(value)) {
+        PyErr_Format(PyExc_ValueError, "%s=%R must be a number", p->name, value);
+        return -1;
+    }
+    double v = PyFloat_AsDouble(value);
+    if (v == -1.0 && PyErr_Occurred())
+        return -1;
+    if (isnan(v) || v < p->min_double || v > p->max_double) {
+        PyErr_Format(PyExc_ValueError, "%s=%R is outside [%g, %g]", p->name, value,
+                     p->min_double, p->max_double);
+        return -1;
+    }
+    *(double *)field = v;
+    return 0;
+}
+
+static int convert_bool(const ml_param *p, PyObject *value, void *field)
+{
+    if (value == Py_True || value == Py_False) {
+        *(int *)field = value == Py_True;
+        return 0;
+    }
+    if (PyLong_Check(value)) {
+        long v = PyLong_AsLong(value);
+        if (v == 0 || v == 1) {
+            *(int *)field = (int)v;
+            return 0;
+        }
+    }
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s=%R must be True or False", p->name, value);
+    return -1;
+}
+
+static int convert_choice(const ml_param *p, PyObject *value, void *field)
+{
+    if (PyUnicode_Check(value)) {
+        const char *text = PyUnicode_AsUTF8(value);
+        if (!text)
+            return -1;
+        for (int i = 0; p->choices[i]; i++) {
+            if (strcmp(p->choices[i], text) == 0) {
+                *(int *)field = i;
+                return 0;
+            }
+        }
+    }
+    PyObject *names = PyList_New(0);
+    if (!names)
+        return -1;
+    for (int i = 0; p->choices[i]; i++) {
+        PyObject *name = PyUnicode_FromString(p->choices[i]);
+        if (!name || PyList_Append(names, name) < 0) {
+            Py_XDECREF(name);
+            Py_DECREF(names);
+            return -1;
+        }
+        Py_DECREF(name);
+    }
+    PyErr_Format(PyExc_ValueError, "%s=%R is not one of %R", p->name, value, names);
+    Py_DECREF(names);
+    return -1;
+}
+
+static int convert_buffer(const ml_param *p, PyObject *value, void *field, KernelObject *self)
+{
+    if (self->n_views >= MAX_BUFFERS) {
+        PyErr_Format(PyExc_ValueError, "too many buffer parameters (at most %d)", MAX_BUFFERS);
+        return -1;
+    }
+    Py_buffer *view = &self->views[self->n_views];
+    int flags = PyBUF_C_CONTIGUOUS | (p->writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(value, view, flags) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be a C-contiguous%s buffer (got %.100s)",
+                     p->name, p->writable ? ", writable" : "", Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    self->n_views++;
+    ml_buffer *buffer = field;
+    buffer->data = view->buf;
+    buffer->bytes = (size_t)view->len;
+    buffer->itemsize = (size_t)view->itemsize;
+    buffer->writable = !view->readonly;
+    return 0;
+}
+
+static int convert_config(KernelObject *self, PyObject *config)
+{
+    const ml_family *family = self->family;
+    if (!PyDict_Check(config)) {
+        PyErr_Format(PyExc_ValueError, "config for %s must be a dict, not %.100s", family->name,
+                     Py_TYPE(config)->tp_name);
+        return -1;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(config, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (!name || !find_param(family, name)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "unknown parameter %R for %s", key, family->name);
+            return -1;
+        }
+    }
+    for (const ml_param *p = family->params; p->name; p++) {
+        value = PyDict_GetItemString(config, p->name);
+        if (!value) {
+            PyErr_Format(PyExc_ValueError, "missing parameter '%s' for %s", p->name, family->name);
+            return -1;
+        }
+        void *field = (char *)self->config + p->offset;
+        int rc = -1;
+        switch (p->kind) {
+        case ML_PARAM_INT:
+            rc = convert_int(p, value, field);
+            break;
+        case ML_PARAM_DOUBLE:
+            rc = convert_double(p, value, field);
+            break;
+        case ML_PARAM_BOOL:
+            rc = convert_bool(p, value, field);
+            break;
+        case ML_PARAM_CHOICE:
+            rc = convert_choice(p, value, field);
+            break;
+        case ML_PARAM_BUFFER:
+            rc = convert_buffer(p, value, field, self);
+            break;
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- results --------------------------------------------------------------- */
+
+static int set_item(PyObject *dict, const char *key, PyObject *value)
+{
+    if (!value)
+        return -1;
+    int rc = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *counters_to_dicts(const ml_counter_values *values, PyObject *result)
+{
+    PyObject *present = PyDict_New();
+    PyObject *missing = PyDict_New();
+    if (!present || !missing)
+        goto error;
+    for (int i = 0; i < ML_COUNTER_COUNT; i++) {
+        if (values->present[i]) {
+            if (set_item(present, ml_counter_names[i], PyFloat_FromDouble(values->value[i])) < 0)
+                goto error;
+        } else if (set_item(missing, ml_counter_names[i],
+                            PyUnicode_FromString(ml_counter_reason(values->missing_errno[i]))) < 0) {
+            goto error;
+        }
+    }
+    if (set_item(result, "counters", present) < 0) {
+        present = NULL;
+        goto error;
+    }
+    if (set_item(result, "counters_missing", missing) < 0)
+        return NULL;
+    return result;
+error:
+    Py_XDECREF(present);
+    Py_XDECREF(missing);
+    return NULL;
+}
+
+static PyObject *measurement_to_dict(const ml_measurement *m, int counters)
+{
+    PyObject *result = PyDict_New();
+    PyObject *metrics = PyDict_New();
+    if (!result || !metrics)
+        goto error;
+    if (set_item(result, "elapsed_ns", PyLong_FromUnsignedLongLong(m->elapsed_ns)) < 0 ||
+        set_item(result, "units", PyFloat_FromDouble(m->units)) < 0 ||
+        set_item(result, "bytes", PyFloat_FromDouble(m->bytes)) < 0)
+        goto error;
+    for (int i = 0; i < m->n_metrics; i++)
+        if (set_item(metrics, m->metrics[i].name, PyFloat_FromDouble(m->metrics[i].value)) < 0)
+            goto error;
+    if (!counters_to_dicts(&m->counters, result))
+        goto error;
+    const char *scope = !counters ? "none" : m->counters.kernel_included ? "user+kernel" : "user";
+    if (set_item(result, "counters_scope", PyUnicode_FromString(scope)) < 0)
+        goto error;
+    if (set_item(result, "metrics", metrics) < 0) {
+        metrics = NULL;
+        goto error;
+    }
+    return result;
+error:
+    Py_XDECREF(metrics);
+    Py_XDECREF(result);
+    return NULL;
+}
+
+/* ---- the Kernel type ---------------------------------------------------------- */
+
+static void kernel_release(KernelObject *self)
+{
+    if (self->state && self->family) {
+        void *state = self->state;
+        self->state = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        self->family->teardown(state);
+        Py_END_ALLOW_THREADS
+    }
+    for (int i = 0; i < self->n_views; i++)
+        PyBuffer_Release(&self->views[i]);
+    self->n_views = 0;
+    free(self->config);
+    self->config = NULL;
+}
+
+static PyObject *Kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"family", "config", NULL};
+    const char *name;
+    PyObject *config;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!:Kernel", keywords, &name, &PyDict_Type,
+                                     &config))
+        return NULL;
+    const ml_family *family = find_family(name);
+    if (!family) {
+        PyErr_Format(PyExc_ValueError, "family=%R is not a family of this memlab build",
+                     PyTuple_GET_ITEM(args, 0));
+        return NULL;
+    }
+    KernelObject *self = (KernelObject *)type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    self->family = family;
+    self->config = calloc(1, family->config_size ? family->config_size : 1);
+    if (!self->config) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    if (convert_config(self, config) < 0)
+        goto error;
+
+    ml_error err = {0};
+    binding_data data = {0};
+    ml_context ctx = {.check_interrupt = check_interrupt, .binding = &data};
+    int rc;
+    data.last_check_ns = ml_now_ns();
+    data.thread_state = PyEval_SaveThread();
+    rc = family->setup(self->config, &self->state, &ctx, &err);
+    PyEval_RestoreThread(data.thread_state);
+    if (rc < 0) {
+        self->state = NULL;
+        raise_ml_error(&err);
+        goto error;
+    }
+    return (PyObject *)self;
+error:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static void Kernel_dealloc(KernelObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    kernel_release(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *Kernel_measure(KernelObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"target_ns", "counters", NULL};
+    unsigned long long target_ns = 0;
+    int counters = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Kp:measure", keywords, &target_ns,
+                                     &counters))
+        return NULL;
+    if (!self->state) {
+        PyErr_SetString(PyExc_ValueError, "the kernel is closed");
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the kernel is measuring in another thread");
+        return NULL;
+    }
+    ml_measurement *m = calloc(1, sizeof(*m));
+    if (!m)
+        return PyErr_NoMemory();
+    ml_error err = {0};
+    binding_data data = {0};
+    ml_context ctx = {.target_ns = target_ns, .counters = counters,
+                      .check_interrupt = check_interrupt, .binding = &data};
+    ml_counter_values_missing(&m->counters, 0);
+    int rc;
+    self->busy = 1;
+    data.last_check_ns = ml_now_ns();
+    data.thread_state = PyEval_SaveThread();
+    rc = self->family->measure(self->state, &ctx, m, &err);
+    PyEval_RestoreThread(data.thread_state);
+    self->busy = 0;
+    PyObject *result = NULL;
+    if (rc < 0)
+        raise_ml_error(&err);
+    else
+        result = measurement_to_dict(m, counters);
+    free(m);
+    return result;
+}
+
+static PyObject *Kernel_close(KernelObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the kernel is measuring in another thread");
+        return NULL;
+    }
+    kernel_release(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Kernel_enter(KernelObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *Kernel_exit(KernelObject *self, PyObject *Py_UNUSED(args))
+{
+    return Kernel_close(self, NULL);
+}
+
+static PyObject *Kernel_get_family(KernelObject *self, void *Py_UNUSED(closure))
+{
+    return PyUnicode_FromString(self->family->name);
+}
+
+static PyObject *Kernel_get_closed(KernelObject *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->state == NULL);
+}
+
+static PyMethodDef Kernel_methods[] = {
+    {"measure", (PyCFunction)(void (*)(void))Kernel_measure, METH_VARARGS | METH_KEYWORDS,
+     "measure(target_ns=0, counters=True) -> dict\n\nOne sample of the family's timed region."},
+    {"close", (PyCFunction)Kernel_close, METH_NOARGS, "Free the kernel's memory now."},
+    {"__enter__", (PyCFunction)Kernel_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)Kernel_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Kernel_getset[] = {
+    {"family", (getter)Kernel_get_family, NULL, "the family's name", NULL},
+    {"closed", (getter)Kernel_get_closed, NULL, "True once closed", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Kernel_slots[] = {
+    {Py_tp_new, Kernel_new},
+    {Py_tp_dealloc, Kernel_dealloc},
+    {Py_tp_methods, Kernel_methods},
+    {Py_tp_getset, Kernel_getset},
+    {Py_tp_doc, "Kernel(family, config)\n\nA family's kernel set up with a config dict."},
+    {0, NULL},
+};
+
+static PyType_Spec Kernel_spec = {
+    .name = "memlab._core.Kernel",
+    .basicsize = sizeof(KernelObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = Kernel_slots,
+};
+
+/* ---- module functions ----------------------------------------------------------- */
+
+static PyObject *param_to_dict(const ml_param *p)
+{
+    static const char *const kinds[] = {"int", "float", "bool", "choice", "buffer"};
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (set_item(d, "name", PyUnicode_FromString(p->name)) < 0 ||
+        set_item(d, "kind", PyUnicode_FromString(kinds[p->kind])) < 0)
+        goto error;
+    if (p->kind == ML_PARAM_INT &&
+        (set_item(d, "min", PyLong_FromLongLong(p->min)) < 0 ||
+         set_item(d, "max", PyLong_FromLongLong(p->max)) < 0))
+        goto error;
+    if (p->kind == ML_PARAM_DOUBLE &&
+        (set_item(d, "min", PyFloat_FromDouble(p->min_double)) < 0 ||
+         set_item(d, "max", PyFloat_FromDouble(p->max_double)) < 0))
+        goto error;
+    if (p->kind == ML_PARAM_CHOICE) {
+        PyObject *choices = PyList_New(0);
+        if (set_item(d, "choices", choices ? Py_NewRef(choices) : NULL) < 0) {
+            Py_XDECREF(choices);
+            goto error;
+        }
+        for (int i = 0; p->choices[i]; i++) {
+            PyObject *name = PyUnicode_FromString(p->choices[i]);
+            int rc = name ? PyList_Append(choices, name) : -1;
+            Py_XDECREF(name);
+            if (rc < 0) {
+                Py_DECREF(choices);
+                goto error;
+            }
+        }
+        Py_DECREF(choices);
+    }
+    return d;
+error:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *core_families(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
+{
+    PyObject *result = PyDict_New();
+    if (!result)
+        return NULL;
+    for (const ml_family *const *f = all_families; *f; f++) {
+        PyObject *entry = PyDict_New();
+        PyObject *params = PyList_New(0);
+        if (set_item(result, (*f)->name, entry ? Py_NewRef(entry) : NULL) < 0 ||
+            set_item(entry, "description", PyUnicode_FromString((*f)->description)) < 0 ||
+            set_item(entry, "params", params ? Py_NewRef(params) : NULL) < 0) {
+            Py_XDECREF(entry);
+            Py_XDECREF(params);
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_DECREF(entry);
+        for (const ml_param *p = (*f)->params; p->name; p++) {
+            PyObject *item = param_to_dict(p);
+            int rc = item ? PyList_Append(params, item) : -1;
+            Py_XDECREF(item);
+            if (rc < 0) {
+                Py_DECREF(params);
+                Py_DECREF(result);
+                return NULL;
+            }
+        }
+        Py_DECREF(params);
+    }
+    return result;
+}
+
+static PyObject *core_counters_probe(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
+{
+    ml_counters counters;
+    ml_counter_values values;
+    ml_counters_open(&counters, 0, 0);
+    ml_counters_start(&counters);
+    ml_counters_stop(&counters);
+    ml_counters_read(&counters, &values);
+    ml_counters_close(&counters);
+    PyObject *result = PyDict_New();
+    if (!result)
+        return NULL;
+    for (int i = 0; i < ML_COUNTER_COUNT; i++) {
+        int available = counters.open_errno[i] == 0;
+        PyObject *entry = Py_BuildValue(
+            "{s:O,s:s,s:s}", "available", available ? Py_True : Py_False, "reason",
+            available ? "" : ml_counter_reason(counters.open_errno[i]), "scope",
+            !available ? "" : counters.kernel_included ? "user+kernel" : "user");
+        if (set_item(result, ml_counter_names[i], entry) < 0) {
+            Py_DECREF(result);
+            return NULL;
+        }
+    }
+    return result;
+}
+
+static PyObject *core_build_info(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
+{
+    return Py_BuildValue("{s:s,s:s}", "cflags", ML_BUILD_CFLAGS, "compiler",
+#ifdef __VERSION__
+                         "gcc-compatible " __VERSION__
+#else
+                         "unknown"
+#endif
+    );
+}
+
+static PyObject *core_now_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromUnsignedLongLong(ml_now_ns());
+}
+
+static PyMethodDef core_methods[] = {
+    {"families", core_families, METH_NOARGS, "families() -> {name: {description, params}}"},
+    {"counters_probe", core_counters_probe, METH_NOARGS,
+     "counters_probe() -> {counter: {available, reason, scope}}"},
+    {"build_info", core_build_info, METH_NOARGS, "build_info() -> {cflags, compiler}"},
+    {"now_ns", core_now_ns, METH_NOARGS, "now_ns() -> CLOCK_MONOTONIC in ns"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ---- module lifecycle --------------------------------------------------------------- */
+
+static int core_exec(PyObject *module)
+{
+    module_state *state = get_module_state(module);
+    state->kernel_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &Kernel_spec, NULL);
+    if (!state->kernel_type)
+        return -1;
+    if (PyModule_AddType(module, state->kernel_type) < 0)
+        return -1;
+    return 0;
+}
+
+static int core_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    Py_VISIT(get_module_state(module)->kernel_type);
+    return 0;
+}
+
+static int core_clear(PyObject *module)
+{
+    Py_CLEAR(get_module_state(module)->kernel_type);
+    return 0;
+}
+
+static void core_free(void *module)
+{
+    core_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot core_slots[] = {
+    {Py_mod_exec, core_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "memlab._core",
+    .m_doc = "memlab's C core: timed kernels run with the GIL released.",
+    .m_size = sizeof(module_state),
+    .m_methods = core_methods,
+    .m_slots = core_slots,
+    .m_traverse = core_traverse,
+    .m_clear = core_clear,
+    .m_free = core_free,
+};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    return PyModuleDef_Init(&core_module);
+}

@@ -1,0 +1,307 @@
+/* Memory regions of a chosen page kind, aligned and populated as asked, and
+ * what the kernel really gave (huge-page coverage from /proc/self/smaps). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "memlab.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef MAP_HUGE_2MB
+#define MAP_HUGE_2MB (21 << MAP_HUGE_SHIFT)
+#endif
+#ifndef MAP_HUGE_1GB
+#define MAP_HUGE_1GB (30 << MAP_HUGE_SHIFT)
+#endif
+
+#define BASE_PAGE_BYTES 4096ul
+#define HUGE_2M_BYTES (2ul << 20)
+#define HUGE_1G_BYTES (1ul << 30)
+/* Leave the rest of the machine this much when checking a request. */
+#define MEMORY_MARGIN_BYTES (256ull << 20)
+
+const char *const ml_page_kind_names[] = {"4k", "thp", "hugetlb-2m", "hugetlb-1g", NULL};
+const char *const ml_populate_names[] = {"none", "touch", "map_populate",
+                                         "madvise_populate_write", NULL};
+
+static size_t kind_page_bytes(ml_page_kind kind)
+{
+    switch (kind) {
+    case ML_PAGES_THP:
+    case ML_PAGES_HUGETLB_2M:
+        return HUGE_2M_BYTES;
+    case ML_PAGES_HUGETLB_1G:
+        return HUGE_1G_BYTES;
+    default:
+        return BASE_PAGE_BYTES;
+    }
+}
+
+static size_t round_up(size_t value, size_t multiple)
+{
+    return (value + multiple - 1) / multiple * multiple;
+}
+
+uint64_t ml_memory_available_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    uint64_t kib = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib * 1024;
+}
+
+int ml_check_memory(size_t bytes, const char *what, ml_error *err)
+{
+    uint64_t available = ml_memory_available_bytes();
+    if (available == 0)
+        return 0;
+    uint64_t usable = available > MEMORY_MARGIN_BYTES ? available - MEMORY_MARGIN_BYTES : 0;
+    if ((uint64_t)bytes > usable)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM,
+                       "%s needs %zu bytes (%.2f GiB) but only %.2f GiB of memory is available",
+                       what, bytes, (double)bytes / (1 << 30), (double)usable / (1 << 30));
+    return 0;
+}
+
+static void *map_hugetlb(size_t bytes, ml_page_kind kind)
+{
+    int size_flag = kind == ML_PAGES_HUGETLB_1G ? MAP_HUGE_1GB : MAP_HUGE_2MB;
+    return mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | size_flag, -1, 0);
+}
+
+int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignment,
+                  ml_populate populate, int allow_fallback, ml_error *err)
+{
+    memset(r, 0, sizeof(*r));
+    if (bytes == 0)
+        return ml_fail(err, ML_ERR_VALUE, EINVAL, "region bytes=0 must be positive");
+    if (alignment & (alignment - 1))
+        return ml_fail(err, ML_ERR_VALUE, EINVAL, "alignment=%zu is not a power of two", alignment);
+    if (ml_check_memory(bytes, "the region", err) < 0)
+        return -1;
+    r->kind = kind;
+    r->granted = kind;
+    r->bytes = bytes;
+    r->page_bytes = kind_page_bytes(kind);
+    if (alignment < r->page_bytes)
+        alignment = r->page_bytes;
+
+    if (kind == ML_PAGES_HUGETLB_2M || kind == ML_PAGES_HUGETLB_1G) {
+        r->map_bytes = round_up(bytes, r->page_bytes) + (alignment - r->page_bytes);
+        r->map_base = map_hugetlb(r->map_bytes, kind);
+        if (r->map_base == MAP_FAILED) {
+            int e = errno;
+            r->map_base = NULL;
+            if (!allow_fallback)
+                return ml_fail(err, ML_ERR_OS, e,
+                               "%s pages refused for %zu bytes: %s (are pages reserved? see "
+                               "/sys/kernel/mm/hugepages)",
+                               ml_page_kind_names[kind], bytes, strerror(e));
+            r->granted = ML_PAGES_4K;
+            r->page_bytes = BASE_PAGE_BYTES;
+            alignment = BASE_PAGE_BYTES;
+        }
+    }
+    if (!r->map_base) {
+        int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+        r->map_bytes = round_up(bytes, BASE_PAGE_BYTES) + (alignment - BASE_PAGE_BYTES);
+        if (populate == ML_POPULATE_MAP_POPULATE && r->granted == ML_PAGES_4K)
+            flags |= MAP_POPULATE;
+        uint64_t start = ml_now_ns();
+        r->map_base = mmap(NULL, r->map_bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+        if (r->map_base == MAP_FAILED) {
+            int e = errno;
+            r->map_base = NULL;
+            return ml_fail(err, e == ENOMEM ? ML_ERR_MEMORY : ML_ERR_OS, e,
+                           "mmap of %zu bytes failed: %s", r->map_bytes, strerror(e));
+        }
+        if (flags & MAP_POPULATE)
+            r->populate_ns = ml_now_ns() - start;
+    }
+    uintptr_t aligned = round_up((uintptr_t)r->map_base, alignment);
+    r->base = (void *)aligned;
+    size_t advise_bytes = round_up(bytes, BASE_PAGE_BYTES);
+    if (r->granted == ML_PAGES_THP) {
+        if (madvise(r->base, advise_bytes, MADV_HUGEPAGE) < 0) {
+            int e = errno;
+            if (!allow_fallback) {
+                ml_region_unmap(r);
+                return ml_fail(err, ML_ERR_OS, e, "madvise(MADV_HUGEPAGE) refused: %s",
+                               strerror(e));
+            }
+            r->granted = ML_PAGES_4K;
+            r->page_bytes = BASE_PAGE_BYTES;
+        }
+    } else if (r->granted == ML_PAGES_4K) {
+        /* Keep 4 KiB regions 4 KiB even where THP is "always". */
+        madvise(r->base, advise_bytes, MADV_NOHUGEPAGE);
+    }
+    if (populate == ML_POPULATE_MAP_POPULATE && r->granted != ML_PAGES_4K)
+        populate = r->granted == ML_PAGES_THP ? ML_POPULATE_MADVISE_WRITE : ML_POPULATE_TOUCH;
+    if (populate != ML_POPULATE_MAP_POPULATE && ml_region_populate(r, populate, err) < 0) {
+        ml_region_unmap(r);
+        return -1;
+    }
+    return 0;
+}
+
+int ml_region_populate(ml_region *r, ml_populate populate, ml_error *err)
+{
+    uint64_t start = ml_now_ns();
+    switch (populate) {
+    case ML_POPULATE_NONE:
+        return 0;
+    case ML_POPULATE_TOUCH:
+    case ML_POPULATE_MAP_POPULATE: {
+        volatile char *p = r->base;
+        for (size_t offset = 0; offset < r->bytes; offset += BASE_PAGE_BYTES)
+            p[offset] = 1;
+        break;
+    }
+    case ML_POPULATE_MADVISE_WRITE:
+        if (madvise(r->base, round_up(r->bytes, BASE_PAGE_BYTES), MADV_POPULATE_WRITE) < 0) {
+            int e = errno;
+            return ml_fail(err, ML_ERR_OS, e,
+                           "madvise(MADV_POPULATE_WRITE) failed: %s (needs Linux 5.14+)",
+                           strerror(e));
+        }
+        break;
+    }
+    r->populate_ns = ml_now_ns() - start;
+    return 0;
+}
+
+void ml_region_unmap(ml_region *r)
+{
+    if (r->map_base)
+        munmap(r->map_base, r->map_bytes);
+    r->map_base = NULL;
+    r->base = NULL;
+}
+
+int64_t ml_region_huge_bytes(const ml_region *r)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    uintptr_t lo = (uintptr_t)r->base, hi = lo + r->bytes;
+    int inside = 0;
+    int64_t total = 0;
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+        uintptr_t start, end;
+        uint64_t kib;
+        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2 && strchr(line, ' ')
+            && line[0] != ' ' && strchr(line, '-') < strchr(line, ' ')) {
+            inside = start < hi && end > lo;
+            continue;
+        }
+        if (!inside)
+            continue;
+        if (sscanf(line, "AnonHugePages: %" SCNu64 " kB", &kib) == 1 ||
+            sscanf(line, "Private_Hugetlb: %" SCNu64 " kB", &kib) == 1 ||
+            sscanf(line, "Shared_Hugetlb: %" SCNu64 " kB", &kib) == 1)
+            total += (int64_t)kib * 1024;
+    }
+    fclose(f);
+    return total;
+}
+
+/* ---- the region family: map, populate and report what the kernel gave ---- */
+
+typedef struct {
+    int64_t bytes;
+    int pages;
+    int populate;
+    int allow_fallback;
+} region_config;
+
+static const ml_param region_params[] = {
+    {.name = "bytes", .kind = ML_PARAM_INT, .offset = offsetof(region_config, bytes),
+     .min = 4096, .max = INT64_MAX},
+    {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(region_config, pages),
+     .choices = ml_page_kind_names},
+    {.name = "populate", .kind = ML_PARAM_CHOICE, .offset = offsetof(region_config, populate),
+     .choices = ml_populate_names},
+    {.name = "allow_fallback", .kind = ML_PARAM_BOOL,
+     .offset = offsetof(region_config, allow_fallback)},
+    {0},
+};
+
+static int region_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
+{
+    (void)ctx;
+    const region_config *c = config;
+    if (ml_check_memory((size_t)c->bytes, "bytes", err) < 0)
+        return -1;
+    region_config *copy = malloc(sizeof(*copy));
+    if (!copy)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for the region config");
+    *copy = *c;
+    *state = copy;
+    return 0;
+}
+
+static int region_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
+{
+    const region_config *c = state;
+    ml_region region;
+    ml_counters counters;
+    if (ctx->counters) {
+        ml_counters_open(&counters, 0, 0);
+        ml_counters_start(&counters);
+    }
+    uint64_t start = ml_now_ns();
+    int rc = ml_region_map(&region, (size_t)c->bytes, (ml_page_kind)c->pages, 0,
+                           (ml_populate)c->populate, c->allow_fallback, err);
+    uint64_t elapsed = ml_now_ns() - start;
+    if (ctx->counters) {
+        ml_counters_stop(&counters);
+        ml_counters_read(&counters, &out->counters);
+        ml_counters_close(&counters);
+    }
+    if (rc < 0)
+        return rc;
+    int64_t huge = ml_region_huge_bytes(&region);
+    out->elapsed_ns = elapsed;
+    out->bytes = (double)c->bytes;
+    out->units = (double)round_up((size_t)c->bytes, region.page_bytes) / (double)region.page_bytes;
+    ml_metric_add(out, "populate_ns", (double)region.populate_ns);
+    ml_metric_add(out, "granted_page_bytes", (double)region.page_bytes);
+    ml_metric_add(out, "fell_back", region.granted != region.kind);
+    ml_metric_add(out, "huge_bytes", (double)huge);
+    ml_metric_add(out, "huge_fraction", huge < 0 ? -1.0 : (double)huge / (double)c->bytes);
+    ml_region_unmap(&region);
+    return 0;
+}
+
+static void region_teardown(void *state)
+{
+    free(state);
+}
+
+const ml_family ml_family_region = {
+    .name = "region",
+    .description = "map and populate a region; report the pages the kernel gave",
+    .config_size = sizeof(region_config),
+    .params = region_params,
+    .setup = region_setup,
+    .measure = region_measure,
+    .teardown = region_teardown,
+};

@@ -1,0 +1,41 @@
+"""memlab: memory and kernel experiments from Python, measured by a C core.
+
+>>> import memlab
+>>> m = memlab.run("calibrate", budget_ns=20_000_000, repeat=1)
+>>> m.median("core_GHz") > 0.1
+True
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+try:
+    __version__ = _version("memlab")
+except PackageNotFoundError:  # running from a source tree without install
+    __version__ = "0.1.0+source"
+
+from memlab.dataset import Dataset
+from memlab.families import FAMILY_MODULES, all_families, family
+from memlab.measure import Measurement, core_ghz
+from memlab.sweep import Sweep, grid, run_sweep, zipped
+
+__all__ = [
+    "Dataset",
+    "FAMILY_MODULES",
+    "Measurement",
+    "Sweep",
+    "__version__",
+    "all_families",
+    "core_ghz",
+    "family",
+    "grid",
+    "run",
+    "run_sweep",
+    "zipped",
+]
+
+
+def run(family_name: str, params=None, **options) -> Measurement:
+    """Measure one point of a family: ``memlab.run("chase", working_set_bytes=2**20)``."""
+    return family(family_name).run(params, **options)

@@ -1,0 +1,481 @@
+"""What machine this is: CPU, caches, kernel, memory settings, software versions.
+
+:func:`collect` gathers the facts into one flat dict. Each source has its own
+small ``collect_*`` function that adds keys to that dict; a file the machine
+does not have (no sysfs cache directory, no hugetlb pools, no permission)
+leaves its key absent instead of raising. Every collector takes ``root`` (the
+file-system root, ``"/"`` normally) so tests can point it at a fake tree.
+
+Example::
+
+    >>> facts = collect(include_core=False)
+    >>> print(format_facts(facts))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from typing import Any, Callable
+
+__all__ = [
+    "cache_sizes",
+    "collect",
+    "format_facts",
+    "machine_id",
+    "parse_size",
+]
+
+SIMD_FLAGS = (
+    "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl",
+    "avx512_vnni", "amx_tile", "asimd", "sve", "sve2",
+)
+
+
+# --------------------------------------------------------------------------
+# file helpers: every read returns None when the fact is unavailable
+
+
+def _path(root: str, path: str) -> str:
+    return os.path.join(root, path.lstrip("/"))
+
+
+def _read(root: str, path: str) -> str | None:
+    try:
+        with open(_path(root, path), encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _read_int(root: str, path: str) -> int | None:
+    text = _read(root, path)
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _listdir(root: str, path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(_path(root, path)))
+    except OSError:
+        return []
+
+
+def _bracketed(text: str | None) -> str | None:
+    """The selected value of a sysfs choice file: ``always [madvise] never`` -> ``madvise``."""
+    if text is None:
+        return None
+    match = re.search(r"\[([^\]]+)\]", text)
+    return match.group(1) if match else text
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes in a sysfs/meminfo size such as ``32K``, ``1024 kB`` or ``8M``.
+
+    >>> parse_size("32K"), parse_size("1024 kB"), parse_size("4096")
+    (32768, 1048576, 4096)
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*([KkMmGg]?)[Bb]?\s*", text or "")
+    if not match:
+        return None
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2).lower()]
+    return int(match.group(1)) * scale
+
+
+def _cpuinfo(root: str) -> dict[str, str]:
+    """Fields of the first processor block of /proc/cpuinfo."""
+    text = _read(root, "/proc/cpuinfo")
+    fields: dict[str, str] = {}
+    if text is None:
+        return fields
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        name, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(name.strip(), value.strip())
+    return fields
+
+
+def _cpu_list_count(text: str | None) -> int | None:
+    """Number of CPUs in a list such as ``0-3,6``."""
+    if not text:
+        return None
+    count = 0
+    try:
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            count += int(high or low) - int(low) + 1
+    except ValueError:
+        return None
+    return count
+
+
+# --------------------------------------------------------------------------
+# collectors: each adds the keys it can find to ``facts``
+
+
+def collect_cpu(facts: dict, root: str = "/") -> None:
+    """cpu_model, cpu_count, cpu_online, cpu_flags_simd, cpuinfo_mhz from /proc and /sys."""
+    info = _cpuinfo(root)
+    model = info.get("model name") or info.get("Model") or info.get("cpu model")
+    if model:
+        facts["cpu_model"] = model
+    online = _read(root, "/sys/devices/system/cpu/online")
+    if online:
+        facts["cpu_online"] = online
+    present = _cpu_list_count(_read(root, "/sys/devices/system/cpu/present"))
+    if present is None and root == "/":
+        present = os.cpu_count()
+    if present:
+        facts["cpu_count"] = present
+    flags = (info.get("flags") or info.get("Features") or "").split()
+    if flags:
+        facts["cpu_flags_simd"] = [flag for flag in SIMD_FLAGS if flag in flags]
+    mhz = info.get("cpu MHz")
+    if mhz:
+        try:
+            facts["cpuinfo_mhz"] = float(mhz)
+        except ValueError:
+            pass
+
+
+def collect_tsc(facts: dict, root: str = "/") -> None:
+    """tsc_mhz: the TSC frequency the kernel calibrated, from sysfs or the boot log.
+
+    Only present when the kernel exposes it (``tsc_khz`` via sysfs on some
+    kernels, or a readable ``tsc: Refined TSC clocksource calibration`` line).
+    """
+    khz = _read_int(root, "/sys/devices/system/cpu/cpu0/tsc_freq_khz")
+    if khz:
+        facts["tsc_mhz"] = khz / 1000.0
+        return
+    text = _read(root, "/sys/devices/system/clocksource/clocksource0/current_clocksource")
+    if text:
+        facts["clocksource"] = text
+
+
+def collect_caches(facts: dict, root: str = "/") -> None:
+    """caches: one dict per cache of CPU 0 (level, type, size_bytes, line_bytes, ways, shared_cpu_list)."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    caches = []
+    for entry in _listdir(root, base):
+        if not entry.startswith("index"):
+            continue
+        directory = f"{base}/{entry}"
+        cache: dict[str, Any] = {}
+        level = _read_int(root, f"{directory}/level")
+        if level is not None:
+            cache["level"] = level
+        kind = _read(root, f"{directory}/type")
+        if kind:
+            cache["type"] = kind
+        size = parse_size(_read(root, f"{directory}/size") or "")
+        if size is not None:
+            cache["size_bytes"] = size
+        line = _read_int(root, f"{directory}/coherency_line_size")
+        if line is not None:
+            cache["line_bytes"] = line
+        ways = _read_int(root, f"{directory}/ways_of_associativity")
+        if ways is not None:
+            cache["ways"] = ways
+        shared = _read(root, f"{directory}/shared_cpu_list")
+        if shared:
+            cache["shared_cpu_list"] = shared
+        if cache:
+            caches.append(cache)
+    if caches:
+        caches.sort(key=lambda c: (c.get("level", 0), c.get("type", "")))
+        facts["caches"] = caches
+        lines = {c["line_bytes"] for c in caches if "line_bytes" in c}
+        if len(lines) == 1:
+            facts["cache_line_bytes"] = lines.pop()
+
+
+def collect_kernel(facts: dict, root: str = "/") -> None:
+    """kernel_release and os (from /proc or, on the real root, uname)."""
+    release = _read(root, "/proc/sys/kernel/osrelease")
+    if release is None and root == "/":
+        release = platform.release() or None
+    if release:
+        facts["kernel_release"] = release
+    os_name = None
+    text = _read(root, "/etc/os-release")
+    if text:
+        for line in text.splitlines():
+            if line.startswith("PRETTY_NAME="):
+                os_name = line.partition("=")[2].strip().strip('"')
+    if os_name is None and root == "/":
+        os_name = platform.system() or None
+    if os_name:
+        facts["os"] = os_name
+
+
+def _detect_virt(option: str) -> str | None:
+    try:
+        result = subprocess.run(
+            ["systemd-detect-virt", option], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None
+
+
+def collect_virtualization(facts: dict, root: str = "/") -> None:
+    """virtualization (the hypervisor, or "none") and container, if any.
+
+    Uses ``systemd-detect-virt --vm/--container`` when present, else
+    /sys/hypervisor/type, else the cpuinfo ``hypervisor`` flag.
+    """
+    if root == "/" and shutil.which("systemd-detect-virt"):
+        container = _detect_virt("--container")
+        if container and container != "none":
+            facts["container"] = container
+        vm = _detect_virt("--vm")
+        if vm:
+            facts["virtualization"] = vm
+            return
+    kind = _read(root, "/sys/hypervisor/type")
+    if kind:
+        facts["virtualization"] = kind
+        return
+    flags = (_cpuinfo(root).get("flags") or "").split()
+    if flags:
+        facts["virtualization"] = "hypervisor" if "hypervisor" in flags else "none"
+
+
+def collect_memory_settings(facts: dict, root: str = "/") -> None:
+    """thp_enabled, thp_defrag, hugetlb pools, pipe_max_size_bytes, perf_event_paranoid."""
+    thp = "/sys/kernel/mm/transparent_hugepage"
+    for name in ("enabled", "defrag"):
+        value = _bracketed(_read(root, f"{thp}/{name}"))
+        if value:
+            facts[f"thp_{name}"] = value
+    pools = {}
+    for entry in _listdir(root, "/sys/kernel/mm/hugepages"):
+        match = re.fullmatch(r"hugepages-(\d+)kB", entry)
+        if not match:
+            continue
+        directory = f"/sys/kernel/mm/hugepages/{entry}"
+        pool: dict[str, int] = {"page_bytes": int(match.group(1)) * 1024}
+        for field in ("nr_hugepages", "free_hugepages"):
+            value = _read_int(root, f"{directory}/{field}")
+            if value is not None:
+                pool[field] = value
+        pools[entry] = pool
+    if pools:
+        facts["hugetlb_pools"] = pools
+    for key, path in (
+        ("pipe_max_size_bytes", "/proc/sys/fs/pipe-max-size"),
+        ("perf_event_paranoid", "/proc/sys/kernel/perf_event_paranoid"),
+    ):
+        value = _read_int(root, path)
+        if value is not None:
+            facts[key] = value
+
+
+def collect_meminfo(facts: dict, root: str = "/") -> None:
+    """memory_total_bytes and memory_available_bytes from /proc/meminfo."""
+    text = _read(root, "/proc/meminfo")
+    if text is None:
+        return
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        key = {"MemTotal": "memory_total_bytes", "MemAvailable": "memory_available_bytes"}.get(name)
+        if key:
+            size = parse_size(value)
+            if size is not None:
+                facts[key] = size
+
+
+def collect_software(facts: dict, root: str = "/") -> None:
+    """python_version, numpy_version, memlab_version (if installed), hostname."""
+    facts["python_version"] = platform.python_version()
+    facts["python_implementation"] = platform.python_implementation()
+    try:
+        import numpy
+
+        facts["numpy_version"] = numpy.__version__
+    except ImportError:
+        pass
+    try:
+        from importlib import metadata
+
+        facts["memlab_version"] = metadata.version("memlab")
+    except Exception:  # PackageNotFoundError, or broken metadata
+        pass
+    hostname = _read(root, "/proc/sys/kernel/hostname")
+    if hostname is None and root == "/":
+        hostname = socket.gethostname() or None
+    if hostname:
+        facts["hostname"] = hostname
+
+
+def collect_core(facts: dict) -> None:
+    """counters and core_build from the C extension, when it is importable."""
+    try:
+        from memlab import _core
+    except ImportError:
+        return
+    try:
+        facts["counters"] = dict(_core.counters_probe())
+    except (AttributeError, OSError, RuntimeError):
+        pass
+    try:
+        facts["core_build"] = dict(_core.build_info())
+    except (AttributeError, OSError, RuntimeError):
+        pass
+
+
+COLLECTORS: tuple[Callable[..., None], ...] = (
+    collect_cpu,
+    collect_tsc,
+    collect_caches,
+    collect_kernel,
+    collect_virtualization,
+    collect_memory_settings,
+    collect_meminfo,
+    collect_software,
+)
+
+
+# --------------------------------------------------------------------------
+# public API
+
+
+def collect(include_core: bool = True, root: str = "/") -> dict:
+    """All machine facts as one dict; a fact the machine does not expose is absent.
+
+    With ``include_core`` and the C extension importable, adds ``counters``
+    ({event: {"available": bool, "reason": str}}) and ``core_build``.
+
+    >>> facts = collect(include_core=False)
+    >>> "python_version" in facts
+    True
+    """
+    facts: dict[str, Any] = {}
+    for collector in COLLECTORS:
+        collector(facts, root=root)
+    if include_core:
+        collect_core(facts)
+    return facts
+
+
+def cache_sizes(facts: dict | None = None, root: str = "/") -> dict[str, int]:
+    """Cache sizes in bytes by name: ``{"L1d": ..., "L1i": ..., "L2": ..., "L3": ...}``.
+
+    >>> cache_sizes({"caches": [{"level": 1, "type": "Data", "size_bytes": 32768}]})
+    {'L1d': 32768}
+    """
+    if facts is None:
+        facts = {}
+        collect_caches(facts, root=root)
+    sizes: dict[str, int] = {}
+    suffix = {"Data": "d", "Instruction": "i"}
+    for cache in facts.get("caches", []):
+        if "level" not in cache or "size_bytes" not in cache:
+            continue
+        name = f"L{cache['level']}{suffix.get(cache.get('type', ''), '')}"
+        sizes.setdefault(name, cache["size_bytes"])
+    return sizes
+
+
+def machine_id(facts: dict) -> str:
+    """A short stable id (12 hex digits) of cpu_model, cpu_count, kernel_release and memory_total_bytes.
+
+    >>> len(machine_id({"cpu_model": "Example CPU", "cpu_count": 2}))
+    12
+    """
+    parts = [str(facts.get(key, "")) for key in ("cpu_model", "cpu_count", "kernel_release", "memory_total_bytes")]
+    return hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:12]
+
+
+def _format_bytes(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{size} B"
+
+
+def format_facts(facts: dict) -> str:
+    """Human-readable text of the facts, for ``memlab info``.
+
+    >>> print(format_facts({"cpu_model": "Example CPU"}).splitlines()[1])
+    cpu               Example CPU
+    """
+    lines = [f"{'machine id':<18}{machine_id(facts)}"]
+
+    def add(label: str, value: Any) -> None:
+        lines.append(f"{label:<18}{value}")
+
+    if "cpu_model" in facts:
+        add("cpu", facts["cpu_model"])
+    if "container" in facts:
+        add("container", facts["container"])
+    if "cpu_count" in facts:
+        add("cpus", f"{facts['cpu_count']} (online {facts.get('cpu_online', '?')})")
+    if "cpu_flags_simd" in facts:
+        add("simd", " ".join(facts["cpu_flags_simd"]) or "-")
+    for key, label in (("cpuinfo_mhz", "cpuinfo MHz"), ("tsc_mhz", "TSC MHz"), ("clocksource", "clocksource")):
+        if key in facts:
+            add(label, facts[key])
+    for cache in facts.get("caches", []):
+        name = f"L{cache.get('level', '?')} {cache.get('type', '')}".strip()
+        detail = [_format_bytes(cache["size_bytes"])] if "size_bytes" in cache else []
+        if "ways" in cache:
+            detail.append(f"{cache['ways']}-way")
+        if "line_bytes" in cache:
+            detail.append(f"{cache['line_bytes']} B lines")
+        if "shared_cpu_list" in cache:
+            detail.append(f"cpus {cache['shared_cpu_list']}")
+        add(name, ", ".join(detail))
+    for key, label in (
+        ("kernel_release", "kernel"),
+        ("os", "os"),
+        ("virtualization", "virtualization"),
+        ("thp_enabled", "THP enabled"),
+        ("thp_defrag", "THP defrag"),
+    ):
+        if key in facts:
+            add(label, facts[key])
+    for name, pool in facts.get("hugetlb_pools", {}).items():
+        add(f"hugetlb {_format_bytes(pool['page_bytes'])}",
+            f"{pool.get('nr_hugepages', '?')} reserved, {pool.get('free_hugepages', '?')} free")
+    for key, label in (("pipe_max_size_bytes", "pipe max size"),
+                       ("memory_total_bytes", "memory total"),
+                       ("memory_available_bytes", "memory available")):
+        if key in facts:
+            add(label, _format_bytes(facts[key]))
+    for key, label in (
+        ("perf_event_paranoid", "perf paranoid"),
+        ("python_version", "python"),
+        ("numpy_version", "numpy"),
+        ("memlab_version", "memlab"),
+        ("hostname", "hostname"),
+    ):
+        if key in facts:
+            add(label, facts[key])
+    counters = facts.get("counters")
+    if counters:
+        available = sorted(name for name, info in counters.items() if info.get("available"))
+        add("counters", " ".join(available) or "none")
+        for name, info in sorted(counters.items()):
+            if not info.get("available"):
+                add("  missing", f"{name}: {info.get('reason', '')}")
+    clock = facts.get("core_clock")
+    if clock and "core_GHz" in clock:
+        add("core clock", f"{clock['core_GHz']:.3f} GHz measured by a dependent add chain "
+            f"(imul cross-check {clock.get('imul_GHz', float('nan')):.3f} GHz)")
+    for key, value in sorted((facts.get("core_build") or {}).items()):
+        add(f"core {key}", value)
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""Memory regions: map one, populate it, and see which pages the kernel gave.
+
+The building block of the chase, pipe and clearing families, measured on its
+own: the time to populate, page faults taken and huge-page coverage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.measure import Measurement
+
+__all__ = ["PAGE_KINDS", "POPULATE_MODES", "RegionParams", "FAMILY", "run"]
+
+PAGE_KINDS = ("4k", "thp", "hugetlb-2m", "hugetlb-1g")
+POPULATE_MODES = ("none", "touch", "map_populate", "madvise_populate_write")
+
+
+@dataclass(frozen=True)
+class RegionParams:
+    """A region of ``bytes`` with page kind ``pages`` and populate mode ``populate``.
+
+    ``allow_fallback``: a refused hugetlb/THP request falls back to 4 KiB
+    pages (reported as ``fell_back``) instead of raising OSError.
+    """
+
+    bytes: int = 64 << 20
+    pages: str = "4k"
+    populate: str = "touch"
+    allow_fallback: bool = False
+
+    def __post_init__(self) -> None:
+        check_int("bytes", self.bytes, 4096)
+        check_choice("pages", self.pages, PAGE_KINDS)
+        check_choice("populate", self.populate, POPULATE_MODES)
+        check_bool("allow_fallback", self.allow_fallback)
+
+
+def run(params: RegionParams | dict | None = None, **options) -> Measurement:
+    """Map and populate a region; GB_per_s made usable, faults and huge_fraction.
+
+    >>> m = run(bytes=8 << 20, pages="4k", populate="touch", repeat=1)
+    >>> m.median("granted_page_bytes")
+    4096.0
+    """
+    return FAMILY.run(params, **options)
+
+
+def _quick_sweep():
+    from memlab.sweep import Sweep, grid
+
+    return Sweep(
+        name="quick",
+        family="region",
+        points=grid(bytes=[64 << 20], pages=["4k", "thp"], populate=["touch", "madvise_populate_write"]),
+        repeat=3,
+    )
+
+
+FAMILY = Family(
+    name="region",
+    params_type=RegionParams,
+    core="region",
+    unit="page",
+    primary_metric="GB_per_s",
+    sweeps={"quick": _quick_sweep},
+    description="map and populate memory of a page kind",
+    default_repeat=3,
+)

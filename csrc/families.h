@@ -6,6 +6,8 @@
 #define ML_FAMILIES(X) \
     X(calibrate)       \
     X(region)          \
+    X(pipe)            \
+    X(pipe_latency)    \
     /* end */
 
 #endif

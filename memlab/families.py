@@ -13,6 +13,7 @@ from memlab.family import Family
 FAMILY_MODULES: tuple[str, ...] = (
     "calibrate",
     "region",
+    "pipe",
 )
 
 __all__ = ["FAMILY_MODULES", "family", "family_module", "all_families"]

@@ -35,6 +35,7 @@ __all__ = [
     "RUNGS",
     "WRITERS",
     "add_ratios",
+    "available_placements",
     "ladder",
     "ladder_sweep",
     "latency",
@@ -198,6 +199,11 @@ def placement_cpus(placement: str) -> tuple[int, int]:
     return allowed[0], allowed[1]
 
 
+def available_placements() -> tuple[str, ...]:
+    """The placements this process can use: both when it may run on two CPUs."""
+    return PLACEMENTS if len(os.sched_getaffinity(0)) >= 2 else ("one_cpu",)
+
+
 def rung_of(row: Mapping[str, Any]) -> tuple[int, str] | None:
     """(index, name) of the ladder rung a row's parameters match, or None."""
     for index, (name, settings) in enumerate(RUNGS):
@@ -220,7 +226,7 @@ def _missing(value: Any) -> bool:
 def ladder_sweep(
     quick: bool = False,
     *,
-    placements: Sequence[str] = PLACEMENTS,
+    placements: Sequence[str] | None = None,
     total_bytes: int | None = None,
     buffer_size: int = 256 << 10,
     pipe_size: int | None = 256 << 10,
@@ -241,7 +247,7 @@ def ladder_sweep(
     from memlab.sweep import Sweep
 
     points: list[dict[str, Any]] = []
-    for placement in placements:
+    for placement in placements or available_placements():
         writer_cpu, reader_cpu = placement_cpus(placement)
         for name, settings in RUNGS:
             if settings["busy_loop"] and writer_cpu == reader_cpu:
@@ -295,7 +301,7 @@ def add_ratios(dataset):
 def ladder(
     quick: bool = False,
     *,
-    placements: Sequence[str] = PLACEMENTS,
+    placements: Sequence[str] | None = None,
     total_bytes: int | None = None,
     buffer_size: int = 256 << 10,
     pipe_size: int | None = 256 << 10,
@@ -306,6 +312,9 @@ def ladder(
     progress: bool = True,
 ):
     """Climb the article's ladder on each placement; one Dataset, GiB/s and ratios per rung.
+
+    ``placements`` defaults to every placement this process can use
+    ('two_cpus' and 'one_cpu' on a machine with two CPUs or more).
 
     Rungs: write/read, vmsplice/read, vmsplice/splice, + huge pages, + busy
     loop (two CPUs only), all with the same buffer and pipe size. Every row

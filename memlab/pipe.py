@@ -93,6 +93,11 @@ class PipeParams:
     scheme); a smaller number is only for showing, with ``verify``, what
     reusing pages still in the pipe does. ``writer_cpu``/``reader_cpu`` None
     leaves that end unpinned.
+
+    ``verify``: the writer fills every chunk with a position-dependent
+    pattern and the reader checks every byte; a ``splice`` reader then
+    splices into a memory file (memfd) and checks its pages instead of
+    splicing to /dev/null, where bytes cannot be looked at.
     """
 
     writer: str = "write"
@@ -351,6 +356,23 @@ def _verify_cost_sweep():
     )
 
 
+def _touch_sweep():
+    from memlab.sweep import Sweep, grid
+
+    writer_cpu, reader_cpu = placement_cpus(available_placements()[0])
+    return Sweep(
+        name="touch",
+        family="pipe",
+        points=grid(
+            writer=["vmsplice"], reader=["splice"], huge_pages=[False, True],
+            touch_pages=[True, False], writer_cpu=[writer_cpu], reader_cpu=[reader_cpu],
+        ),
+        repeat=5,
+        target_seconds=0.5,
+        description="vmsplice of never-touched pages (seed 000, footnote 19), with and without huge pages",
+    )
+
+
 # ---- latency -----------------------------------------------------------------
 
 
@@ -421,7 +443,12 @@ FAMILY = Family(
     unit="buffer",
     primary_metric="GiB_per_s",
     derive=_derive,
-    sweeps={"quick": _quick_sweep, "ladder": _ladder_sweep, "verify_cost": _verify_cost_sweep},
+    sweeps={
+        "quick": _quick_sweep,
+        "ladder": _ladder_sweep,
+        "verify_cost": _verify_cost_sweep,
+        "touch": _touch_sweep,
+    },
     description="a writer and a reader process joined by a pipe (seed 000)",
     default_repeat=5,
     default_warmup=1,

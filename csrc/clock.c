@@ -119,31 +119,19 @@ static const ml_param calibrate_params[] = {
 static int calibrate_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
 {
     (void)ctx;
-    calibrate_config *copy = malloc(sizeof(*copy));
-    if (!copy)
-        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for the calibrate config");
-    *copy = *(const calibrate_config *)config;
-    *state = copy;
-    return 0;
+    return ml_setup_copy_config(config, sizeof(calibrate_config), state, err);
 }
 
 static int calibrate_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
 {
     const calibrate_config *config = state;
     ml_frequency frequency;
-    ml_counters counters;
-    if (ctx->counters) {
-        ml_counters_open(&counters, 0, 0);
-        ml_counters_start(&counters);
-    }
+    ml_counting counting;
+    ml_counting_start(&counting, ctx);
     uint64_t start = ml_now_ns();
     int rc = ml_calibrate_frequency(&frequency, (uint64_t)config->budget_ns, ctx, err);
     out->elapsed_ns = ml_now_ns() - start;
-    if (ctx->counters) {
-        ml_counters_stop(&counters);
-        ml_counters_read(&counters, &out->counters);
-        ml_counters_close(&counters);
-    }
+    ml_counting_stop(&counting, out);
     if (rc < 0)
         return rc;
     out->units = frequency.samples;

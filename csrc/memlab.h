@@ -184,6 +184,21 @@ typedef struct ml_measurement {
     ml_metric metrics[ML_MAX_METRICS]; /* the family's own named outputs */
 } ml_measurement;
 
+/* Counters around one timed region, opened only when ctx->counters says so:
+ *     ml_counting counting;
+ *     ml_counting_start(&counting, ctx);
+ *     ... timed work ...
+ *     ml_counting_stop(&counting, out);   fills out->counters either way */
+typedef struct ml_counting {
+    ml_counters counters;
+    int active;
+} ml_counting;
+void ml_counting_start(ml_counting *counting, const ml_context *ctx);
+void ml_counting_stop(ml_counting *counting, ml_measurement *out);
+
+/* A family whose state is just a copy of its config uses this as setup. */
+int ml_setup_copy_config(const void *config, size_t bytes, void **state, ml_error *err);
+
 /* Append a named metric; returns -1 (and drops it) when the table is full. */
 int ml_metric_add(ml_measurement *m, const char *name, double value);
 

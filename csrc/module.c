@@ -373,8 +373,7 @@ static PyObject *Kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         return NULL;
     const ml_family *family = find_family(name);
     if (!family) {
-        PyErr_Format(PyExc_ValueError, "family=%R is not a family of this memlab build",
-                     PyTuple_GET_ITEM(args, 0));
+        PyErr_Format(PyExc_ValueError, "family='%s' is not a family of this memlab build", name);
         return NULL;
     }
     KernelObject *self = (KernelObject *)type->tp_alloc(type, 0);

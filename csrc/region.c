@@ -250,32 +250,20 @@ static int region_setup(const void *config, void **state, ml_context *ctx, ml_er
     const region_config *c = config;
     if (ml_check_memory((size_t)c->bytes, "bytes", err) < 0)
         return -1;
-    region_config *copy = malloc(sizeof(*copy));
-    if (!copy)
-        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for the region config");
-    *copy = *c;
-    *state = copy;
-    return 0;
+    return ml_setup_copy_config(c, sizeof(*c), state, err);
 }
 
 static int region_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
 {
     const region_config *c = state;
     ml_region region;
-    ml_counters counters;
-    if (ctx->counters) {
-        ml_counters_open(&counters, 0, 0);
-        ml_counters_start(&counters);
-    }
+    ml_counting counting;
+    ml_counting_start(&counting, ctx);
     uint64_t start = ml_now_ns();
     int rc = ml_region_map(&region, (size_t)c->bytes, (ml_page_kind)c->pages, 0,
                            (ml_populate)c->populate, c->allow_fallback, err);
     uint64_t elapsed = ml_now_ns() - start;
-    if (ctx->counters) {
-        ml_counters_stop(&counters);
-        ml_counters_read(&counters, &out->counters);
-        ml_counters_close(&counters);
-    }
+    ml_counting_stop(&counting, out);
     if (rc < 0)
         return rc;
     int64_t huge = ml_region_huge_bytes(&region);

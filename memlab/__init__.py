@@ -16,7 +16,8 @@ except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.1.0+source"
 
 from memlab.dataset import Dataset
-from memlab.families import FAMILY_MODULES, all_families, family
+from memlab.families import FAMILY_MODULES, all_families
+from memlab.families import family as get_family
 from memlab.measure import Measurement, core_ghz
 from memlab.sweep import Sweep, grid, run_sweep, zipped
 
@@ -28,7 +29,7 @@ __all__ = [
     "__version__",
     "all_families",
     "core_ghz",
-    "family",
+    "get_family",
     "grid",
     "run",
     "run_sweep",
@@ -38,4 +39,4 @@ __all__ = [
 
 def run(family_name: str, params=None, **options) -> Measurement:
     """Measure one point of a family: ``memlab.run("chase", working_set_bytes=2**20)``."""
-    return family(family_name).run(params, **options)
+    return get_family(family_name).run(params, **options)

@@ -223,6 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, MemoryError, TimeoutError) as error:
         print(f"memlab: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (memlab info | head)
+        return 0
     except KeyboardInterrupt:
         print("memlab: interrupted; rows measured so far are on disk", file=sys.stderr)
         return 130

@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 import importlib.util
 import itertools
-import math
 import os
 import sys
 import time
@@ -344,7 +343,3 @@ def main(sweep_fn: Callable[..., Sweep | Sequence[Sweep]], argv: Sequence[str] |
         print(f"{len(dataset)} rows -> {path}")
     return 0
 
-
-def finite(value: Any) -> bool:
-    """True for a real number that is not NaN or infinite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

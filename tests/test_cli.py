@@ -1,0 +1,91 @@
+"""The memlab command: exit codes and messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from memlab.cli import main, parse_value
+from memlab.dataset import Dataset
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memlab.cli", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [("42", 42), ("1.5", 1.5), ("64MiB", 64 << 20), ("4k", 4096), ("2^20", 1 << 20),
+     ("true", True), ("off", False), ("random", "random")],
+)
+def test_values_parse(text, value):
+    assert parse_value(text) == value
+
+
+def test_info_prints_machine_and_counter_facts():
+    result = run_cli("info")
+    assert result.returncode == 0, result.stderr
+    assert "counters" in result.stdout and "core clock" in result.stdout
+    assert "page_faults" in result.stdout
+
+
+def test_info_json_is_machine_readable():
+    result = run_cli("info", "--json", "--no-calibrate")
+    facts = json.loads(result.stdout)
+    assert facts["counters"]["page_faults"]["available"] is True
+
+
+def test_run_calibrate_end_to_end_writes_a_dataset(tmp_path):
+    out = tmp_path / "clock.csv"
+    result = run_cli("run", "calibrate", "budget_ns=20000000", "--repeat", "2", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "core_GHz" in result.stdout
+    dataset = Dataset.load(out)
+    assert len(dataset) == 1 and dataset.rows[0]["core_GHz"] > 0.1
+    assert dataset.metadata["family"] == "calibrate"
+
+
+def test_run_keeps_choice_values_as_text():
+    assert main(["run", "region", "bytes=1MiB", "pages=4k", "--repeat", "1"]) == 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["run", "nosuch"], "family='nosuch' is not a memlab family"),
+     (["run", "region", "bytes"], "bad argument 'bytes': expected key=value"),
+     (["run", "region", "bytes="], "bytes has no value"),
+     (["run", "region", "bytes=12"], "bytes=12 is below the minimum 4096"),
+     (["run", "region", "pages=huge"], "pages='huge' is not one of"),
+     (["run", "region", "colour=red"], "unknown parameter 'colour'"),
+     (["run", "calibrate", "--repeat", "0"], "--repeat=0 is below the minimum 1"),
+     (["sweep", "nosuch"], "neither a script nor a named sweep"),
+     (["sweep", "calibrate.quick", "--shard", "5/2"], "shard=5/2"),
+     (["nosuchcommand"], "invalid choice")],
+)
+def test_bad_arguments_exit_2_with_one_line(args, message):
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_kernel_refusal_exits_1_with_the_reason():
+    free = open("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").read().strip()
+    if free != "0":
+        pytest.skip("1 GiB hugetlb pages are reserved here; the refusal cannot occur")
+    result = run_cli("run", "region", "bytes=1GiB", "pages=hugetlb-1g")
+    assert result.returncode == 1
+    assert "OSError" in result.stderr and "pages refused" in result.stderr
+
+
+def test_sweep_list_and_named_sweep(tmp_path):
+    listed = run_cli("sweep", "--list")
+    assert "calibrate.quick" in listed.stdout and "region.quick" in listed.stdout
+    out = tmp_path / "q.csv"
+    result = run_cli("sweep", "calibrate.quick", "--out", str(out), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert len(Dataset.load(out)) == 1

@@ -1,0 +1,221 @@
+"""The C core's generic binding, counters, regions and clock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from memlab import _core
+from conftest import hardware_counters_available, hugetlb_free_pages, thp_mode
+
+MiB = 1 << 20
+
+
+def region_sample(**config):
+    full = {"bytes": 8 * MiB, "pages": "4k", "populate": "touch", "allow_fallback": False}
+    full.update(config)
+    with _core.Kernel("region", full) as kernel:
+        return kernel.measure(counters=True)
+
+
+# ---- the binding -----------------------------------------------------------
+
+def test_families_lists_the_foundation_families_with_their_parameters():
+    families = _core.families()
+    assert {"calibrate", "region"} <= set(families)
+    params = {p["name"]: p for p in families["region"]["params"]}
+    assert params["pages"]["choices"] == ["4k", "thp", "hugetlb-2m", "hugetlb-1g"]
+    assert params["bytes"]["kind"] == "int" and params["bytes"]["min"] == 4096
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"budget_ns": 10}, "budget_ns=10 is below the minimum 1000000"),
+        ({"budget_ns": 10**30}, "budget_ns=.* is above the maximum"),
+        ({"budget_ns": "many"}, "budget_ns='many' must be an integer"),
+        ({"budget_ns": True}, "budget_ns=True must be an integer"),
+        ({}, "missing parameter 'budget_ns'"),
+        ({"budget_ns": 10**7, "extra": 1}, "unknown parameter 'extra'"),
+    ],
+)
+def test_bad_configs_raise_value_error_naming_the_parameter(config, message):
+    with pytest.raises(ValueError, match=message):
+        _core.Kernel("calibrate", config)
+
+
+def test_bad_choice_lists_the_choices():
+    with pytest.raises(ValueError, match=r"pages='huge' is not one of \['4k', 'thp'"):
+        _core.Kernel("region", {"bytes": MiB, "pages": "huge", "populate": "touch",
+                                "allow_fallback": False})
+
+
+def test_unknown_family_is_a_value_error():
+    with pytest.raises(ValueError, match="family='nosuch' is not a family"):
+        _core.Kernel("nosuch", {})
+
+
+def test_config_must_be_a_dict():
+    with pytest.raises(TypeError):
+        _core.Kernel("calibrate", [("budget_ns", 10**7)])
+
+
+def test_closed_kernel_refuses_to_measure():
+    kernel = _core.Kernel("calibrate", {"budget_ns": 10**7})
+    assert not kernel.closed
+    kernel.close()
+    assert kernel.closed
+    with pytest.raises(ValueError, match="closed"):
+        kernel.measure()
+    kernel.close()  # twice is harmless
+
+
+def test_build_info_records_the_flags():
+    info = _core.build_info()
+    assert "-Wall" in info["cflags"] and "-O2" in info["cflags"]
+
+
+# ---- clock -------------------------------------------------------------------
+
+def test_calibration_reports_a_frequency_and_agrees_with_imul_chain():
+    with _core.Kernel("calibrate", {"budget_ns": 50_000_000}) as kernel:
+        sample = kernel.measure(counters=False)
+    metrics = sample["metrics"]
+    assert 0.2 < metrics["core_GHz"] < 10
+    assert metrics["core_GHz_min"] <= metrics["core_GHz"] <= metrics["core_GHz_max"]
+    # Two independent chains measure the same clock (3-cycle imul vs 1-cycle add).
+    assert metrics["imul_GHz"] == pytest.approx(metrics["core_GHz"], rel=0.5)
+    assert sample["counters_scope"] == "none"
+    assert set(sample["counters_missing"].values()) == {"not requested"}
+
+
+def test_ctrl_c_stops_a_long_kernel_promptly():
+    budget_s = 30
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    kernel = _core.Kernel("calibrate", {"budget_ns": budget_s * 10**9})
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        kernel.measure(counters=False)
+    # Stopped early rather than running the whole budget.
+    assert time.monotonic() - start < budget_s / 2
+    kernel.close()
+
+
+# ---- counters ----------------------------------------------------------------
+
+def test_software_counters_count_page_faults_of_touched_pages():
+    sample = region_sample(bytes=16 * MiB, pages="4k", populate="touch")
+    pages = 16 * MiB // 4096
+    assert sample["counters"]["page_faults"] >= pages * 0.9
+    assert sample["counters"]["minor_faults"] >= pages * 0.9
+    assert sample["counters"]["task_clock_ns"] > 0
+    untouched = region_sample(bytes=16 * MiB, pages="4k", populate="none")
+    assert untouched["counters"]["page_faults"] < pages * 0.1
+
+
+def test_every_counter_is_either_present_or_missing_with_a_reason(counters_probe):
+    sample = region_sample()
+    names = set(counters_probe)
+    assert set(sample["counters"]) | set(sample["counters_missing"]) == names
+    assert not set(sample["counters"]) & set(sample["counters_missing"])
+    for name, reason in sample["counters_missing"].items():
+        assert reason and reason != "not requested", name
+    assert sample["counters_scope"] in ("user", "user+kernel")
+
+
+def test_missing_hardware_counters_are_reported_not_zero(counters_probe):
+    if hardware_counters_available():
+        pytest.skip("this machine's PMU gives hardware counters; the missing path cannot occur")
+    sample = region_sample()
+    assert "cycles" not in sample["counters"]
+    assert "ENOENT" in sample["counters_missing"]["cycles"] or sample["counters_missing"]["cycles"]
+    assert counters_probe["cycles"]["available"] is False
+    assert counters_probe["cycles"]["reason"]
+
+
+def test_hardware_counters_count_when_the_pmu_allows():
+    if not hardware_counters_available():
+        pytest.skip("hardware perf events do not open on this machine (PMU unavailable)")
+    with _core.Kernel("calibrate", {"budget_ns": 20_000_000}) as kernel:
+        sample = kernel.measure(counters=True)
+    assert sample["counters"]["cycles"] > 1e6
+    assert sample["counters"]["instructions"] > 1e6
+
+
+# ---- regions -----------------------------------------------------------------
+
+@pytest.mark.parametrize("populate", ["none", "touch", "map_populate", "madvise_populate_write"])
+def test_4k_region_populates_in_every_mode(populate):
+    sample = region_sample(pages="4k", populate=populate)
+    assert sample["metrics"]["granted_page_bytes"] == 4096
+    assert sample["metrics"]["huge_bytes"] == 0
+    if populate != "none":
+        assert sample["metrics"]["populate_ns"] > 0
+
+
+def test_thp_region_is_backed_by_huge_pages():
+    if thp_mode() == "never" or thp_mode() == "unavailable":
+        pytest.skip(f"transparent huge pages are {thp_mode()} on this machine")
+    sample = region_sample(bytes=32 * MiB, pages="thp", populate="touch")
+    assert sample["metrics"]["granted_page_bytes"] == 2 * MiB
+    # The kernel may refuse some huge pages under fragmentation; most must be there.
+    assert sample["metrics"]["huge_fraction"] > 0.5
+    assert sample["counters"]["page_faults"] < (32 * MiB // 4096) * 0.5
+
+
+@pytest.mark.parametrize("kind, page_kib", [("hugetlb-2m", 2048), ("hugetlb-1g", 1048576)])
+def test_hugetlb_region_when_pages_are_reserved(kind, page_kib):
+    if hugetlb_free_pages(page_kib) < 1:
+        pytest.skip(f"no {kind} pages reserved (/sys/kernel/mm/hugepages/hugepages-{page_kib}kB)")
+    sample = region_sample(bytes=page_kib * 1024, pages=kind, populate="touch")
+    assert sample["metrics"]["huge_bytes"] == page_kib * 1024
+
+
+@pytest.mark.parametrize("kind, page_kib", [("hugetlb-2m", 2048), ("hugetlb-1g", 1048576)])
+def test_refused_hugetlb_is_an_os_error_or_a_reported_fallback(kind, page_kib):
+    if hugetlb_free_pages(page_kib) > 0:
+        pytest.skip(f"{kind} pages are reserved here; the refusal path cannot occur")
+    with pytest.raises(OSError, match="pages refused") as info:
+        region_sample(bytes=page_kib * 1024, pages=kind)
+    assert info.value.errno is not None
+    sample = region_sample(bytes=page_kib * 1024, pages=kind, allow_fallback=True)
+    assert sample["metrics"]["fell_back"] == 1
+    assert sample["metrics"]["granted_page_bytes"] == 4096
+
+
+def test_too_large_region_is_a_memory_error_before_anything_is_mapped():
+    with open("/proc/meminfo") as handle:
+        total_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
+    with pytest.raises(MemoryError, match="available"):
+        _core.Kernel("region", {"bytes": total_kib * 1024 * 2, "pages": "4k",
+                                "populate": "touch", "allow_fallback": False})
+
+
+def test_hugetlb_2m_region_with_pages_reserved_for_the_test(reserved_hugetlb_2m):
+    sample = region_sample(bytes=4 * MiB, pages="hugetlb-2m", populate="touch")
+    assert sample["metrics"]["fell_back"] == 0
+    assert sample["metrics"]["granted_page_bytes"] == 2 * MiB
+    assert sample["metrics"]["huge_bytes"] == 4 * MiB
+    # Far fewer faults than 4 KiB pages would take (1024); sanitizers add a few of their own.
+    assert sample["counters"]["page_faults"] < (4 * MiB // 4096) / 4
+
+
+def test_reserving_hugetlb_pages_restores_the_pool():
+    from conftest import hugetlb_2m_reserved, read_pool
+
+    before = read_pool()
+    with hugetlb_2m_reserved(2) as free:
+        assert free >= 2
+    assert read_pool() == before
+
+
+def test_family_given_by_keyword_is_found_or_rejected():
+    with _core.Kernel(family="calibrate", config={"budget_ns": 10**6}) as kernel:
+        assert kernel.family == "calibrate"
+    with pytest.raises(ValueError, match="family='nope'"):
+        _core.Kernel(family="nope", config={})

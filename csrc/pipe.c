@@ -315,6 +315,7 @@ typedef struct pair_run {
     int pidfd[2];
     int status[2];
     int reaped[2];
+    int killed[2]; /* by us while cleaning up: not the cause of a failure */
     int ready_fd; /* parent's read end: one byte per ready child */
     int go_fd;    /* parent's write end: closing it starts both children */
     int data_fd[4];
@@ -380,8 +381,10 @@ static void run_finish(pair_run *run)
     for (int s = 0; s < 2; s++)
         if (run->pid[s] > 0 && !run->reaped[s]) {
             run_reap(run, s, 0);
-            if (!run->reaped[s])
+            if (!run->reaped[s]) {
                 kill(run->pid[s], SIGKILL);
+                run->killed[s] = 1;
+            }
         }
     for (int s = 0; s < 2; s++) {
         run_reap(run, s, 1);
@@ -391,6 +394,31 @@ static void run_finish(pair_run *run)
     close_fd(&run->go_fd);
     for (int k = 0; k < 4; k++)
         close_fd(&run->data_fd[k]);
+}
+
+/* Close every descriptor inherited from the parent but the ones kept, so a
+ * child holds no end of another run's pipes or of the parent's files. */
+static void child_close_others(const int *keep_in, int n_keep)
+{
+    int keep[8];
+    int n = 0;
+    for (int k = 0; k < n_keep && n < 8; k++) {
+        if (keep_in[k] <= 2)
+            continue;
+        int at = n++;
+        while (at > 0 && keep[at - 1] > keep_in[k]) {
+            keep[at] = keep[at - 1];
+            at--;
+        }
+        keep[at] = keep_in[k];
+    }
+    unsigned int next = 3;
+    for (int k = 0; k < n; k++) {
+        if ((unsigned int)keep[k] > next)
+            close_range(next, (unsigned int)keep[k] - 1, 0);
+        next = (unsigned int)keep[k] + 1;
+    }
+    close_range(next, ~0U, 0);
 }
 
 static void child_setup_process(const char *name, int cpu, side_result *r, pid_t parent)
@@ -498,6 +526,8 @@ static int run_start(pair_run *run, const pair_spec *spec, child_args proto[2], 
                     close(run->pidfd[k]);
             a->ready_fd = ready[1];
             a->go_fd = go[0];
+            const int keep[4] = {a->fd[0], a->fd[1], a->ready_fd, a->go_fd};
+            child_close_others(keep, 4);
             child_setup_process(spec->comm[s], spec->cpu[s], r, parent);
             _exit(spec->main[s](a) == 0 ? 0 : 1);
         }
@@ -533,7 +563,7 @@ static int run_outcome(pair_run *run, const shared_page *shared, const char *con
      * child, then a reported error that is not a mere EOF/EPIPE. */
     for (int s = 0; s < 2; s++) {
         int st = run->status[s];
-        if (WIFSIGNALED(st))
+        if (WIFSIGNALED(st) && !run->killed[s])
             return ml_fail(err, ML_ERR_OS, ECHILD,
                            "the %s process (pid %d) was killed by signal %d (%s) after moving %llu of "
                            "%llu bytes",
@@ -549,6 +579,8 @@ static int run_outcome(pair_run *run, const shared_page *shared, const char *con
         }
     for (int s = 0; s < 2; s++) {
         int st = run->status[s];
+        if (run->killed[s])
+            continue;
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
             return ml_fail(err, ML_ERR_OS, ECHILD, "the %s process exited with status %d", names[s],
                            WIFEXITED(st) ? WEXITSTATUS(st) : -1);
@@ -724,6 +756,7 @@ static int transfer_writer(child_args *a)
             done += (size_t)n;
         }
         sent += len;
+        r->bytes = sent;
         section = section + 1 == sections ? 0 : section + 1;
     }
     r->end_ns = ml_now_ns();
@@ -820,6 +853,7 @@ static int transfer_reader(child_args *a)
             r->verify_bad += pattern_check(view, received, (size_t)n, &r->first_bad);
         r->calls++;
         received += (uint64_t)n;
+        r->bytes = received;
     }
     r->end_ns = ml_now_ns();
     if (a->ctx->counters) {

@@ -323,3 +323,53 @@ def test_quick_sweep_shape():
     sweep = pipe.FAMILY.sweep("quick")
     assert sweep.target_seconds == 0.1
     assert len(sweep.points) == (9 if TWO_CPUS else 4)
+
+
+def test_child_failing_before_the_start_is_reported(no_leftovers):
+    # Both children fail to map a 1 GiB buffer under a tight address-space
+    # limit: the parent reports the mmap failure, not the cleanup kill.
+    import resource
+
+    with open("/proc/self/status") as handle:
+        vm_kb = next(int(line.split()[1]) for line in handle if line.startswith("VmSize:"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    config = pipe._to_core(pipe.PipeParams(buffer_size=1 << 30, total_bytes=1 << 30))
+    kernel = _core.Kernel("pipe", config)
+    resource.setrlimit(resource.RLIMIT_AS, (vm_kb * 1024 + (256 << 20), hard))
+    try:
+        with pytest.raises(OSError, match=r"process: mmap failed after 0 of 1073741824 bytes"):
+            kernel.measure(target_ns=0, counters=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        kernel.close()
+
+
+def test_children_hold_no_inherited_descriptors(no_leftovers):
+    # A pipe of ours the children must not keep: each child holds only
+    # stdio, its data end and the two start-signal descriptors.
+    read_end, write_end = os.pipe()
+    ours = os.readlink(f"/proc/self/fd/{write_end}")
+    seen: dict[str, list[str]] = {}
+
+    def look():
+        for name in ("memlab-writer", "memlab-reader"):
+            pid = wait_for_child(name)
+            try:
+                seen[name] = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+            except OSError:
+                pass
+
+    looker = threading.Thread(target=look)
+    looker.start()
+    try:
+        pipe.run(total_bytes=1 << 44, timeout_s=1.0, **SMALL)
+    except TimeoutError:
+        pass
+    finally:
+        looker.join()
+        os.close(read_end)
+        os.close(write_end)
+    assert seen, "could not look at the children"
+    for name, targets in seen.items():
+        assert len(targets) <= 6, (name, targets)
+        assert ours not in targets

@@ -8,7 +8,9 @@ run from the shell exactly as the article ran its programs:
 For every ladder rung and placement the script first lets memlab find a
 transfer size whose sample lasts --seconds, then alternates standalone and
 memlab samples of that same size (so both see the same machine noise) and
-reports the medians and memlab / standalone. The target: within 5%.
+reports the medians, their ratio memlab / standalone and the median of the
+per-pair ratios (each memlab sample over the standalone sample just before
+it, which saw the same load). The target: within 5%.
 
     python experiments/pipes_standalone.py [--quick] [--repeat 7] [--out results/pipe-standalone.csv]
 """
@@ -87,6 +89,7 @@ def compare(quick: bool, repeat: int, seconds: float, buffer_size: int, pipe_siz
                     measured = pipe.run(point, total_bytes=total, repeat=1, warmup=0, counters=False)
                     memlab_rates.append(measured.median("GiB_per_s"))
                 ratio = statistics.median(memlab_rates) / statistics.median(standalone)
+                paired = statistics.median(m / a for m, a in zip(memlab_rates, standalone))
                 row = {
                     "placement": placement, "rung_name": name, **point, "total_bytes": total,
                     "memlab_GiB_per_s": statistics.median(memlab_rates),
@@ -96,6 +99,7 @@ def compare(quick: bool, repeat: int, seconds: float, buffer_size: int, pipe_siz
                     "standalone_GiB_per_s_min": min(standalone), "standalone_GiB_per_s_max": max(standalone),
                     "standalone_GiB_per_s_samples": standalone,
                     "memlab_over_standalone": ratio,
+                    "paired_ratio": paired,
                     "command": command,
                 }
                 rows.append(row)
@@ -112,7 +116,7 @@ def format_row(row: dict[str, Any]) -> str:
         f"memlab {row['memlab_GiB_per_s']:6.2f} [{row['memlab_GiB_per_s_min']:.2f}..{row['memlab_GiB_per_s_max']:.2f}]  "
         f"standalone {row['standalone_GiB_per_s']:6.2f} "
         f"[{row['standalone_GiB_per_s_min']:.2f}..{row['standalone_GiB_per_s_max']:.2f}]  "
-        f"ratio {row['memlab_over_standalone']:.3f}"
+        f"ratio {row['memlab_over_standalone']:.3f} (paired {row['paired_ratio']:.3f})"
     )
 
 

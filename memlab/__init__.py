@@ -16,6 +16,9 @@ except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.1.0+source"
 
 from memlab.dataset import Dataset
+# The function shadows the submodule attribute: use `from memlab.compare import ...`
+# (or importlib) to reach the module's other names.
+from memlab.compare import compare
 from memlab.families import FAMILY_MODULES, all_families
 from memlab.families import family as get_family
 from memlab.measure import Measurement, core_ghz
@@ -28,6 +31,7 @@ __all__ = [
     "Sweep",
     "__version__",
     "all_families",
+    "compare",
     "core_ghz",
     "get_family",
     "grid",

@@ -1,0 +1,803 @@
+"""Two datasets -> per-point ratios with confidence, and a regression verdict.
+
+:func:`compare` matches the rows of a baseline and a candidate dataset by
+their parameters (the metadata's ``param_names``, plus ``family``), and for
+every point in both reports the ratio of the medians of one metric, a
+bootstrap confidence interval of that ratio, and a two-sided Mann-Whitney U
+test on the raw ``<metric>_samples``. A point is a regression (or an
+improvement) only when the test is significant *and* the change is at least
+the minimum effect size (default 5%). Before any verdict each point is
+checked for noise: when the coefficient of variation of either side exceeds
+half the threshold, the point is reported as ``too noisy`` instead; when the
+sample counts are too small for the test to ever reach ``alpha``, as
+``too few samples``. Points found in only one dataset are listed, and machine
+facts that differ (CPU model, kernel, THP setting) are shown as warnings.
+
+``memlab compare A B`` is :func:`compare_main`; it exits 0 when no
+significant regression beyond ``--fail-above`` exists, 1 when one does, and
+2 when the input cannot be compared (unreadable file, unknown metric
+direction, no point in common).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from memlab.significance import (
+    clean_samples,
+    coefficient_of_variation,
+    mann_whitney_u,
+    median_ratio_interval,
+    smallest_two_sided_p,
+)
+
+__all__ = [
+    "Comparison",
+    "DatasetReadError",
+    "MACHINE_FACTS",
+    "PointComparison",
+    "compare",
+    "compare_main",
+    "load_dataset",
+    "metric_direction",
+    "parse_fraction",
+]
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+UNCHANGED = "unchanged"
+TOO_NOISY = "too noisy"
+TOO_FEW_SAMPLES = "too few samples"
+NOT_COMPARABLE = "not comparable"
+VERDICTS = (REGRESSION, IMPROVEMENT, UNCHANGED, TOO_NOISY, TOO_FEW_SAMPLES, NOT_COMPARABLE)
+
+MACHINE_FACTS = (
+    "cpu_model",
+    "cpu_count",
+    "kernel_release",
+    "thp_enabled",
+    "thp_defrag",
+    "virtualization",
+)
+"""Keys of ``metadata["machine"]`` that, when they differ, make a warning."""
+
+_ROW_BOOKKEEPING = {"family", "counters_missing", "counters_scope", "repeat", "warmup_samples"}
+_STAT_SUFFIXES = ("_min", "_max", "_mean", "_stdev", "_iqr", "_samples")
+
+_LOWER_PREFIXES = ("ns_per_", "cycles_per_", "seconds_per_", "us_per_", "ms_per_")
+_HIGHER_SUFFIXES = ("_per_s", "_per_second")
+_LOWER_SUFFIXES = ("_ns", "_us", "_ms", "_seconds")
+_LOWER_NAMES = ("elapsed_ns", "seconds", "elapsed_s", "wall_s")
+
+
+class DatasetReadError(ValueError):
+    """A dataset file is missing or cannot be parsed; ``path`` says which."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def metric_direction(metric: str, better: str | Mapping[str, str] | None = None) -> str:
+    """Whether a smaller or a larger value of ``metric`` is better.
+
+    Returns ``"lower"`` or ``"higher"``. ``better`` overrides the rule: a
+    string applies to any metric, a mapping applies to the metrics it names.
+    Without an override the name decides:
+
+    - lower is better: ``ns_per_*``, ``cycles_per_*``, ``seconds_per_*``,
+      ``elapsed_ns``, ``seconds`` and names ending in ``_ns``, ``_us``,
+      ``_ms``, ``_seconds`` (times);
+    - higher is better: names ending in ``_per_s`` or ``_per_second``
+      (``GiB_per_s``, ``GB_per_s``, ``GFLOP_per_s``, ``elements_per_s``:
+      rates).
+
+    Any other name raises ValueError asking for ``better=``.
+
+    >>> metric_direction("ns_per_element"), metric_direction("GiB_per_s")
+    ('lower', 'higher')
+    >>> metric_direction("index_score", better={"index_score": "higher"})
+    'higher'
+    """
+    if isinstance(better, Mapping):
+        better = better.get(metric)
+    if better is not None:
+        if better not in ("lower", "higher"):
+            raise ValueError(f"better={better!r} is not one of 'lower', 'higher'")
+        return better
+    if metric.startswith(_LOWER_PREFIXES):
+        return "lower"
+    if metric.endswith(_HIGHER_SUFFIXES):
+        return "higher"
+    if metric in _LOWER_NAMES or metric.endswith(_LOWER_SUFFIXES):
+        return "lower"
+    raise ValueError(
+        f"metric={metric!r}: cannot tell whether lower or higher is better; "
+        f"pass better='lower' or better='higher'"
+    )
+
+
+def parse_fraction(name: str, text: str | float) -> float:
+    """Read a threshold written as ``"5%"`` or as a fraction ``0.05``.
+
+    A bare number of 1 or more is refused as ambiguous (is "5" 5% or 500%?).
+
+    >>> parse_fraction("fail_above", "5%"), parse_fraction("fail_above", "0.2")
+    (0.05, 0.2)
+    """
+    raw = str(text).strip()
+    percent = raw.endswith("%")
+    try:
+        value = float(raw[:-1] if percent else raw)
+    except ValueError:
+        raise ValueError(
+            f"{name}={raw!r} must be a percentage like 5% or a fraction like 0.05"
+        ) from None
+    if percent:
+        value /= 100.0
+    elif value >= 1.0:
+        raise ValueError(f"{name}={raw} is ambiguous: write {raw}% or a fraction such as 0.05")
+    if not 0.0 < value < 10.0 or math.isnan(value):
+        raise ValueError(f"{name}={raw} is outside (0%, 1000%)")
+    return value
+
+
+@dataclass(frozen=True)
+class PointComparison:
+    """One point present in both datasets, compared on one metric.
+
+    ``ratio`` is candidate median / baseline median; ``change`` is
+    ``ratio - 1`` (a signed fraction: +0.2 means the metric grew by 20%);
+    ``ci_low``/``ci_high`` bound the ratio; ``p_value`` is the two-sided
+    Mann-Whitney U test on the raw samples; ``*_cv`` are coefficients of
+    variation; ``verdict`` is one of ``regression``, ``improvement``,
+    ``unchanged``, ``too noisy``, ``too few samples``, ``not comparable``
+    and ``reason`` explains it in words.
+    """
+
+    family: str | None
+    params: dict[str, Any]
+    baseline_median: float
+    candidate_median: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+    change: float
+    p_value: float
+    test_method: str
+    baseline_cv: float
+    candidate_cv: float
+    baseline_samples: int
+    candidate_samples: int
+    verdict: str
+    reason: str
+
+    @property
+    def label(self) -> str:
+        """The point in words: ``chase working_set_bytes=4096 order=random``."""
+        parts = [self.family] if self.family else []
+        parts.extend(f"{name}={_format_value(value)}" for name, value in self.params.items())
+        return " ".join(parts)
+
+
+@dataclass
+class Comparison:
+    """Everything :func:`compare` found, with a printable report.
+
+    ``points``: the points in both datasets; ``only_in_baseline`` and
+    ``only_in_candidate``: parameter dicts of unmatched points;
+    ``machine_differences``: (fact, baseline value, candidate value);
+    ``warnings``: other things a reader should know (duplicate points,
+    different parameter names, different primary metrics).
+    """
+
+    metric: str
+    better: str
+    threshold: float
+    alpha: float
+    confidence: float
+    points: list[PointComparison]
+    only_in_baseline: list[dict[str, Any]]
+    only_in_candidate: list[dict[str, Any]]
+    machine_differences: list[tuple[str, Any, Any]]
+    warnings: list[str] = field(default_factory=list)
+    param_names: list[str] = field(default_factory=list)
+    baseline_label: str = "baseline"
+    candidate_label: str = "candidate"
+
+    def by_verdict(self, verdict: str) -> list[PointComparison]:
+        """The points with this verdict (e.g. ``"regression"``)."""
+        if verdict not in VERDICTS:
+            raise ValueError(f"verdict={verdict!r} is not one of {', '.join(map(repr, VERDICTS))}")
+        return [point for point in self.points if point.verdict == verdict]
+
+    @property
+    def regressions(self) -> list[PointComparison]:
+        return self.by_verdict(REGRESSION)
+
+    @property
+    def unjudged(self) -> list[PointComparison]:
+        """Points that got no verdict because of noise or too few samples."""
+        return [p for p in self.points if p.verdict in (TOO_NOISY, TOO_FEW_SAMPLES)]
+
+    def failing(self, fail_above: float | None = None) -> list[PointComparison]:
+        """Significant regressions whose change is at least ``fail_above``.
+
+        ``fail_above`` is a fraction (0.05 = 5%) and defaults to the
+        comparison's threshold. Noisy points never fail: they have no verdict.
+        """
+        limit = self.threshold if fail_above is None else fail_above
+        return [p for p in self.regressions if abs(p.change) >= limit]
+
+    @property
+    def geometric_mean_ratio(self) -> float:
+        """Geometric mean of candidate/baseline median ratios over all points
+        with a finite positive ratio (NaN when there is none)."""
+        ratios = np.array([p.ratio for p in self.points], dtype=float)
+        ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
+        if ratios.size == 0:
+            return math.nan
+        return float(np.exp(np.mean(np.log(ratios))))
+
+    def summary(self) -> str:
+        """One line: geometric mean ratio and the count of each verdict."""
+        geomean = self.geometric_mean_ratio
+        if math.isnan(geomean):
+            head = "geometric mean ratio: n/a (no comparable point)"
+        else:
+            head = (
+                f"geometric mean ratio candidate/baseline: {geomean:.4f} over "
+                f"{sum(1 for p in self.points if math.isfinite(p.ratio) and p.ratio > 0)} points "
+                f"({_change_words(geomean - 1.0, self.better)})"
+            )
+        counts = [
+            f"{len(self.by_verdict(v))} {v}" for v in VERDICTS if self.by_verdict(v)
+        ]
+        unmatched = len(self.only_in_baseline) + len(self.only_in_candidate)
+        if unmatched:
+            counts.append(f"{unmatched} unmatched")
+        return head + "; " + (", ".join(counts) if counts else "no points")
+
+    def format(self) -> str:
+        """The full report: header, warnings, table, unmatched points, summary."""
+        lines = [
+            f"memlab compare: {self.metric} ({self.better} is better), "
+            f"minimum effect {self.threshold:.1%}, alpha {self.alpha:g}, "
+            f"{self.confidence:.0%} interval of the ratio of medians",
+            f"baseline:  {self.baseline_label}",
+            f"candidate: {self.candidate_label}",
+        ]
+        for fact, base_value, cand_value in self.machine_differences:
+            lines.append(
+                f"WARNING: machine differs: {fact}: {_format_value(base_value)} (baseline) "
+                f"vs {_format_value(cand_value)} (candidate)"
+            )
+        lines.extend(f"WARNING: {warning}" for warning in self.warnings)
+        if self.points:
+            lines.append("")
+            lines.extend(self._table())
+        for title, unmatched in (
+            ("only in baseline", self.only_in_baseline),
+            ("only in candidate", self.only_in_candidate),
+        ):
+            if unmatched:
+                lines.append("")
+                lines.append(f"{title} ({len(unmatched)}):")
+                lines.extend("  " + _params_words(params) for params in unmatched)
+        lines.append("")
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def _table(self) -> list[str]:
+        has_family = any(p.family for p in self.points)
+        header = (["family"] if has_family else []) + list(self.param_names) + [
+            "baseline", "candidate", "ratio", f"{self.confidence:.0%} CI", "p", "verdict",
+        ]
+        rows = []
+        for point in self.points:
+            cells = [point.family or ""] if has_family else []
+            cells.extend(_format_value(point.params.get(name, "")) for name in self.param_names)
+            cells.extend([
+                _format_number(point.baseline_median),
+                _format_number(point.candidate_median),
+                _format_number(point.ratio, "{:.3f}"),
+                f"[{_format_number(point.ci_low, '{:.3f}')}, {_format_number(point.ci_high, '{:.3f}')}]",
+                _format_number(point.p_value, "{:.3g}"),
+                f"{point.verdict}: {point.reason}",
+            ])
+            rows.append(cells)
+        widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header) - 1)]
+        formatted = []
+        for cells in [header] + rows:
+            text = "  ".join(str(c).ljust(w) for c, w in zip(cells[:-1], widths))
+            formatted.append((text + "  " + str(cells[-1])).rstrip())
+        return formatted
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One flat dict per compared point (for pandas or a CSV)."""
+        rows = []
+        for point in self.points:
+            row = {"family": point.family, **point.params}
+            row.update({k: v for k, v in asdict(point).items() if k not in ("family", "params")})
+            rows.append(row)
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as plain JSON-ready data."""
+        return {
+            "metric": self.metric,
+            "better": self.better,
+            "threshold": self.threshold,
+            "alpha": self.alpha,
+            "confidence": self.confidence,
+            "baseline": self.baseline_label,
+            "candidate": self.candidate_label,
+            "geometric_mean_ratio": _json_number(self.geometric_mean_ratio),
+            "points": [
+                {k: _json_number(v) for k, v in row.items()} for row in self.to_rows()
+            ],
+            "only_in_baseline": self.only_in_baseline,
+            "only_in_candidate": self.only_in_candidate,
+            "machine_differences": [list(d) for d in self.machine_differences],
+            "warnings": list(self.warnings),
+        }
+
+
+def load_dataset(path: str | os.PathLike[str], role: str = "dataset") -> Any:
+    """Load a dataset file with :meth:`memlab.dataset.Dataset.load`.
+
+    A missing or unreadable file raises :class:`DatasetReadError` whose
+    message names the role ("baseline", "candidate") and the path.
+    """
+    from memlab.dataset import Dataset, paths_for
+
+    text = os.fspath(path)
+    if not any(os.path.exists(candidate) for candidate in paths_for(text)):
+        raise DatasetReadError(text, f"{role} dataset {text} does not exist")
+    try:
+        return Dataset.load(text)
+    except Exception as error:  # any parse failure of a corrupt file
+        raise DatasetReadError(
+            text, f"{role} dataset {text} cannot be read: {type(error).__name__}: {error}"
+        ) from error
+
+
+def compare(
+    baseline: Any,
+    candidate: Any,
+    *,
+    metric: str | None = None,
+    better: str | Mapping[str, str] | None = None,
+    threshold: float = 0.05,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare a candidate dataset with a baseline, point by point.
+
+    ``baseline``/``candidate``: a :class:`memlab.dataset.Dataset` (or any
+    object with ``rows`` and ``metadata``), or a path to load. ``metric``
+    defaults to the baseline's ``primary_metric``; ``better`` overrides
+    :func:`metric_direction`. ``threshold`` is the minimum effect size as a
+    fraction of the baseline median (0.05 = 5%); ``alpha`` the significance
+    level of the Mann-Whitney U test; ``confidence`` that of the bootstrap
+    interval of the ratio of medians. Returns a :class:`Comparison`; print it
+    for the report.
+
+    >>> from memlab.dataset import Dataset
+    >>> meta = {"param_names": ["n"], "primary_metric": "ns_per_element"}
+    >>> def row(n, scale):
+    ...     samples = [scale * v for v in (10.0, 10.1, 9.9, 10.05, 9.95)]
+    ...     return {"family": "demo", "n": n, "ns_per_element": sorted(samples)[2],
+    ...             "ns_per_element_samples": samples}
+    >>> result = compare(Dataset([row(1, 1.0), row(2, 1.0)], meta),
+    ...                  Dataset([row(1, 1.2), row(3, 1.0)], meta))
+    >>> [(p.params, p.verdict) for p in result.points], result.only_in_baseline
+    ([({'n': 1}, 'regression')], [{'family': 'demo', 'n': 2}])
+    """
+    _check_fraction("threshold", threshold)
+    _check_fraction("alpha", alpha)
+    _check_fraction("confidence", confidence)
+    base_rows, base_meta, base_label = _unpack(baseline, "baseline")
+    cand_rows, cand_meta, cand_label = _unpack(candidate, "candidate")
+    warnings: list[str] = []
+    metric = metric or base_meta.get("primary_metric") or cand_meta.get("primary_metric")
+    if not metric:
+        raise ValueError("metric=None and neither dataset's metadata names a primary_metric")
+    cand_primary = cand_meta.get("primary_metric")
+    if base_meta.get("primary_metric") and cand_primary and cand_primary != base_meta["primary_metric"]:
+        warnings.append(
+            f"primary metrics differ: {base_meta['primary_metric']} (baseline) "
+            f"vs {cand_primary} (candidate); comparing {metric}"
+        )
+    direction = metric_direction(metric, better)
+    for role, rows in (("baseline", base_rows), ("candidate", cand_rows)):
+        _check_metric_present(metric, rows, role)
+    param_names = _param_names(base_rows, base_meta, cand_rows, cand_meta, warnings)
+    base_points = _index_rows(base_rows, param_names, metric, "baseline", warnings)
+    cand_points = _index_rows(cand_rows, param_names, metric, "candidate", warnings)
+    points = []
+    for key, (params, base_samples, base_value) in base_points.items():
+        if key not in cand_points:
+            continue
+        _, cand_samples, cand_value = cand_points[key]
+        family = params.get("family")
+        shown = {name: params[name] for name in param_names if name in params}
+        points.append(_compare_point(
+            family, shown, base_samples, base_value, cand_samples, cand_value,
+            direction=direction, threshold=threshold, alpha=alpha,
+            confidence=confidence, resamples=resamples, seed=seed,
+        ))
+    return Comparison(
+        metric=metric,
+        better=direction,
+        threshold=threshold,
+        alpha=alpha,
+        confidence=confidence,
+        points=points,
+        only_in_baseline=[p for k, (p, _, _) in base_points.items() if k not in cand_points],
+        only_in_candidate=[p for k, (p, _, _) in cand_points.items() if k not in base_points],
+        machine_differences=_machine_differences(base_meta, cand_meta),
+        warnings=warnings,
+        param_names=param_names,
+        baseline_label=base_label,
+        candidate_label=cand_label,
+    )
+
+
+def _compare_point(
+    family: str | None,
+    params: dict[str, Any],
+    base_samples: np.ndarray,
+    base_value: float,
+    cand_samples: np.ndarray,
+    cand_value: float,
+    *,
+    direction: str,
+    threshold: float,
+    alpha: float,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> PointComparison:
+    base_median = float(np.median(base_samples)) if base_samples.size else base_value
+    cand_median = float(np.median(cand_samples)) if cand_samples.size else cand_value
+    n_base, n_cand = int(base_samples.size), int(cand_samples.size)
+    base_cv = coefficient_of_variation(base_samples)
+    cand_cv = coefficient_of_variation(cand_samples)
+    common = dict(
+        family=family, params=params, baseline_median=base_median,
+        candidate_median=cand_median, baseline_cv=base_cv, candidate_cv=cand_cv,
+        baseline_samples=n_base, candidate_samples=n_cand,
+    )
+    if not (math.isfinite(base_median) and math.isfinite(cand_median)) or base_median <= 0:
+        return PointComparison(
+            **common, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, change=math.nan,
+            p_value=math.nan, test_method="none", verdict=NOT_COMPARABLE,
+            reason=f"medians {_format_number(base_median)} and {_format_number(cand_median)} "
+            f"give no ratio (the baseline must be finite and positive)",
+        )
+    ratio = cand_median / base_median
+    change = ratio - 1.0
+    ci_low, ci_high = median_ratio_interval(
+        base_samples, cand_samples, confidence=confidence, resamples=resamples, seed=seed
+    )
+    p_value, method = math.nan, "none"
+    if n_base and n_cand:
+        test = mann_whitney_u(base_samples, cand_samples)
+        p_value, method = test.p_value, test.method
+    common.update(ratio=ratio, ci_low=ci_low, ci_high=ci_high, change=change,
+                  p_value=p_value, test_method=method)
+    smallest_p = smallest_two_sided_p(n_base, n_cand)
+    if n_base < 2 or n_cand < 2 or smallest_p >= alpha:
+        return PointComparison(
+            **common, verdict=TOO_FEW_SAMPLES,
+            reason=f"{n_base} and {n_cand} samples: the U test cannot reach p<{alpha:g} "
+            f"(smallest possible p {smallest_p:.3g})",
+        )
+    noise_limit = threshold / 2.0
+    noisy = [
+        f"{side} CV {cv:.1%}" for side, cv in (("baseline", base_cv), ("candidate", cand_cv))
+        if not cv <= noise_limit
+    ]
+    if noisy:
+        return PointComparison(
+            **common, verdict=TOO_NOISY,
+            reason=f"{', '.join(noisy)} above {noise_limit:.1%} (half the threshold); "
+            f"change {change:+.1%} not judged",
+        )
+    worse = change > 0 if direction == "lower" else change < 0
+    if p_value >= alpha:
+        verdict, reason = UNCHANGED, f"change {change:+.1%} not significant (p={p_value:.3g})"
+    elif abs(change) < threshold:
+        verdict, reason = UNCHANGED, f"change {change:+.1%} below the {threshold:.1%} minimum"
+    else:
+        verdict = REGRESSION if worse else IMPROVEMENT
+        reason = f"{change:+.1%} ({_change_words(change, direction)})"
+    return PointComparison(**common, verdict=verdict, reason=reason)
+
+
+def _unpack(data: Any, role: str) -> tuple[list[Mapping[str, Any]], dict[str, Any], str]:
+    """(rows, metadata, label) of a dataset, a {"rows", "metadata"} mapping or a path."""
+    name = role
+    if isinstance(data, (str, os.PathLike)):
+        name = os.fspath(data)
+        data = load_dataset(data, role)
+    if isinstance(data, Mapping):
+        rows, metadata = data.get("rows"), data.get("metadata")
+    else:
+        rows, metadata = getattr(data, "rows", None), getattr(data, "metadata", None)
+    if rows is None:
+        raise ValueError(
+            f"{role}={type(data).__name__} is not a dataset (needs rows and metadata) or a path"
+        )
+    return list(rows), dict(metadata or {}), f"{name} ({len(rows)} rows)"
+
+
+def _check_metric_present(metric: str, rows: Sequence[Mapping[str, Any]], role: str) -> None:
+    if not rows or any(metric in row or f"{metric}_samples" in row for row in rows):
+        return
+    known = sorted({c[: -len("_samples")] for row in rows for c in row if c.endswith("_samples")})
+    raise ValueError(
+        f"metric={metric!r} is not a column of the {role} dataset "
+        f"(metrics with samples: {', '.join(known) or 'none'})"
+    )
+
+
+def _param_names(
+    base_rows: Sequence[Mapping[str, Any]],
+    base_meta: Mapping[str, Any],
+    cand_rows: Sequence[Mapping[str, Any]],
+    cand_meta: Mapping[str, Any],
+    warnings: list[str],
+) -> list[str]:
+    base_names = list(base_meta.get("param_names") or _infer_param_names(base_rows))
+    cand_names = list(cand_meta.get("param_names") or _infer_param_names(cand_rows))
+    names = [n for n in base_names if n != "family"]
+    names += [n for n in cand_names if n not in names and n != "family"]
+    only_base = [n for n in base_names if n not in cand_names]
+    only_cand = [n for n in cand_names if n not in base_names]
+    if only_base or only_cand:
+        warnings.append(
+            "parameter names differ: "
+            f"only in baseline {only_base or 'none'}, only in candidate {only_cand or 'none'}; "
+            "points are matched on all of them, so points differing there do not match"
+        )
+    return names
+
+
+def _infer_param_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Columns that are neither metrics, their statistics, counters nor context."""
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(c for c in row if c not in columns)
+    metrics = {c[: -len("_samples")] for c in columns if c.endswith("_samples")}
+    names = []
+    for column in columns:
+        if column in _ROW_BOOKKEEPING or column in metrics:
+            continue
+        if column.startswith(("counter_", "context_")):
+            continue
+        if column.endswith(_STAT_SUFFIXES) and column.rsplit("_", 1)[0] in metrics:
+            continue
+        names.append(column)
+    return names
+
+
+def _index_rows(
+    rows: Sequence[Mapping[str, Any]],
+    param_names: Sequence[str],
+    metric: str,
+    role: str,
+    warnings: list[str],
+) -> dict[tuple[Any, ...], tuple[dict[str, Any], np.ndarray, float]]:
+    points: dict[tuple[Any, ...], tuple[dict[str, Any], np.ndarray, float]] = {}
+    for row in rows:
+        params = {"family": row.get("family")} if row.get("family") is not None else {}
+        params.update({name: row.get(name) for name in param_names})
+        key = (params.get("family"),) + tuple(_normalize(row.get(name)) for name in param_names)
+        samples = clean_samples(_sample_list(row.get(f"{metric}_samples")))
+        value = _to_float(row.get(metric))
+        if key in points:
+            _, earlier, earlier_value = points[key]
+            warnings.append(
+                f"{role} has the point {_params_words(params)} more than once; samples pooled"
+            )
+            samples = np.concatenate([earlier, samples])
+            value = earlier_value if math.isnan(value) else value
+        points[key] = (params, samples, value)
+    return points
+
+
+def _machine_differences(
+    base_meta: Mapping[str, Any], cand_meta: Mapping[str, Any]
+) -> list[tuple[str, Any, Any]]:
+    base_machine = base_meta.get("machine") or {}
+    cand_machine = cand_meta.get("machine") or {}
+    differences = []
+    for fact in MACHINE_FACTS:
+        if fact not in base_machine and fact not in cand_machine:
+            continue
+        base_value = base_machine.get(fact, "unknown")
+        cand_value = cand_machine.get(fact, "unknown")
+        if _normalize(base_value) != _normalize(cand_value):
+            differences.append((fact, base_value, cand_value))
+    return differences
+
+
+def _sample_list(value: Any) -> list[Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)  # accepts NaN, dropped by clean_samples
+        except json.JSONDecodeError:
+            return None
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [v for v in value if v is not None]
+    return None
+
+
+def _to_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _normalize(value: Any) -> Any:
+    """Make 4096, 4096.0 and "4096" (a CSV round trip) the same key."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_normalize(v) for v in value)
+    return str(value)
+
+
+def _check_fraction(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
+        raise ValueError(f"{name}={value!r} is outside (0, 1)")
+
+
+def _change_words(change: float, direction: str) -> str:
+    if change == 0 or math.isnan(change):
+        return "no change"
+    worse = change > 0 if direction == "lower" else change < 0
+    return f"{abs(change):.1%} {'worse' if worse else 'better'}"
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+def _format_number(value: float, pattern: str = "{:.4g}") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return pattern.format(value)
+
+
+def _params_words(params: Mapping[str, Any]) -> str:
+    parts = []
+    for name, value in params.items():
+        parts.append(str(value) if name == "family" else f"{name}={_format_value(value)}")
+    return " ".join(parts) or "(no parameters)"
+
+
+def _json_number(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memlab compare",
+        description=(
+            "Compare two memlab datasets point by point: ratio of medians with a "
+            "confidence interval, Mann-Whitney U test on the raw samples, minimum "
+            "effect size. Exit status: 0 no significant regression beyond --fail-above, "
+            "1 at least one, 2 the datasets cannot be compared."
+        ),
+    )
+    parser.add_argument("baseline", help="baseline dataset file")
+    parser.add_argument("candidate", help="candidate dataset file")
+    parser.add_argument("--metric", help="metric to compare (default: the baseline's primary metric)")
+    parser.add_argument(
+        "--better", choices=("lower", "higher"),
+        help="whether lower or higher values are better (default: from the metric's name)",
+    )
+    parser.add_argument(
+        "--threshold", default=None,
+        help="minimum effect size that counts as a change, e.g. 5%% (default: --fail-above, else 5%%)",
+    )
+    parser.add_argument(
+        "--fail-above", default=None,
+        help="exit 1 when a significant regression of at least this much exists (default: the threshold)",
+    )
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    parser.add_argument(
+        "--confidence", type=float, default=0.95,
+        help="confidence of the ratio interval (default 0.95)",
+    )
+    parser.add_argument(
+        "--fail-on-noise", action="store_true",
+        help="also exit 1 when a point gets no verdict (too noisy or too few samples)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    return parser
+
+
+def compare_main(argv: Sequence[str] | None = None) -> int:
+    """``memlab compare BASELINE CANDIDATE``: print the report, return the exit status.
+
+    0: no significant regression of at least ``--fail-above``; 1: at least
+    one (or, with ``--fail-on-noise``, a point without a verdict); 2: bad arguments or datasets that cannot be compared (missing or
+    corrupt file, unknown metric direction, no point in common).
+
+    Example (shell): ``memlab compare base.csv new.csv --fail-above 5%``
+    """
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_request:
+        return int(exit_request.code or 0)
+    try:
+        fail_above = parse_fraction("fail_above", args.fail_above) if args.fail_above else None
+        if args.threshold:
+            threshold = parse_fraction("threshold", args.threshold)
+        else:
+            threshold = fail_above if fail_above is not None and fail_above < 1 else 0.05
+        comparison = compare(
+            args.baseline, args.candidate, metric=args.metric, better=args.better,
+            threshold=threshold, alpha=args.alpha, confidence=args.confidence,
+        )
+    except ValueError as error:
+        print(f"memlab compare: error: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=2, default=str))
+    else:
+        print(comparison.format())
+    if not comparison.points:
+        print("memlab compare: error: the datasets have no point in common", file=sys.stderr)
+        return 2
+    failing = comparison.failing(fail_above)
+    if failing:
+        limit = comparison.threshold if fail_above is None else fail_above
+        print(
+            f"memlab compare: {len(failing)} significant regression(s) of at least {limit:.1%}",
+            file=sys.stderr,
+        )
+        return 1
+    if args.fail_on_noise and comparison.unjudged:
+        print(
+            f"memlab compare: {len(comparison.unjudged)} point(s) without a verdict "
+            f"(too noisy or too few samples) and --fail-on-noise",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

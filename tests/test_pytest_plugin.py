@@ -1,0 +1,253 @@
+"""The memlab_regression fixture, driven through real pytest runs (pytester)."""
+
+import importlib.metadata
+
+import pytest
+
+# Imported here so that pytester's in-process runs find them already loaded:
+# it restores sys.modules after each run, and numpy cannot be loaded twice.
+import numpy  # noqa: F401
+from memlab.compare import compare  # noqa: F401
+from memlab.dataset import Dataset
+from memlab.pytest_plugin import MemlabRegressionWarning  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+USER_TEST = '''
+import os
+
+import numpy as np
+
+from memlab.dataset import Dataset
+
+
+def measured():
+    """Two points whose samples are scaled by MEMLAB_TEST_SHIFT."""
+    shift = float(os.environ.get("MEMLAB_TEST_SHIFT", "1.0"))
+    spread = float(os.environ.get("MEMLAB_TEST_SPREAD", "0.003"))
+    seed = int(os.environ.get("MEMLAB_TEST_SEED", "0"))
+    rows = []
+    for index, size in enumerate([4096, 1 << 20]):
+        rng = np.random.default_rng(seed * 10 + index)
+        samples = (10.0 * (index + 1) * shift * (1 + spread * rng.standard_normal(9))).tolist()
+        rows.append({"family": "demo", "working_set_bytes": size,
+                     "ns_per_element": float(np.median(samples)),
+                     "ns_per_element_samples": samples})
+    machine = {"cpu_model": "Test CPU", "kernel_release": os.environ.get("MEMLAB_TEST_KERNEL", "6.1")}
+    return Dataset(rows, {"param_names": ["working_set_bytes"],
+                          "primary_metric": "ns_per_element", "machine": machine})
+
+
+def test_speed(memlab_regression):
+    memlab_regression.check(measured)
+'''
+
+BASELINE = "memlab-baselines/test_guard.py_test_speed.csv"
+
+
+def _plugin_is_installed():
+    return any(
+        entry.value == "memlab.pytest_plugin"
+        for entry in importlib.metadata.entry_points(group="pytest11")
+    )
+
+
+# Unrelated plugins of the environment are switched off in the inner runs:
+# they cost seconds per run and are not what is tested here.
+PLUGIN_ARGS = ([] if _plugin_is_installed() else ["-p", "memlab.pytest_plugin"]) + [
+    "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark",
+    "-W", "ignore::pytest.PytestAssertRewriteWarning",
+]
+
+
+@pytest.fixture
+def guarded(pytester, monkeypatch):
+    """A pytester project with the user test; run(*args, shift=..) runs pytest on it."""
+    pytester.makepyfile(test_guard=USER_TEST)
+    for name in ("MEMLAB_TEST_SHIFT", "MEMLAB_TEST_SPREAD", "MEMLAB_TEST_SEED", "MEMLAB_TEST_KERNEL"):
+        monkeypatch.delenv(name, raising=False)
+
+    def run(*args, shift=1.0, spread=0.003, seed=0, kernel="6.1"):
+        monkeypatch.setenv("MEMLAB_TEST_SHIFT", str(shift))
+        monkeypatch.setenv("MEMLAB_TEST_SPREAD", str(spread))
+        monkeypatch.setenv("MEMLAB_TEST_SEED", str(seed))
+        monkeypatch.setenv("MEMLAB_TEST_KERNEL", kernel)
+        return pytester.runpytest(*PLUGIN_ARGS, *args)
+
+    run.path = pytester.path
+    return run
+
+
+def test_save_baseline_writes_the_dataset(guarded):
+    result = guarded("--memlab-save-baseline")
+    result.assert_outcomes(passed=1)
+    assert (guarded.path / BASELINE).is_file()
+    assert (guarded.path / BASELINE).with_suffix(".json").is_file()
+    result.stdout.fnmatch_lines(["*memlab regression guard*", "saved: test_guard.py::test_speed: *"])
+    saved = Dataset.load(guarded.path / BASELINE)
+    assert saved.column("working_set_bytes") == [4096, 1 << 20]
+    assert len(saved.rows[0]["ns_per_element_samples"]) == 9
+
+
+def test_passes_against_its_baseline(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    result = guarded(seed=1)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["passed: test_guard.py::test_speed: geometric mean ratio*2 unchanged*"])
+
+
+def test_fails_against_a_slowed_run_with_a_readable_table(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    result = guarded(shift=1.2, seed=1)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*memlab_regression: 2 significant regression(s) of at least 5.0% against *test_speed.csv",
+        "*family*working_set_bytes*baseline*candidate*ratio*95% CI*p*verdict*",
+        "*demo*4096*regression: +*(*% worse)*",
+        "*geometric mean ratio candidate/baseline: 1.* over 2 points (*% worse); 2 regression",
+    ])
+
+
+def test_fail_above_option_loosens_the_gate(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    guarded("--memlab-fail-above", "30%", shift=1.2, seed=1).assert_outcomes(passed=1)
+    guarded("--memlab-fail-above", "10%", shift=1.2, seed=1).assert_outcomes(failed=1)
+
+
+def test_improvement_passes(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    result = guarded(shift=0.8, seed=1)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*2 improvement*"])
+
+
+def test_noisy_run_passes_with_a_warning(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    result = guarded(shift=1.2, spread=0.1, seed=1)
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*MemlabRegressionWarning*too noisy*candidate CV*"])
+
+
+def test_noisy_run_fails_with_fail_on_noise(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    result = guarded("--memlab-fail-on-noise", spread=0.1, seed=1)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*2 point(s) without a verdict (too noisy or too few samples)*"])
+    guarded("--memlab-fail-on-noise", seed=1).assert_outcomes(passed=1)
+
+
+def test_machine_difference_is_a_warning(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    result = guarded(seed=1, kernel="6.8")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*machine differs: kernel_release: 6.1 (baseline) vs 6.8 (this run)*"])
+
+
+def test_missing_baseline_fails_with_instructions(guarded):
+    result = guarded()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*memlab_regression: baseline dataset *test_speed.csv does not exist; "
+        "record it with: pytest --memlab-save-baseline*",
+    ])
+
+
+def test_corrupt_baseline_fails_with_instructions(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    (guarded.path / BASELINE).with_suffix(".json").write_text("{ this is not json")
+    result = guarded()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*memlab_regression: baseline dataset *test_speed.csv cannot be read: JSONDecodeError*"
+        "delete it or record it again with: pytest --memlab-save-baseline*",
+    ])
+
+
+def test_baseline_without_common_points_fails(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    saved = Dataset.load(guarded.path / BASELINE)
+    for row in saved.rows:
+        row["working_set_bytes"] *= 2
+    saved.save(guarded.path / BASELINE)
+    result = guarded()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no point in common with the baseline*", "*only in baseline (2):*"])
+
+
+def test_baseline_dir_option_and_ini(guarded, pytester):
+    guarded("--memlab-save-baseline", "--memlab-baseline-dir", "elsewhere").assert_outcomes(passed=1)
+    assert (guarded.path / "elsewhere" / "test_guard.py_test_speed.csv").is_file()
+    assert not (guarded.path / BASELINE).exists()
+    guarded("--memlab-baseline-dir", "elsewhere", seed=1).assert_outcomes(passed=1)
+    pytester.makeini("[pytest]\nmemlab_baseline_dir = from_ini\n")
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    assert (guarded.path / "from_ini" / "test_guard.py_test_speed.csv").is_file()
+
+
+def test_bad_options_are_usage_errors(guarded):
+    result = guarded("--memlab-fail-above", "5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--memlab-fail-above=5 is ambiguous*"])
+    result = guarded("--memlab-alpha", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--memlab-alpha=2.0 is outside (0, 1)*"])
+    result = guarded("--memlab-repeat", "0")
+    result.stderr.fnmatch_lines(["*--memlab-repeat=0 is below the minimum 1*"])
+
+
+def test_named_checks_and_wrong_inputs(pytester):
+    pytester.makepyfile(test_names='''
+import pytest
+from memlab.dataset import Dataset
+
+def data():
+    return Dataset([{"family": "demo", "n": 1, "ns_per_element": 1.0,
+                     "ns_per_element_samples": [1.0, 1.0, 1.0, 1.0, 1.0]}],
+                   {"param_names": ["n"], "primary_metric": "ns_per_element"})
+
+def test_two_names(memlab_regression):
+    assert memlab_regression.check(data(), name="first") is None
+    assert memlab_regression.check(data(), name="second") is None
+    with pytest.raises(ValueError, match="already checked the baseline"):
+        memlab_regression.check(data(), name="first")
+    assert memlab_regression.baseline_path("a b/c").name == "a_b_c.csv"
+
+def test_wrong_type(memlab_regression):
+    with pytest.raises(TypeError, match=r"check\\(data=int\\): expected a Sweep, a Dataset"):
+        memlab_regression.check(42)
+''')
+    result = pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline")
+    result.assert_outcomes(passed=2)
+    assert (pytester.path / "memlab-baselines" / "first.csv").is_file()
+    assert (pytester.path / "memlab-baselines" / "second.csv").is_file()
+
+
+def test_options_are_listed_in_help(pytester):
+    result = pytester.runpytest(*PLUGIN_ARGS, "--help")
+    result.stdout.fnmatch_lines([
+        "*memlab performance regression guard*",
+        "*--memlab-save-baseline*",
+        "*--memlab-baseline-dir*",
+        "*--memlab-fail-above*",
+    ])
+
+
+def test_a_real_sweep_is_measured_saved_and_compared(pytester):
+    pytester.makepyfile(test_clock='''
+from memlab.sweep import Sweep
+
+def test_clock(memlab_regression):
+    sweep = Sweep("guard", "calibrate", [{"budget_ns": 1_000_000}, {"budget_ns": 2_000_000}],
+                  repeat=5, warmup=0)
+    memlab_regression.check(sweep, metric="core_GHz", better="higher")
+''')
+    saved = pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline", "--memlab-repeat", "6")
+    saved.assert_outcomes(passed=1)
+    baseline = Dataset.load(pytester.path / "memlab-baselines" / "test_clock.py_test_clock.csv")
+    assert baseline.column("budget_ns") == [1_000_000, 2_000_000]
+    assert [len(row["core_GHz_samples"]) for row in baseline.rows] == [6, 6]
+    assert baseline.metadata["param_names"] == ["budget_ns"]
+    # the gate is far beyond any clock drift: this checks the plumbing, not the machine
+    compared = pytester.runpytest(*PLUGIN_ARGS, "--memlab-fail-above", "90%")
+    compared.assert_outcomes(passed=1)
+    compared.stdout.fnmatch_lines(["passed: test_clock.py::test_clock: geometric mean ratio*over 2 points*"])

@@ -101,6 +101,7 @@ def compare(quick: bool, repeat: int, seconds: float, buffer_size: int, pipe_siz
                     "memlab_over_standalone": ratio,
                     "paired_ratio": paired,
                     "command": command,
+                    "loadavg_1min": os.getloadavg()[0],
                 }
                 rows.append(row)
                 print(format_row(row), flush=True)

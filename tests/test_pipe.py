@@ -120,6 +120,16 @@ def test_reports_each_side_and_counters():
         assert counted["context_switches"] >= 0
 
 
+def test_perf_counters_are_off_unless_asked():
+    # per-task perf events cost a pipe dearly (switched at every context
+    # switch); the per-side getrusage values are there either way
+    m = pipe.run(total_bytes=1 << 20, repeat=1, warmup=0)
+    assert m.counters == [{}]
+    assert m.counters_missing["context_switches"] == "not requested"
+    assert m.median("writer_context_switches") >= 0
+    assert pipe.ladder_sweep(quick=True).options == {"counters": False}
+
+
 def test_huge_pages_coverage_is_reported():
     m = pipe.run(writer="vmsplice", reader="splice", huge_pages=True, total_bytes=4 << 20, **SMALL)
     fraction = m.median("writer_huge_fraction")

@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 
 def compiler_accepts(flag: str) -> bool:
@@ -65,4 +66,37 @@ core = Extension(
     define_macros=[("ML_BUILD_CFLAGS", '"' + build_flags.replace('"', "") + '"')],
 )
 
-setup(ext_modules=[core])
+# Small C programs the package runs as separate processes (memlab/_bin/):
+# memlab.system execs memlab_system_helper for UnixBench's spawn and execl.
+PROGRAMS = {"memlab_system_helper": "csrc/tools/memlab_system_helper.c"}
+
+
+class build_ext_and_programs(build_ext):
+    """build_ext that also compiles PROGRAMS into memlab/_bin/.
+
+    The directory is the one _core goes to: build/lib*/memlab for a wheel
+    (`pip install .`), the source tree's memlab/ for an editable install.
+    """
+
+    def run(self):
+        super().run()
+        package_dir = os.path.dirname(self.get_ext_fullpath("memlab._core"))
+        out_dir = os.path.join(package_dir, "_bin")
+        os.makedirs(out_dir, exist_ok=True)
+        compiler = shlex.split(os.environ.get("CC", "cc"))
+        for name, source in PROGRAMS.items():
+            target = os.path.join(out_dir, name)
+            command = compiler + cflags + [source, "-o", target] + ldflags
+            print(" ".join(command))
+            subprocess.run(command, check=True)
+
+    def get_source_files(self):
+        return super().get_source_files() + list(PROGRAMS.values())
+
+    def get_outputs(self):
+        package_dir = os.path.dirname(self.get_ext_fullpath("memlab._core"))
+        programs = [os.path.join(package_dir, "_bin", name) for name in PROGRAMS]
+        return super().get_outputs() + programs
+
+
+setup(ext_modules=[core], cmdclass={"build_ext": build_ext_and_programs})

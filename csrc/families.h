@@ -6,6 +6,16 @@
 #define ML_FAMILIES(X) \
     X(calibrate)       \
     X(region)          \
+    X(clear_fault)     \
+    X(clear_order)     \
+    X(clear_kernel_order) \
+    X(clear_plan)      \
+    X(matrix)          \
+    X(matrix_init)     \
+    X(system)          \
+    X(share)           \
+    X(chase)           \
+    X(chase_trace)     \
     X(pipe)            \
     X(pipe_latency)    \
     /* end */

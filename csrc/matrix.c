@@ -1,0 +1,864 @@
+/* Matrix multiplication (Drepper, sections 6.2.1 and 9.1, table 6.2) and
+ * matrix initialisation with normal and non-temporal stores (table 6.1).
+ *
+ * Two families: "matrix" multiplies two N x N float64 matrices handed in as
+ * buffers into a third, "matrix_init" writes an N x N int32 matrix row- or
+ * column-wise.  The reference kernels (naive, transposed, tiled, init with
+ * normal stores) are built with auto-vectorisation and loop interchange off,
+ * so that each runs the algorithm it is named after; tiled_simd is written
+ * with explicit intrinsics for the widest ISA the CPU has. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memlab.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MATRIX_X86 1
+#else
+#define MATRIX_X86 0
+#endif
+
+/* How the reference kernels are kept scalar and in their written loop
+ * order.  gcc: per-function optimize attributes; clang has no such
+ * attribute, so every loop of those kernels carries a loop pragma.  The
+ * string is reported with every sample (memlab/matrix.py reads it from the
+ * family description). */
+#if defined(__clang__)
+#define MATRIX_REFERENCE __attribute__((noinline))
+#define MATRIX_SCALAR_LOOP                                                          \
+    _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)")
+#define MATRIX_REFERENCE_FLAGS                                                      \
+    "clang loop pragmas vectorize(disable) interleave(disable) unroll(disable)"
+#else
+#define MATRIX_REFERENCE                                                            \
+    __attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-vectorize", \
+                                      "no-tree-slp-vectorize", "no-loop-interchange", \
+                                      "no-loop-unroll-and-jam",                       \
+                                      "no-tree-loop-distribution",                    \
+                                      "no-tree-loop-distribute-patterns")))
+#define MATRIX_SCALAR_LOOP
+#define MATRIX_REFERENCE_FLAGS                                                      \
+    "-fno-tree-vectorize -fno-tree-loop-vectorize -fno-tree-slp-vectorize "         \
+    "-fno-loop-interchange -fno-loop-unroll-and-jam -fno-tree-loop-distribution "   \
+    "-fno-tree-loop-distribute-patterns"
+#endif
+
+#define MATRIX_MAX_N (1 << 20)
+/* Work between two interrupt checks: ~2^24 flops is at most ~0.1 s for the
+ * slowest kernel (naive at 0.3 GFLOP/s would take 56 ms). */
+#define MATRIX_CHUNK_FLOPS (1.0 * (1 << 24))
+#define INIT_CHUNK_ELEMENTS ((int64_t)1 << 22)
+/* Packed B panel of tiled_simd: at most this many doubles (8 MiB). */
+#define PACK_B_MAX_DOUBLES ((int64_t)1 << 20)
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Wall time (the measurement) and this thread's CPU time (how much of it the
+ * kernel actually ran: on a shared machine the two differ) of timed chunks. */
+typedef struct stopwatch {
+    uint64_t wall_ns, cpu_ns;
+    uint64_t wall_start, cpu_start;
+} stopwatch;
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) != 0)
+        return 0;
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static void stopwatch_start(stopwatch *watch)
+{
+    watch->cpu_start = thread_cpu_ns();
+    watch->wall_start = ml_now_ns();
+}
+
+/* Adds the chunk to the totals and returns its wall time. */
+static uint64_t stopwatch_stop(stopwatch *watch)
+{
+    uint64_t wall = ml_now_ns() - watch->wall_start;
+    watch->cpu_ns += thread_cpu_ns() - watch->cpu_start;
+    watch->wall_ns += wall;
+    return wall;
+}
+
+/* ---- reference kernels ------------------------------------------------- */
+
+/* i-j-k, as printed in section 6.2.1: rows [i0, i1) of c += a * b. */
+MATRIX_REFERENCE static void multiply_naive(const double *restrict a, const double *restrict b,
+                                            double *restrict c, int64_t n, int64_t i0,
+                                            int64_t i1)
+{
+    MATRIX_SCALAR_LOOP
+    for (int64_t i = i0; i < i1; ++i)
+        MATRIX_SCALAR_LOOP
+        for (int64_t j = 0; j < n; ++j) {
+            double sum = c[i * n + j];
+            MATRIX_SCALAR_LOOP
+            for (int64_t k = 0; k < n; ++k)
+                sum += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = sum;
+        }
+}
+
+MATRIX_REFERENCE static void transpose(const double *restrict b, double *restrict t, int64_t n)
+{
+    MATRIX_SCALAR_LOOP
+    for (int64_t i = 0; i < n; ++i)
+        MATRIX_SCALAR_LOOP
+        for (int64_t j = 0; j < n; ++j)
+            t[i * n + j] = b[j * n + i];
+}
+
+/* i-j-k over the transposed second matrix: both walks are sequential. */
+MATRIX_REFERENCE static void multiply_transposed(const double *restrict a,
+                                                 const double *restrict t, double *restrict c,
+                                                 int64_t n, int64_t i0, int64_t i1)
+{
+    MATRIX_SCALAR_LOOP
+    for (int64_t i = i0; i < i1; ++i)
+        MATRIX_SCALAR_LOOP
+        for (int64_t j = 0; j < n; ++j) {
+            double sum = c[i * n + j];
+            MATRIX_SCALAR_LOOP
+            for (int64_t k = 0; k < n; ++k)
+                sum += a[i * n + k] * t[j * n + k];
+            c[i * n + j] = sum;
+        }
+}
+
+/* Sub-matrix blocking of section 6.2.1 with tile sm, for the row blocks
+ * starting in [i0, i1) (i0 a multiple of sm); edge blocks are cut short. */
+MATRIX_REFERENCE static void multiply_tiled(const double *restrict a, const double *restrict b,
+                                            double *restrict c, int64_t n, int64_t sm,
+                                            int64_t i0, int64_t i1)
+{
+    MATRIX_SCALAR_LOOP
+    for (int64_t i = i0; i < i1; i += sm) {
+        int64_t rows = min64(sm, n - i);
+        MATRIX_SCALAR_LOOP
+        for (int64_t j = 0; j < n; j += sm) {
+            int64_t cols = min64(sm, n - j);
+            MATRIX_SCALAR_LOOP
+            for (int64_t k = 0; k < n; k += sm) {
+                int64_t depth = min64(sm, n - k);
+                double *restrict rres = &c[i * n + j];
+                const double *restrict rmul1 = &a[i * n + k];
+                MATRIX_SCALAR_LOOP
+                for (int64_t i2 = 0; i2 < rows; ++i2, rres += n, rmul1 += n) {
+                    const double *restrict rmul2 = &b[k * n + j];
+                    MATRIX_SCALAR_LOOP
+                    for (int64_t k2 = 0; k2 < depth; ++k2, rmul2 += n)
+                        MATRIX_SCALAR_LOOP
+                        for (int64_t j2 = 0; j2 < cols; ++j2)
+                            rres[j2] += rmul1[k2] * rmul2[j2];
+                }
+            }
+        }
+    }
+}
+
+/* ---- tiled_simd: packed panels and register-blocked micro-kernels -------
+ * C (MR x NR) += Ap (kc x MR, k-major) * Bp (kc x NR, k-major).  Panels are
+ * zero-padded, so a kernel always computes a full tile; at the matrix edge
+ * only the rows x cols part that exists is added to C. */
+
+typedef void (*micro_kernel)(int64_t kc, const double *restrict ap, const double *restrict bp,
+                             double *restrict c, int64_t ldc, int rows, int cols);
+
+static void add_partial_tile(const double *tile, int nr, double *restrict c, int64_t ldc,
+                             int rows, int cols)
+{
+    for (int r = 0; r < rows; ++r)
+        for (int q = 0; q < cols; ++q)
+            c[r * ldc + q] += tile[r * nr + q];
+}
+
+#define SCALAR_MR 4
+#define SCALAR_NR 4
+static void kernel_scalar(int64_t kc, const double *restrict ap, const double *restrict bp,
+                          double *restrict c, int64_t ldc, int rows, int cols)
+{
+    double acc[SCALAR_MR][SCALAR_NR] = {{0}};
+    for (int64_t p = 0; p < kc; ++p, ap += SCALAR_MR, bp += SCALAR_NR) {
+#pragma GCC unroll 4
+        for (int r = 0; r < SCALAR_MR; ++r)
+#pragma GCC unroll 4
+            for (int q = 0; q < SCALAR_NR; ++q)
+                acc[r][q] += ap[r] * bp[q];
+    }
+    add_partial_tile(&acc[0][0], SCALAR_NR, c, ldc, rows, cols);
+}
+
+#if MATRIX_X86
+/* Ask for the C tile while the k loop runs: its rows are touched once per
+ * panel and would otherwise miss at the end. */
+static inline void prefetch_tile(const double *c, int64_t ldc, int rows, int row_doubles)
+{
+    for (int r = 0; r < rows; ++r) {
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + r * ldc + row_doubles - 1), _MM_HINT_T0);
+    }
+}
+
+/* SSE2 (every x86-64): 6 x 4 doubles in 12 xmm accumulators, mul + add. */
+#define SSE2_MR 6
+#define SSE2_NR 4
+__attribute__((target("sse2"))) static void
+kernel_sse2(int64_t kc, const double *restrict ap, const double *restrict bp,
+            double *restrict c, int64_t ldc, int rows, int cols)
+{
+    __m128d acc[SSE2_MR][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < SSE2_MR; ++r)
+        acc[r][0] = acc[r][1] = _mm_setzero_pd();
+    prefetch_tile(c, ldc, rows, cols);
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; ++p, ap += SSE2_MR, bp += SSE2_NR) {
+        __m128d b0 = _mm_load_pd(bp), b1 = _mm_load_pd(bp + 2);
+#pragma GCC unroll 6
+        for (int r = 0; r < SSE2_MR; ++r) {
+            __m128d x = _mm_load1_pd(ap + r);
+            acc[r][0] = _mm_add_pd(acc[r][0], _mm_mul_pd(x, b0));
+            acc[r][1] = _mm_add_pd(acc[r][1], _mm_mul_pd(x, b1));
+        }
+    }
+    if (rows == SSE2_MR && cols == SSE2_NR) {
+#pragma GCC unroll 6
+        for (int r = 0; r < SSE2_MR; ++r) {
+            double *row = c + r * ldc;
+            _mm_storeu_pd(row, _mm_add_pd(_mm_loadu_pd(row), acc[r][0]));
+            _mm_storeu_pd(row + 2, _mm_add_pd(_mm_loadu_pd(row + 2), acc[r][1]));
+        }
+        return;
+    }
+    double tile[SSE2_MR * SSE2_NR];
+#pragma GCC unroll 6
+    for (int r = 0; r < SSE2_MR; ++r) {
+        _mm_storeu_pd(tile + r * SSE2_NR, acc[r][0]);
+        _mm_storeu_pd(tile + r * SSE2_NR + 2, acc[r][1]);
+    }
+    add_partial_tile(tile, SSE2_NR, c, ldc, rows, cols);
+}
+
+/* AVX2 + FMA: 6 x 8 doubles in 12 ymm accumulators (16 registers). */
+#define AVX2_MR 6
+#define AVX2_NR 8
+__attribute__((target("avx2,fma"))) static void
+kernel_avx2(int64_t kc, const double *restrict ap, const double *restrict bp,
+            double *restrict c, int64_t ldc, int rows, int cols)
+{
+    __m256d acc[AVX2_MR][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < AVX2_MR; ++r)
+        acc[r][0] = acc[r][1] = _mm256_setzero_pd();
+    prefetch_tile(c, ldc, rows, cols);
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; ++p, ap += AVX2_MR, bp += AVX2_NR) {
+        __m256d b0 = _mm256_load_pd(bp), b1 = _mm256_load_pd(bp + 4);
+#pragma GCC unroll 6
+        for (int r = 0; r < AVX2_MR; ++r) {
+            __m256d x = _mm256_broadcast_sd(ap + r);
+            acc[r][0] = _mm256_fmadd_pd(x, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_pd(x, b1, acc[r][1]);
+        }
+    }
+    if (rows == AVX2_MR && cols == AVX2_NR) {
+#pragma GCC unroll 6
+        for (int r = 0; r < AVX2_MR; ++r) {
+            double *row = c + r * ldc;
+            _mm256_storeu_pd(row, _mm256_add_pd(_mm256_loadu_pd(row), acc[r][0]));
+            _mm256_storeu_pd(row + 4, _mm256_add_pd(_mm256_loadu_pd(row + 4), acc[r][1]));
+        }
+        return;
+    }
+    double tile[AVX2_MR * AVX2_NR];
+#pragma GCC unroll 6
+    for (int r = 0; r < AVX2_MR; ++r) {
+        _mm256_storeu_pd(tile + r * AVX2_NR, acc[r][0]);
+        _mm256_storeu_pd(tile + r * AVX2_NR + 4, acc[r][1]);
+    }
+    add_partial_tile(tile, AVX2_NR, c, ldc, rows, cols);
+}
+
+/* AVX-512F: 12 x 16 doubles in 24 zmm accumulators (32 registers). */
+#define AVX512_MR 12
+#define AVX512_NR 16
+__attribute__((target("avx512f"))) static void
+kernel_avx512(int64_t kc, const double *restrict ap, const double *restrict bp,
+              double *restrict c, int64_t ldc, int rows, int cols)
+{
+    __m512d acc[AVX512_MR][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < AVX512_MR; ++r)
+        acc[r][0] = acc[r][1] = _mm512_setzero_pd();
+    prefetch_tile(c, ldc, rows, cols);
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; ++p, ap += AVX512_MR, bp += AVX512_NR) {
+        __m512d b0 = _mm512_load_pd(bp), b1 = _mm512_load_pd(bp + 8);
+#pragma GCC unroll 12
+        for (int r = 0; r < AVX512_MR; ++r) {
+            __m512d x = _mm512_set1_pd(ap[r]);
+            acc[r][0] = _mm512_fmadd_pd(x, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_pd(x, b1, acc[r][1]);
+        }
+    }
+    if (rows == AVX512_MR && cols == AVX512_NR) {
+#pragma GCC unroll 12
+        for (int r = 0; r < AVX512_MR; ++r) {
+            double *row = c + r * ldc;
+            _mm512_storeu_pd(row, _mm512_add_pd(_mm512_loadu_pd(row), acc[r][0]));
+            _mm512_storeu_pd(row + 8, _mm512_add_pd(_mm512_loadu_pd(row + 8), acc[r][1]));
+        }
+        return;
+    }
+    double tile[AVX512_MR * AVX512_NR];
+#pragma GCC unroll 12
+    for (int r = 0; r < AVX512_MR; ++r) {
+        _mm512_storeu_pd(tile + r * AVX512_NR, acc[r][0]);
+        _mm512_storeu_pd(tile + r * AVX512_NR + 8, acc[r][1]);
+    }
+    add_partial_tile(tile, AVX512_NR, c, ldc, rows, cols);
+}
+#endif
+
+enum { ISA_AUTO, ISA_AVX512, ISA_AVX2, ISA_SSE2, ISA_SCALAR, ISA_COUNT };
+static const char *const matrix_isa_names[] = {"auto", "avx512", "avx2", "sse2", "scalar", NULL};
+
+typedef struct simd_kernel {
+    micro_kernel fn;
+    int mr, nr, simd_bits;
+} simd_kernel;
+
+static int isa_supported(int isa)
+{
+    switch (isa) {
+    case ISA_SCALAR:
+        return 1;
+#if MATRIX_X86
+    case ISA_SSE2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("sse2");
+    case ISA_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ISA_AVX512:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f");
+#endif
+    default:
+        return 0;
+    }
+}
+
+static simd_kernel isa_kernel(int isa)
+{
+    switch (isa) {
+#if MATRIX_X86
+    case ISA_AVX512:
+        return (simd_kernel){kernel_avx512, AVX512_MR, AVX512_NR, 512};
+    case ISA_AVX2:
+        return (simd_kernel){kernel_avx2, AVX2_MR, AVX2_NR, 256};
+    case ISA_SSE2:
+        return (simd_kernel){kernel_sse2, SSE2_MR, SSE2_NR, 128};
+#endif
+    default:
+        return (simd_kernel){kernel_scalar, SCALAR_MR, SCALAR_NR, 64};
+    }
+}
+
+static int isa_widest(void)
+{
+    for (int isa = ISA_AVX512; isa < ISA_COUNT; ++isa)
+        if (isa_supported(isa))
+            return isa;
+    return ISA_SCALAR;
+}
+
+/* Ap: rows [i, i+mc) x depth [p, p+kc) of a, as mr-row panels. */
+static void pack_a(const double *restrict a, int64_t n, int64_t i, int64_t mc, int64_t p,
+                   int64_t kc, int mr, double *restrict ap)
+{
+    for (int64_t panel = 0; panel < mc; panel += mr) {
+        int64_t rows = min64(mr, n - (i + panel));
+        for (int64_t k = 0; k < kc; ++k) {
+            for (int64_t r = 0; r < rows; ++r)
+                ap[r] = a[(i + panel + r) * n + p + k];
+            for (int64_t r = rows; r < mr; ++r)
+                ap[r] = 0.0;
+            ap += mr;
+        }
+    }
+}
+
+/* Bp: depth [p, p+kc) x columns [j, j+nc) of b, as nr-column panels. */
+static void pack_b(const double *restrict b, int64_t n, int64_t p, int64_t kc, int64_t j,
+                   int64_t nc, int nr, double *restrict bp)
+{
+    for (int64_t panel = 0; panel < nc; panel += nr) {
+        int64_t cols = min64(nr, n - (j + panel));
+        for (int64_t k = 0; k < kc; ++k) {
+            const double *row = b + (p + k) * n + j + panel;
+            for (int64_t q = 0; q < cols; ++q)
+                bp[q] = row[q];
+            for (int64_t q = cols; q < nr; ++q)
+                bp[q] = 0.0;
+            bp += nr;
+        }
+    }
+}
+
+typedef struct simd_plan {
+    simd_kernel kernel;
+    int64_t kc, mc, nc;
+    double *ap, *bp; /* packing buffers, 64-byte aligned */
+} simd_plan;
+
+/* One block of the packed product: depth [p, p+kc) x columns [j, j+nc). */
+static void multiply_simd_block(const simd_plan *plan, const double *a, const double *b,
+                                double *c, int64_t n, int64_t p, int64_t j)
+{
+    const int mr = plan->kernel.mr, nr = plan->kernel.nr;
+    int64_t kc = min64(plan->kc, n - p), nc = min64(plan->nc, n - j);
+    pack_b(b, n, p, kc, j, round_up(nc, nr), nr, plan->bp);
+    for (int64_t i = 0; i < n; i += plan->mc) {
+        int64_t mc = min64(plan->mc, n - i);
+        pack_a(a, n, i, round_up(mc, mr), p, kc, mr, plan->ap);
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+            int cols = (int)min64(nr, nc - jr);
+            const double *bp = plan->bp + jr * kc;
+            for (int64_t ir = 0; ir < mc; ir += mr) {
+                int rows = (int)min64(mr, mc - ir);
+                plan->kernel.fn(kc, plan->ap + ir * kc, bp, c + (i + ir) * n + j + jr, n, rows,
+                                cols);
+            }
+        }
+    }
+}
+
+/* ---- the "matrix" family ---------------------------------------------- */
+
+enum { VARIANT_NAIVE, VARIANT_TRANSPOSED, VARIANT_TILED, VARIANT_TILED_SIMD };
+static const char *const matrix_variant_names[] = {"naive", "transposed", "tiled",
+                                                   "tiled_simd", NULL};
+
+typedef struct matrix_config {
+    ml_buffer a, b, c;
+    int64_t n;
+    int variant;
+    int64_t tile;
+    int isa;
+} matrix_config;
+
+typedef struct matrix_state {
+    matrix_config config;
+    ml_region transposed; /* the N x N temporary of the transposed variant */
+    int has_transposed;
+    simd_plan plan;
+    int isa;
+} matrix_state;
+
+static const ml_param matrix_params[] = {
+    {.name = "a", .kind = ML_PARAM_BUFFER, .offset = offsetof(matrix_config, a)},
+    {.name = "b", .kind = ML_PARAM_BUFFER, .offset = offsetof(matrix_config, b)},
+    {.name = "c", .kind = ML_PARAM_BUFFER, .offset = offsetof(matrix_config, c), .writable = 1},
+    {.name = "n", .kind = ML_PARAM_INT, .offset = offsetof(matrix_config, n), .min = 1,
+     .max = MATRIX_MAX_N},
+    {.name = "variant", .kind = ML_PARAM_CHOICE, .offset = offsetof(matrix_config, variant),
+     .choices = matrix_variant_names},
+    {.name = "tile", .kind = ML_PARAM_INT, .offset = offsetof(matrix_config, tile), .min = 1,
+     .max = MATRIX_MAX_N},
+    {.name = "isa", .kind = ML_PARAM_CHOICE, .offset = offsetof(matrix_config, isa),
+     .choices = matrix_isa_names},
+    {0},
+};
+
+static int check_matrix_buffer(const ml_buffer *buffer, const char *name, int64_t n,
+                               ml_error *err)
+{
+    size_t expected = (size_t)n * (size_t)n * sizeof(double);
+    if (buffer->itemsize != sizeof(double))
+        return ml_fail(err, ML_ERR_VALUE, 0, "%s has items of %zu bytes; float64 (8) is required",
+                       name, buffer->itemsize);
+    if (buffer->bytes != expected)
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "%s holds %zu bytes; n=%lld needs exactly %zu (n*n float64)", name,
+                       buffer->bytes, (long long)n, expected);
+    return 0;
+}
+
+static size_t l2_cache_bytes(void)
+{
+    long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return bytes > 0 ? (size_t)bytes : 256 * 1024;
+}
+
+static int plan_simd(simd_plan *plan, int isa, int64_t n, int64_t tile, ml_error *err)
+{
+    plan->kernel = isa_kernel(isa);
+    int mr = plan->kernel.mr, nr = plan->kernel.nr;
+    plan->kc = min64(tile, n);
+    /* Ap fills half of L2; Bp is bounded so that packing never needs an N x N copy. */
+    int64_t mc = (int64_t)(l2_cache_bytes() / 2 / sizeof(double)) / plan->kc / mr * mr;
+    plan->mc = min64(max64(mc, mr), round_up(n, mr));
+    int64_t nc = PACK_B_MAX_DOUBLES / plan->kc / nr * nr;
+    plan->nc = min64(max64(nc, nr), round_up(n, nr));
+    size_t ap_bytes = (size_t)round_up(plan->mc, mr) * (size_t)plan->kc * sizeof(double);
+    size_t bp_bytes = (size_t)round_up(plan->nc, nr) * (size_t)plan->kc * sizeof(double);
+    if (ml_check_memory(ap_bytes + bp_bytes, "tiled_simd packing buffers", err) < 0)
+        return -1;
+    plan->ap = aligned_alloc(64, round_up((int64_t)ap_bytes, 64));
+    plan->bp = aligned_alloc(64, round_up((int64_t)bp_bytes, 64));
+    if (!plan->ap || !plan->bp) {
+        free(plan->ap);
+        free(plan->bp);
+        plan->ap = plan->bp = NULL;
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM,
+                       "cannot allocate %zu bytes of tiled_simd packing buffers",
+                       ap_bytes + bp_bytes);
+    }
+    return 0;
+}
+
+static void matrix_teardown(void *state_)
+{
+    matrix_state *state = state_;
+    if (!state)
+        return;
+    if (state->has_transposed)
+        ml_region_unmap(&state->transposed);
+    free(state->plan.ap);
+    free(state->plan.bp);
+    free(state);
+}
+
+static int matrix_setup(const void *config_, void **state_out, ml_context *ctx, ml_error *err)
+{
+    const matrix_config *config = config_;
+    (void)ctx;
+    int64_t n = config->n;
+    if (check_matrix_buffer(&config->a, "a", n, err) < 0 ||
+        check_matrix_buffer(&config->b, "b", n, err) < 0 ||
+        check_matrix_buffer(&config->c, "c", n, err) < 0)
+        return -1;
+    if (!config->c.writable)
+        return ml_fail(err, ML_ERR_VALUE, 0, "c must be a writable buffer");
+    int isa = config->isa == ISA_AUTO ? isa_widest() : config->isa;
+    if (config->variant == VARIANT_TILED_SIMD && !isa_supported(isa))
+        return ml_fail(err, ML_ERR_VALUE, 0, "isa=%s is not supported by this CPU (widest: %s)",
+                       matrix_isa_names[isa], matrix_isa_names[isa_widest()]);
+    matrix_state *state = calloc(1, sizeof *state);
+    if (!state)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate the matrix state");
+    state->config = *config;
+    state->isa = isa;
+    if (config->variant == VARIANT_TRANSPOSED) {
+        size_t bytes = (size_t)n * (size_t)n * sizeof(double);
+        if (ml_region_map(&state->transposed, bytes, ML_PAGES_4K, 64, ML_POPULATE_TOUCH, 1,
+                          err) < 0) {
+            free(state);
+            return -1;
+        }
+        state->has_transposed = 1;
+    }
+    if (config->variant == VARIANT_TILED_SIMD && plan_simd(&state->plan, isa, n, config->tile, err) < 0) {
+        matrix_teardown(state);
+        return -1;
+    }
+    *state_out = state;
+    return 0;
+}
+
+/* One full product c = a * b (c zeroed first, untimed), timed in chunks
+ * with interrupt checks between them. */
+static int multiply_once(matrix_state *state, ml_context *ctx, stopwatch *watch,
+                         uint64_t *transpose_ns, ml_error *err)
+{
+    const matrix_config *config = &state->config;
+    const double *a = config->a.data, *b = config->b.data;
+    double *c = config->c.data;
+    int64_t n = config->n, sm = config->tile;
+    double row_flops = 2.0 * (double)n * (double)n;
+    memset(c, 0, (size_t)n * (size_t)n * sizeof(double));
+    if (config->variant == VARIANT_TRANSPOSED) {
+        stopwatch_start(watch);
+        transpose(b, state->transposed.base, n);
+        *transpose_ns += stopwatch_stop(watch);
+        ML_CHECK_INTERRUPT(ctx, err);
+    }
+    if (config->variant == VARIANT_TILED_SIMD) {
+        for (int64_t j = 0; j < n; j += state->plan.nc)
+            for (int64_t p = 0; p < n; p += state->plan.kc) {
+                stopwatch_start(watch);
+                multiply_simd_block(&state->plan, a, b, c, n, p, j);
+                stopwatch_stop(watch);
+                ML_CHECK_INTERRUPT(ctx, err);
+            }
+        return 0;
+    }
+    int64_t step = config->variant == VARIANT_TILED ? sm : 1;
+    int64_t blocks = max64(1, (int64_t)(MATRIX_CHUNK_FLOPS / (row_flops * (double)step)));
+    for (int64_t i = 0; i < n; i += blocks * step) {
+        int64_t end = min64(n, i + blocks * step);
+        stopwatch_start(watch);
+        if (config->variant == VARIANT_NAIVE)
+            multiply_naive(a, b, c, n, i, end);
+        else if (config->variant == VARIANT_TRANSPOSED)
+            multiply_transposed(a, state->transposed.base, c, n, i, end);
+        else
+            multiply_tiled(a, b, c, n, sm, i, end);
+        stopwatch_stop(watch);
+        ML_CHECK_INTERRUPT(ctx, err);
+    }
+    return 0;
+}
+
+static int matrix_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_error *err)
+{
+    matrix_state *state = state_;
+    const matrix_config *config = &state->config;
+    int64_t n = config->n;
+    ml_counters counters;
+    if (ctx->counters)
+        ml_counters_open(&counters, 0, 0);
+    stopwatch watch = {0};
+    uint64_t transpose_total = 0;
+    int64_t multiplies = 0;
+    /* Counters run across the whole sample (including the untimed zeroing
+     * of c); the zeroing moves n*n*8 bytes, small next to n^3 flops. */
+    if (ctx->counters)
+        ml_counters_start(&counters);
+    do {
+        if (multiply_once(state, ctx, &watch, &transpose_total, err) < 0) {
+            if (ctx->counters)
+                ml_counters_close(&counters);
+            return -1;
+        }
+        multiplies++;
+    } while (watch.wall_ns < ctx->target_ns);
+    if (ctx->counters) {
+        ml_counters_stop(&counters);
+        ml_counters_read(&counters, &out->counters);
+        ml_counters_close(&counters);
+    } else {
+        ml_counter_values_missing(&out->counters, 0);
+    }
+    double flops = 2.0 * (double)n * (double)n * (double)n;
+    uint64_t elapsed = watch.wall_ns > 0 ? watch.wall_ns : 1;
+    out->elapsed_ns = elapsed;
+    out->units = flops * (double)multiplies;
+    out->bytes = 0;
+    ml_metric_add(out, "multiplies", (double)multiplies);
+    ml_metric_add(out, "seconds", (double)elapsed / 1e9 / (double)multiplies);
+    ml_metric_add(out, "GFLOP_per_s", flops * (double)multiplies / (double)elapsed);
+    ml_metric_add(out, "cpu_fraction", (double)watch.cpu_ns / (double)elapsed);
+    if (config->variant == VARIANT_TRANSPOSED)
+        ml_metric_add(out, "transpose_seconds",
+                      (double)transpose_total / 1e9 / (double)multiplies);
+    int reference = config->variant != VARIANT_TILED_SIMD;
+    ml_metric_add(out, "autovectorize_disabled", reference);
+    ml_metric_add(out, "loop_interchange_disabled", reference);
+    if (config->variant == VARIANT_TILED_SIMD) {
+        ml_metric_add(out, "simd_bits", state->plan.kernel.simd_bits);
+        ml_metric_add(out, "register_block_rows", state->plan.kernel.mr);
+        ml_metric_add(out, "register_block_cols", state->plan.kernel.nr);
+        ml_metric_add(out, "block_depth", (double)state->plan.kc);
+        ml_metric_add(out, "block_rows", (double)state->plan.mc);
+        ml_metric_add(out, "block_cols", (double)state->plan.nc);
+    }
+    size_t temporary = state->has_transposed ? state->transposed.bytes : 0;
+    if (config->variant == VARIANT_TILED_SIMD)
+        temporary = (size_t)(round_up(state->plan.mc, state->plan.kernel.mr) +
+                             round_up(state->plan.nc, state->plan.kernel.nr)) *
+                    (size_t)state->plan.kc * sizeof(double);
+    ml_metric_add(out, "temporary_bytes", (double)temporary);
+    return 0;
+}
+
+const ml_family ml_family_matrix = {
+    .name = "matrix",
+    .description = "N x N float64 matrix multiply c = a * b (Drepper 6.2.1): naive, transposed, "
+                   "tiled, tiled_simd; reference kernels built with " MATRIX_REFERENCE_FLAGS,
+    .config_size = sizeof(matrix_config),
+    .params = matrix_params,
+    .setup = matrix_setup,
+    .measure = matrix_measure,
+    .teardown = matrix_teardown,
+};
+
+/* ---- the "matrix_init" family: table 6.1 ------------------------------ */
+
+enum { ORDER_ROW, ORDER_COLUMN };
+static const char *const init_order_names[] = {"row", "column", NULL};
+enum { STORES_NORMAL, STORES_NONTEMPORAL };
+static const char *const init_store_names[] = {"normal", "nontemporal", NULL};
+
+typedef struct init_config {
+    ml_buffer matrix;
+    int64_t n;
+    int order;
+    int stores;
+} init_config;
+
+static const ml_param init_params[] = {
+    {.name = "matrix", .kind = ML_PARAM_BUFFER, .offset = offsetof(init_config, matrix),
+     .writable = 1},
+    {.name = "n", .kind = ML_PARAM_INT, .offset = offsetof(init_config, n), .min = 1,
+     .max = MATRIX_MAX_N},
+    {.name = "order", .kind = ML_PARAM_CHOICE, .offset = offsetof(init_config, order),
+     .choices = init_order_names},
+    {.name = "stores", .kind = ML_PARAM_CHOICE, .offset = offsetof(init_config, stores),
+     .choices = init_store_names},
+    {0},
+};
+
+/* Element (i, j) gets the value i*n + j, wrapped to 32 bits. */
+static inline int32_t init_value(int64_t n, int64_t i, int64_t j)
+{
+    return (int32_t)(uint32_t)(uint64_t)(i * n + j);
+}
+
+/* Rows [o0, o1) (order row) or columns [o0, o1) (order column). */
+MATRIX_REFERENCE static void init_normal(int32_t *restrict m, int64_t n, int order, int64_t o0,
+                                         int64_t o1)
+{
+    if (order == ORDER_ROW) {
+        MATRIX_SCALAR_LOOP
+        for (int64_t i = o0; i < o1; ++i)
+            MATRIX_SCALAR_LOOP
+            for (int64_t j = 0; j < n; ++j)
+                m[i * n + j] = init_value(n, i, j);
+    } else {
+        MATRIX_SCALAR_LOOP
+        for (int64_t j = o0; j < o1; ++j)
+            MATRIX_SCALAR_LOOP
+            for (int64_t i = 0; i < n; ++i)
+                m[i * n + j] = init_value(n, i, j);
+    }
+}
+
+#if MATRIX_X86
+MATRIX_REFERENCE static void init_nontemporal(int32_t *restrict m, int64_t n, int order,
+                                              int64_t o0, int64_t o1)
+{
+    if (order == ORDER_ROW) {
+        MATRIX_SCALAR_LOOP
+        for (int64_t i = o0; i < o1; ++i)
+            MATRIX_SCALAR_LOOP
+            for (int64_t j = 0; j < n; ++j)
+                _mm_stream_si32(&m[i * n + j], init_value(n, i, j));
+    } else {
+        MATRIX_SCALAR_LOOP
+        for (int64_t j = o0; j < o1; ++j)
+            MATRIX_SCALAR_LOOP
+            for (int64_t i = 0; i < n; ++i)
+                _mm_stream_si32(&m[i * n + j], init_value(n, i, j));
+    }
+    _mm_sfence();
+}
+#endif
+
+typedef struct init_state {
+    init_config config;
+} init_state;
+
+static int init_setup(const void *config_, void **state_out, ml_context *ctx, ml_error *err)
+{
+    const init_config *config = config_;
+    (void)ctx;
+    size_t expected = (size_t)config->n * (size_t)config->n * sizeof(int32_t);
+    if (config->matrix.itemsize != sizeof(int32_t))
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "matrix has items of %zu bytes; int32 (4) is required",
+                       config->matrix.itemsize);
+    if (config->matrix.bytes != expected)
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "matrix holds %zu bytes; n=%lld needs exactly %zu (n*n int32)",
+                       config->matrix.bytes, (long long)config->n, expected);
+    if (!config->matrix.writable)
+        return ml_fail(err, ML_ERR_VALUE, 0, "matrix must be a writable buffer");
+#if !MATRIX_X86
+    if (config->stores == STORES_NONTEMPORAL)
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "stores=nontemporal is not available on this architecture (only normal)");
+#endif
+    init_state *state = calloc(1, sizeof *state);
+    if (!state)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate the init state");
+    state->config = *config;
+    *state_out = state;
+    return 0;
+}
+
+static int init_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_error *err)
+{
+    init_state *state = state_;
+    const init_config *config = &state->config;
+    int32_t *m = config->matrix.data;
+    int64_t n = config->n;
+    int64_t lines_per_chunk = max64(1, INIT_CHUNK_ELEMENTS / n);
+    ml_counters counters;
+    if (ctx->counters) {
+        ml_counters_open(&counters, 0, 0);
+        ml_counters_start(&counters);
+    }
+    stopwatch watch = {0};
+    int64_t passes = 0;
+    do {
+        for (int64_t o = 0; o < n; o += lines_per_chunk) {
+            int64_t end = min64(n, o + lines_per_chunk);
+            stopwatch_start(&watch);
+#if MATRIX_X86
+            if (config->stores == STORES_NONTEMPORAL)
+                init_nontemporal(m, n, config->order, o, end);
+            else
+#endif
+                init_normal(m, n, config->order, o, end);
+            stopwatch_stop(&watch);
+            if (ml_interrupted(ctx)) {
+                if (ctx->counters)
+                    ml_counters_close(&counters);
+                return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
+            }
+        }
+        passes++;
+    } while (watch.wall_ns < ctx->target_ns);
+    if (ctx->counters) {
+        ml_counters_stop(&counters);
+        ml_counters_read(&counters, &out->counters);
+        ml_counters_close(&counters);
+    } else {
+        ml_counter_values_missing(&out->counters, 0);
+    }
+    double elements = (double)n * (double)n;
+    uint64_t elapsed = watch.wall_ns > 0 ? watch.wall_ns : 1;
+    out->elapsed_ns = elapsed;
+    out->units = elements * (double)passes;
+    out->bytes = elements * sizeof(int32_t) * (double)passes;
+    ml_metric_add(out, "passes", (double)passes);
+    ml_metric_add(out, "cpu_fraction", (double)watch.cpu_ns / (double)elapsed);
+    ml_metric_add(out, "seconds", (double)elapsed / 1e9 / (double)passes);
+    ml_metric_add(out, "autovectorize_disabled", 1);
+    return 0;
+}
+
+static void init_teardown(void *state) { free(state); }
+
+const ml_family ml_family_matrix_init = {
+    .name = "matrix_init",
+    .description = "N x N int32 matrix written row- or column-wise with normal or non-temporal "
+                   "stores (Drepper table 6.1); built with " MATRIX_REFERENCE_FLAGS,
+    .config_size = sizeof(init_config),
+    .params = init_params,
+    .setup = init_setup,
+    .measure = init_measure,
+    .teardown = init_teardown,
+};

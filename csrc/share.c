@@ -1,0 +1,319 @@
+/* Cache-line sharing (Drepper, "What every programmer should know about
+ * memory", section 6.4.1 and the program of section 9.3): `threads` threads,
+ * optionally pinned one per CPU, each add 1 to its own counter `increments`
+ * times; counter i lives `disp` longs after counter i-1.  disp 0: one counter
+ * shared by all; disp 1..7: distinct counters in one 64-byte line (false
+ * sharing); disp >= 8: a line each.  Increments are atomic (lock add) or
+ * plain load-add-store; plain increments of a shared counter lose updates,
+ * which are counted and reported, never hidden.
+ *
+ * The calling thread only starts, waits for and checks the workers, so that
+ * it can notice Ctrl-C; workers run C only and look at a stop flag between
+ * chunks of increments. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "memlab.h"
+
+#define SHARE_MAX_THREADS 1024
+#define SHARE_MAX_DISP (1 << 20)
+#define SHARE_CHUNK (UINT64_C(1) << 18) /* increments between looks at the stop flag */
+#define SHARE_FIRST_INCREMENTS (UINT64_C(1) << 16)
+#define SHARE_DEFAULT_TARGET_NS 100000000ull
+#define SHARE_WAIT_NS 20000000L
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+typedef struct share_config {
+    int64_t threads;
+    int64_t disp;
+    int atomic;
+    int64_t increments;
+    int pin;
+} share_config;
+
+typedef struct share_worker {
+    struct share_state *state;
+    long *counter;
+    int cpu; /* -1: not pinned */
+    uint64_t start_ns, end_ns;
+    uint64_t cpu_ns; /* on-CPU time of the thread's loop */
+    uint64_t done;
+} share_worker;
+
+typedef struct share_state {
+    share_config cfg;
+    long *memory;
+    size_t memory_longs;
+    uint64_t increments; /* per thread, this sample */
+    int adaptive;
+    share_worker *workers;
+    pthread_t *tids;
+    atomic_int ready;
+    atomic_int go;
+    atomic_int stop;
+    atomic_int finished;
+} share_state;
+
+static const ml_param share_params[] = {
+    {.name = "threads", .kind = ML_PARAM_INT, .offset = offsetof(share_config, threads), .min = 1,
+     .max = SHARE_MAX_THREADS},
+    {.name = "disp", .kind = ML_PARAM_INT, .offset = offsetof(share_config, disp), .min = 0,
+     .max = SHARE_MAX_DISP},
+    {.name = "atomic", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, atomic)},
+    {.name = "increments", .kind = ML_PARAM_INT, .offset = offsetof(share_config, increments), .min = 0,
+     .max = INT64_C(1) << 40},
+    {.name = "pin", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, pin)},
+    {0},
+};
+
+/* Kept out of line so that the loop is the same whichever caller. */
+__attribute__((noinline)) static void atomic_increments(long *counter, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        __atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
+}
+
+/* volatile: every increment loads and stores memory, as the seed's asm does. */
+__attribute__((noinline)) static void plain_increments(volatile long *counter, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        *counter += 1;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *share_thread(void *arg)
+{
+    share_worker *w = arg;
+    share_state *s = w->state;
+    atomic_fetch_add(&s->ready, 1);
+    while (!atomic_load_explicit(&s->go, memory_order_acquire))
+        cpu_relax();
+    uint64_t cpu_start = thread_cpu_ns();
+    w->start_ns = ml_now_ns();
+    uint64_t left = s->increments;
+    while (left && !atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+        uint64_t n = left < SHARE_CHUNK ? left : SHARE_CHUNK;
+        if (s->cfg.atomic)
+            atomic_increments(w->counter, n);
+        else
+            plain_increments(w->counter, n);
+        left -= n;
+        w->done += n;
+    }
+    w->end_ns = ml_now_ns();
+    w->cpu_ns = thread_cpu_ns() - cpu_start;
+    atomic_fetch_add(&s->finished, 1);
+    return NULL;
+}
+
+static void share_teardown(void *state)
+{
+    share_state *s = state;
+    if (!s)
+        return;
+    free(s->memory);
+    free(s->workers);
+    free(s->tids);
+    free(s);
+}
+
+/* The i-th CPU this process may run on, or -1. */
+static int nth_allowed_cpu(const cpu_set_t *allowed, int index)
+{
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, allowed) && index-- == 0)
+            return cpu;
+    return -1;
+}
+
+static int share_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
+{
+    (void)ctx;
+    const share_config *c = config;
+    *state = NULL;
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) < 0)
+        return ml_fail(err, ML_ERR_OS, errno, "sched_getaffinity: %s", strerror(errno));
+    int n_allowed = CPU_COUNT(&allowed);
+    if (c->pin && c->threads > n_allowed)
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "threads=%lld is above the %d CPUs this process may run on (pin=True pins one thread per CPU)",
+                       (long long)c->threads, n_allowed);
+    share_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for the share state");
+    s->cfg = *c;
+    s->adaptive = c->increments == 0;
+    s->increments = s->adaptive ? SHARE_FIRST_INCREMENTS : (uint64_t)c->increments;
+    size_t longs = (size_t)(c->threads - 1) * (size_t)c->disp + 1;
+    size_t bytes = (longs * sizeof(long) + 4095) & ~(size_t)4095;
+    s->memory_longs = longs;
+    s->workers = calloc((size_t)c->threads, sizeof *s->workers);
+    s->tids = calloc((size_t)c->threads, sizeof *s->tids);
+    void *memory = NULL;
+    /* page-aligned: counter 0 starts a cache line (and a page) */
+    if (!s->workers || !s->tids || posix_memalign(&memory, 4096, bytes)) {
+        share_teardown(s);
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %lld threads with disp=%lld",
+                       (long long)c->threads, (long long)c->disp);
+    }
+    s->memory = memory;
+    memset(s->memory, 0, bytes);
+    for (int i = 0; i < c->threads; i++) {
+        s->workers[i].state = s;
+        s->workers[i].counter = &s->memory[(size_t)i * (size_t)c->disp];
+        s->workers[i].cpu = c->pin ? nth_allowed_cpu(&allowed, i) : -1;
+    }
+    *state = s;
+    return 0;
+}
+
+static void short_sleep(void)
+{
+    struct timespec ts = {0, SHARE_WAIT_NS};
+    nanosleep(&ts, NULL);
+}
+
+/* Start the threads, release them together, wait (watching for Ctrl-C). */
+static int run_threads(share_state *s, ml_context *ctx, ml_error *err)
+{
+    int threads = (int)s->cfg.threads, started = 0, rc = 0;
+    atomic_store(&s->ready, 0);
+    atomic_store(&s->go, 0);
+    atomic_store(&s->stop, 0);
+    atomic_store(&s->finished, 0);
+    memset(s->memory, 0, s->memory_longs * sizeof(long));
+    for (int i = 0; i < threads; i++) {
+        share_worker *w = &s->workers[i];
+        w->done = 0;
+        w->start_ns = w->end_ns = 0;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        if (w->cpu >= 0) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(w->cpu, &one);
+            pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+        }
+        int e = pthread_create(&s->tids[i], &attr, share_thread, w);
+        pthread_attr_destroy(&attr);
+        if (e) {
+            rc = ml_fail(err, e == EAGAIN ? ML_ERR_MEMORY : ML_ERR_OS, e, "pthread_create of thread %d of %d: %s",
+                         i, threads, strerror(e));
+            break;
+        }
+        started++;
+    }
+    if (rc == 0)
+        while (atomic_load(&s->ready) < threads)
+            sched_yield();
+    if (rc)
+        atomic_store(&s->stop, 1);
+    atomic_store_explicit(&s->go, 1, memory_order_release);
+    while (rc == 0 && atomic_load(&s->finished) < threads) {
+        short_sleep();
+        if (ml_interrupted(ctx)) {
+            atomic_store(&s->stop, 1);
+            rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
+        }
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(s->tids[i], NULL);
+    return rc;
+}
+
+static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
+{
+    share_state *s = state;
+    uint64_t target_ns = ctx->target_ns ? ctx->target_ns : SHARE_DEFAULT_TARGET_NS;
+    int threads = (int)s->cfg.threads;
+    uint64_t elapsed = 0;
+    for (;;) {
+        ml_counters counters;
+        if (ctx->counters) {
+            ml_counters_open(&counters, 0, 1); /* inherit: counts the worker threads */
+            ml_counters_start(&counters);
+        }
+        int rc = run_threads(s, ctx, err);
+        if (ctx->counters) {
+            ml_counters_stop(&counters);
+            ml_counters_read(&counters, &out->counters);
+            ml_counters_close(&counters);
+        } else {
+            ml_counter_values_missing(&out->counters, 0);
+        }
+        if (rc)
+            return rc;
+        uint64_t first = UINT64_MAX, last = 0;
+        for (int i = 0; i < threads; i++) {
+            first = s->workers[i].start_ns < first ? s->workers[i].start_ns : first;
+            last = s->workers[i].end_ns > last ? s->workers[i].end_ns : last;
+        }
+        elapsed = last > first ? last - first : 1;
+        if (!s->adaptive || elapsed >= target_ns / 4)
+            break;
+        /* Too short to trust: scale the count towards the target and rerun. */
+        double scale = (double)target_ns / (double)elapsed;
+        s->increments = (uint64_t)((double)s->increments * (scale > 100 ? 100 : scale)) + 1;
+        ML_CHECK_INTERRUPT(ctx, err);
+    }
+
+    uint64_t n = s->increments;
+    double expected = (double)threads * (double)n, final_count = 0, cpu_ns = 0;
+    for (int i = 0; i < threads; i++)
+        cpu_ns += (double)s->workers[i].cpu_ns;
+    if (s->cfg.disp == 0)
+        final_count = (double)s->memory[0];
+    else
+        for (int i = 0; i < threads; i++)
+            final_count += (double)*s->workers[i].counter;
+    out->elapsed_ns = elapsed;
+    out->units = expected;
+    out->bytes = 0;
+    ml_metric_add(out, "increments_per_thread", (double)n);
+    ml_metric_add(out, "ns_per_increment_per_thread", (double)elapsed / (double)n);
+    /* Time on a CPU only: time preempted by other processes left out. */
+    ml_metric_add(out, "cpu_ns_per_increment", cpu_ns / expected);
+    /* How many threads ran at once on average: below `threads` when other
+     * processes took the CPUs, and false sharing costs only while they overlap. */
+    ml_metric_add(out, "mean_threads_on_cpu", cpu_ns / (double)elapsed);
+    ml_metric_add(out, "expected_count", expected);
+    ml_metric_add(out, "final_count", final_count);
+    ml_metric_add(out, "lost_updates", expected - final_count);
+    ml_metric_add(out, "pinned", s->cfg.pin ? 1.0 : 0.0);
+    if (s->adaptive) /* keep the next sample near the target */
+        s->increments = (uint64_t)((double)n * (double)target_ns / (double)elapsed) + 1;
+    return 0;
+}
+
+const ml_family ml_family_share = {
+    .name = "share",
+    .description = "threads incrementing counters disp longs apart: false sharing and atomics",
+    .config_size = sizeof(share_config),
+    .params = share_params,
+    .setup = share_setup,
+    .measure = share_measure,
+    .teardown = share_teardown,
+};

@@ -1,0 +1,20 @@
+"""clear_order: user-space re-clearing of a faulted 1 GiB region (EXPERIMENTS.md section 3).
+
+Order (sequential, the old kernel order, reverse, random) x method (memset,
+rep stosb, widest vector stores, non-temporal stores + sfence) x extent (bytes
+per clear call: 4 KiB, 64 KiB, 2 MiB, 32 MiB) on THP and 4 KiB pages.
+
+    python experiments/clear_order.py --quick --out results/clear_order-quick.csv
+"""
+
+import memlab.sweep
+from memlab.clear import order_sweep
+
+
+def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+    """Re-clearing GB/s per order, method and extent."""
+    return order_sweep(quick=quick)
+
+
+if __name__ == "__main__":
+    memlab.sweep.main(sweep)

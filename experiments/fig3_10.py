@@ -1,0 +1,16 @@
+"""Fig. 3.10 (seed 004): sequential read, NPAD=0, working sets 2^10..2^28.
+
+Run: python experiments/fig3_10.py [--quick] [--out results/fig3_10.csv]
+"""
+
+import memlab.sweep
+from memlab import chase
+
+
+def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+    """Fig. 3.10 (seed 004): sequential read, NPAD=0, working sets 2^10..2^28."""
+    return chase.fig3_10(quick=quick)
+
+
+if __name__ == "__main__":
+    raise SystemExit(memlab.sweep.main(sweep))

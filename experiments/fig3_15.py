@@ -1,0 +1,16 @@
+"""Fig. 3.15 (seed 004): sequential vs random read, NPAD=0.
+
+Run: python experiments/fig3_15.py [--quick] [--out results/fig3_15.csv]
+"""
+
+import memlab.sweep
+from memlab import chase
+
+
+def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+    """Fig. 3.15 (seed 004): sequential vs random read, NPAD=0."""
+    return chase.fig3_15(quick=quick)
+
+
+if __name__ == "__main__":
+    raise SystemExit(memlab.sweep.main(sweep))

@@ -1,0 +1,379 @@
+"""Page clearing: how fast memory is zeroed, by the kernel and by user space.
+
+Two experiments (EXPERIMENTS.md section 3, seeds 001 and 003):
+
+* :func:`fault` - the kernel zeroing pages on first touch. Every sample maps
+  a fresh region and times making it usable (a touch per page, MAP_POPULATE
+  or MADV_POPULATE_WRITE): GB/s, page faults, ns per fault and the huge-page
+  coverage the kernel really gave.
+* :func:`order` - user space re-clearing a faulted region in 4 KiB subpages
+  of each 2 MiB chunk, sequentially or in the old kernel's
+  ``process_huge_page()`` order (:func:`kernel_order`), with one of four store
+  methods and a chosen number of bytes per clear call: GB/s.
+
+The two are registered as the families ``clear_fault`` and ``clear_order``
+(modules :mod:`memlab.clear_fault` and :mod:`memlab.clear_order` re-export
+them); their sweeps live here and in ``experiments/clear_*.py``.
+"""
+
+from __future__ import annotations
+
+import array
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from memlab import _core
+from memlab.family import Family, check_bool, check_choice, check_int, check_number
+from memlab.measure import Measurement
+
+__all__ = [
+    "CHUNK_BYTES",
+    "FAULT_FAMILY",
+    "FaultParams",
+    "METHODS",
+    "ORDERS",
+    "ORDER_FAMILY",
+    "OrderParams",
+    "PATCH_COMPARISONS",
+    "PAGE_KINDS",
+    "POPULATE_MODES",
+    "SUBPAGE_BYTES",
+    "TOUCH_OFFSETS",
+    "clear_plan",
+    "fault",
+    "kernel_order",
+    "order",
+]
+
+SUBPAGE_BYTES = 4096
+CHUNK_BYTES = 2 << 20
+CHUNK_SUBPAGES = CHUNK_BYTES // SUBPAGE_BYTES
+MAX_REGION_BYTES = 1 << 40
+PAGE_KINDS = ("4k", "thp", "hugetlb-2m", "hugetlb-1g")
+PAGE_BYTES = {"4k": SUBPAGE_BYTES, "thp": CHUNK_BYTES, "hugetlb-2m": CHUNK_BYTES, "hugetlb-1g": 1 << 30}
+POPULATE_MODES = ("touch", "map_populate", "madvise_populate_write")
+TOUCH_OFFSETS = ("first", "middle", "last")
+ORDERS = ("sequential", "kernel", "reverse", "random")
+METHODS = ("memset", "rep_stosb", "vector", "nontemporal")
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def _check_multiple(name: str, value: int, unit: int, unit_name: str) -> None:
+    if value % unit:
+        raise ValueError(f"{name}={value} is not a multiple of {unit_name} ({unit} bytes)")
+
+
+@dataclass(frozen=True)
+class FaultParams:
+    """One fault-in run: a fresh region of ``region_bytes`` per sample.
+
+    ``pages``: 4k (MADV_NOHUGEPAGE), thp (MADV_HUGEPAGE), hugetlb-2m,
+    hugetlb-1g. ``populate``: touch (one write per page of the granted size),
+    map_populate, madvise_populate_write. ``touch_offset``: which subpage of
+    each huge page the touch lands on (first, middle, last). ``pause_s``:
+    seconds to sleep before each sample (freed memory goes back to the host
+    of a VM; the first touch after a pause is slower). ``strict``: raise
+    OSError when hugetlb pages are refused instead of falling back to 4 KiB.
+    """
+
+    region_bytes: int = 256 * MiB
+    pages: str = "thp"
+    populate: str = "touch"
+    touch_offset: str = "first"
+    pause_s: float = 0.0
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        check_int("region_bytes", self.region_bytes, SUBPAGE_BYTES, MAX_REGION_BYTES)
+        check_choice("pages", self.pages, PAGE_KINDS)
+        check_choice("populate", self.populate, POPULATE_MODES)
+        check_choice("touch_offset", self.touch_offset, TOUCH_OFFSETS)
+        object.__setattr__(self, "pause_s", check_number("pause_s", self.pause_s, 0.0, 3600.0))
+        check_bool("strict", self.strict)
+        page = PAGE_BYTES[self.pages]
+        _check_multiple("region_bytes", self.region_bytes, page, f"the {self.pages} page size")
+
+
+@dataclass(frozen=True)
+class OrderParams:
+    """One re-clearing run over a region of ``region_bytes``, faulted once.
+
+    ``order``: how the clear calls visit each 2 MiB chunk (sequential, kernel
+    = the old process_huge_page() order converging on ``target_subpage``,
+    reverse, random with ``seed``). ``method``: memset, rep_stosb, vector
+    (the widest stores the CPU has), nontemporal (streaming stores, sfence
+    after each call). ``extent_bytes``: bytes per clear call; below 2 MiB it
+    must divide the chunk, and the order permutes the extents of a chunk; from
+    2 MiB on, calls cover whole chunks in address order. ``check``: dirty the
+    region before every sample and count the bytes left non-zero after it.
+    ``baseline_order`` (and ``baseline_extent_bytes``, 0: the same extent):
+    after the sample's passes, time as many passes of this second plan and
+    report ``baseline_GB_per_s`` and ``ratio_to_baseline`` (and the same
+    from CPU time and median chunk times: ``cpu_ratio_to_baseline``,
+    ``median_chunk_ratio_to_baseline``), a ratio measured within the same
+    fraction of a second.
+    """
+
+    region_bytes: int = 1 * GiB
+    pages: str = "thp"
+    order: str = "sequential"
+    method: str = "memset"
+    extent_bytes: int = SUBPAGE_BYTES
+    target_subpage: int = 0
+    seed: int = 1
+    check: bool = False
+    baseline_order: str = "none"
+    baseline_extent_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("region_bytes", self.region_bytes, CHUNK_BYTES, MAX_REGION_BYTES)
+        check_choice("pages", self.pages, PAGE_KINDS)
+        check_choice("order", self.order, ORDERS)
+        check_choice("method", self.method, METHODS)
+        check_int("extent_bytes", self.extent_bytes, SUBPAGE_BYTES, MAX_REGION_BYTES)
+        check_int("target_subpage", self.target_subpage, 0, CHUNK_SUBPAGES - 1)
+        check_int("seed", self.seed, 0, 2**63 - 1)
+        check_bool("check", self.check)
+        check_choice("baseline_order", self.baseline_order, ("none",) + ORDERS)
+        check_int("baseline_extent_bytes", self.baseline_extent_bytes, 0, MAX_REGION_BYTES)
+        _check_plan(self.region_bytes, self.extent_bytes)
+        if self.baseline_extent_bytes:
+            if self.baseline_order == "none":
+                raise ValueError(
+                    f"baseline_extent_bytes={self.baseline_extent_bytes} needs a baseline_order"
+                )
+            _check_plan(self.region_bytes, self.baseline_extent_bytes, "baseline_extent_bytes")
+        page = PAGE_BYTES[self.pages]
+        _check_multiple("region_bytes", self.region_bytes, page, f"the {self.pages} page size")
+
+
+def _check_plan(region_bytes: int, extent_bytes: int, name: str = "extent_bytes") -> None:
+    _check_multiple("region_bytes", region_bytes, CHUNK_BYTES, "the 2 MiB chunk")
+    _check_multiple(name, extent_bytes, SUBPAGE_BYTES, "the 4 KiB subpage")
+    if extent_bytes > region_bytes:
+        raise ValueError(f"{name}={extent_bytes} is larger than region_bytes={region_bytes}")
+    if extent_bytes < CHUNK_BYTES and CHUNK_BYTES % extent_bytes:
+        raise ValueError(
+            f"{name}={extent_bytes} must divide the 2 MiB chunk "
+            "(a power of two from 4096 to 2097152) or be at least 2 MiB"
+        )
+
+
+def fault(params: FaultParams | Mapping[str, Any] | None = None, **options: Any) -> Measurement:
+    """Time the kernel making fresh memory usable; GB_per_s of region made usable.
+
+    Each sample maps ``region_bytes`` anew and times its population. Metrics:
+    ``GB_per_s`` (of the bytes resident afterwards, from mincore: a THP touch
+    that got a 4 KiB page makes 4 KiB usable, not 2 MiB), ``resident_fraction``,
+    ``page_faults`` (the software page-fault counter: faults
+    the CPU raised), ``faults_handled`` (the thread's minor faults from
+    getrusage, which also counts the faults a populate call resolves),
+    ``ns_per_fault`` (per handled fault), ``huge_fraction`` (share of the
+    region on huge pages, from /proc/self/smaps), ``faults_per_page``
+    (page_faults per page of the granted size), ``cpu_GB_per_s`` (over the
+    thread's CPU time, user + kernel: leaves out preemption on a busy
+    machine) and ``pause_before_s`` (time since the previous sample freed
+    its region). Keywords not in
+    :class:`FaultParams` go to :meth:`memlab.family.Family.run` (repeat,
+    warmup: one warm-up sample by default).
+
+    >>> m = fault(region_bytes=16 << 20, pages="4k", repeat=1)
+    >>> m.median("faults_handled") >= 4096
+    True
+    """
+    return FAULT_FAMILY.run(params, **options)
+
+
+def order(params: OrderParams | Mapping[str, Any] | None = None, **options: Any) -> Measurement:
+    """Time re-clearing a faulted region in a chosen order; GB_per_s cleared.
+
+    The region is faulted and dirtied once; every sample clears all of it
+    (as many passes as fill the sample's target time). Metrics:
+    ``GB_per_s``, ``median_chunk_GB_per_s`` (from the median time of the
+    2 MiB groups of calls: the rate undisturbed by preemption or a neighbour
+    taking the memory bus, when groups are short), ``cpu_GB_per_s`` (over
+    the thread's CPU time: without preemption), ``ns_per_subpage`` (per
+    4 KiB), ``calls_per_pass``,
+    ``store_bytes`` (width of the vector stores used; 1 for rep stosb, 0 for
+    libc memset), ``huge_fraction``, ``nonzero_bytes`` (with check=True), and
+    the cache counters where the PMU gives them.
+
+    >>> m = order(region_bytes=8 << 20, order="kernel", method="rep_stosb",
+    ...           check=True, repeat=1, warmup=0)
+    >>> m.median("nonzero_bytes")
+    0.0
+    """
+    return ORDER_FAMILY.run(params, **options)
+
+
+def kernel_order(n_subpages: int, target: int) -> list[int]:
+    """The old kernel's ``process_huge_page()`` clearing order, as subpage indices.
+
+    For a huge page of ``n_subpages`` subpages faulted at subpage ``target``:
+    the far end first, then pairs from both sides converging on the target,
+    which is cleared last (computed by the C core, the order clear_order uses).
+
+    >>> kernel_order(8, 5)
+    [0, 1, 2, 7, 3, 6, 4, 5]
+    """
+    n_subpages = check_int("n_subpages", n_subpages, 1, 1 << 30)
+    target = check_int("target", target, 0, n_subpages - 1)
+    out = array.array("I", bytes(4 * n_subpages))
+    config = {"n_subpages": n_subpages, "target": target, "out": out}
+    with _core.Kernel("clear_kernel_order", config) as kernel:
+        kernel.measure(target_ns=0, counters=False)
+    return out.tolist()
+
+
+def clear_plan(
+    region_bytes: int, order: str = "sequential", extent_bytes: int = SUBPAGE_BYTES,
+    target_subpage: int = 0, seed: int = 1,
+) -> list[int]:
+    """Byte offsets of the clear calls :func:`order` makes in one pass, in order.
+
+    >>> clear_plan(2 << 20, "kernel", extent_bytes=512 << 10, target_subpage=0)
+    [1572864, 1048576, 524288, 0]
+    """
+    params = OrderParams(
+        region_bytes=region_bytes, order=order, extent_bytes=extent_bytes,
+        target_subpage=target_subpage, seed=seed,
+    )
+    calls = -(-region_bytes // extent_bytes)
+    out = array.array("Q", bytes(8 * calls))
+    config = {
+        "region_bytes": params.region_bytes, "order": params.order, "extent_bytes": params.extent_bytes,
+        "target_subpage": params.target_subpage, "seed": params.seed, "out": out,
+    }
+    with _core.Kernel("clear_plan", config) as kernel:
+        kernel.measure(target_ns=0, counters=False)
+    return out.tolist()
+
+
+def _fault_derive(params: FaultParams, values: dict[str, float]) -> dict[str, float]:
+    page_bytes = values.get("granted_page_bytes", 0.0)
+    derived: dict[str, float] = {}
+    if page_bytes > 0:
+        pages = params.region_bytes / page_bytes
+        derived["pages_in_region"] = pages
+        if values.get("page_faults", -1.0) >= 0:
+            derived["faults_per_page"] = values["page_faults"] / pages
+    return derived
+
+
+# ---- named sweeps -------------------------------------------------------------
+
+FAULT_SIZES = (64 * MiB, 256 * MiB, 1 * GiB, 4 * GiB)
+ORDER_EXTENTS = (4 * 1024, 64 * 1024, 2 * MiB, 32 * MiB)
+
+
+def fault_sweep(quick: bool = False):
+    """clear_fault: every page kind x populate mode over 64 MiB ... 4 GiB,
+    the touch offset within THP pages, and the pause before each sample."""
+    from memlab.sweep import Sweep, grid
+
+    if quick:
+        points = grid(region_bytes=[64 * MiB], pages=["4k", "thp"], populate=list(POPULATE_MODES))
+        points += grid(region_bytes=[64 * MiB], pages=["thp"], touch_offset=["middle", "last"])
+        points += grid(region_bytes=[64 * MiB], pages=["thp"], pause_s=[1.0])
+        return Sweep(name="quick", family="clear_fault", points=points, repeat=3, warmup=1,
+                     description="fault-in speed, 64 MiB, 4k/THP, every populate mode")
+    points = [
+        point
+        for point in grid(region_bytes=list(FAULT_SIZES), pages=list(PAGE_KINDS), populate=list(POPULATE_MODES))
+        if point["region_bytes"] % PAGE_BYTES[point["pages"]] == 0
+    ]
+    points += grid(region_bytes=[1 * GiB], pages=["thp"], touch_offset=["middle", "last"])
+    points += grid(region_bytes=[1 * GiB], pages=["thp", "4k"], pause_s=[1.0, 5.0])
+    return Sweep(name="clear_fault", family="clear_fault", points=points, repeat=5, warmup=1,
+                 description="kernel zeroing on first touch: page kind x populate mode x size; "
+                             "touch offset; pause before each sample")
+
+
+def order_sweep(quick: bool = False):
+    """clear_order: order x method x extent on THP and 4 KiB pages, 1 GiB."""
+    from memlab.sweep import Sweep, grid
+
+    if quick:
+        points = grid(region_bytes=[64 * MiB], pages=["thp"], order=["sequential", "kernel"],
+                      method=list(METHODS), extent_bytes=[4096, 2 * MiB])
+        return Sweep(name="quick", family="clear_order", points=points, repeat=3, warmup=1,
+                     target_seconds=0.05, description="re-clearing, 64 MiB THP, order x method x extent")
+    small = [e for e in ORDER_EXTENTS if e < CHUNK_BYTES]
+    large = [e for e in ORDER_EXTENTS if e >= CHUNK_BYTES]
+    points = grid(region_bytes=[1 * GiB], pages=["thp", "4k"], order=list(ORDERS), method=list(METHODS),
+                  extent_bytes=small)
+    # Extents of whole chunks leave nothing to order.
+    points += grid(region_bytes=[1 * GiB], pages=["thp", "4k"], order=["sequential"], method=list(METHODS),
+                   extent_bytes=large)
+    return Sweep(name="clear_order", family="clear_order", points=points, repeat=5, warmup=1,
+                 target_seconds=0.2, description="user-space re-clearing of 1 GiB: order x method x extent")
+
+
+# (label, order, extent_bytes, baseline_order, baseline_extent_bytes): the
+# comparisons of seed 001, each measured as an interleaved ratio.
+PATCH_COMPARISONS = (
+    ("sequential 2 MiB / kernel order 4 KiB", "sequential", 2 * MiB, "kernel", 4096),
+    ("sequential 4 KiB / kernel order 4 KiB", "sequential", 4096, "kernel", 4096),
+    ("2 MiB / 4 KiB calls (sequential)", "sequential", 2 * MiB, "sequential", 4096),
+    ("32 MiB / 2 MiB calls (1 GiB-page style)", "sequential", 32 * MiB, "sequential", 2 * MiB),
+)
+
+
+def patch_sweep(quick: bool = False):
+    """clear_patch: seed 001's comparison in one table - sequential vs the old
+    kernel order, 4 KiB vs 2 MiB calls, 2 MiB vs 32 MiB (1 GiB-page style)
+    extents, per method, each point a ratio measured against its baseline
+    within every sample (``ratio_to_baseline``); ``experiments/clear_patch.py``
+    prints the table."""
+    from memlab.sweep import Sweep
+
+    region = 256 * MiB if quick else 1 * GiB
+    targets = [0] if quick else [0, 256, 511]
+    points = []
+    for method in METHODS:
+        for _, order, extent, baseline, baseline_extent in PATCH_COMPARISONS:
+            for target in targets if baseline == "kernel" else [0]:
+                points.append({
+                    "region_bytes": region, "pages": "thp", "method": method, "order": order,
+                    "extent_bytes": extent, "target_subpage": target, "baseline_order": baseline,
+                    "baseline_extent_bytes": baseline_extent,
+                })
+    return Sweep(name="quick" if quick else "clear_patch", family="clear_order", points=points,
+                 repeat=3 if quick else 11, warmup=1, target_seconds=0.05 if quick else 0.2,
+                 description="seed 001: kernel order vs sequential, 4 KiB vs 2 MiB vs 32 MiB extents, "
+                             "as interleaved ratios")
+
+
+FAULT_FAMILY = Family(
+    name="clear_fault",
+    params_type=FaultParams,
+    core="clear_fault",
+    unit="fault",
+    primary_metric="GB_per_s",
+    derive=_fault_derive,
+    sweeps={"quick": lambda: fault_sweep(quick=True), "clear_fault": fault_sweep},
+    description="kernel zeroing on first touch: GB/s made usable, faults, huge-page coverage",
+    default_repeat=5,
+    default_warmup=1,
+)
+
+ORDER_FAMILY = Family(
+    name="clear_order",
+    params_type=OrderParams,
+    core="clear_order",
+    unit="subpage",
+    primary_metric="GB_per_s",
+    sweeps={
+        "quick": lambda: order_sweep(quick=True),
+        "clear_order": order_sweep,
+        "clear_patch": patch_sweep,
+        "clear_patch_quick": lambda: patch_sweep(quick=True),
+    },
+    description="user-space re-clearing of a faulted region in a chosen order, method and extent",
+    default_repeat=5,
+    default_warmup=1,
+)
+
+FAMILY = ORDER_FAMILY
+FAMILIES = (FAULT_FAMILY, ORDER_FAMILY)

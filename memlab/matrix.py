@@ -1,0 +1,657 @@
+"""Matrix multiply and matrix initialisation (Drepper sections 6.1, 6.2.1, 9.1).
+
+``multiply(n, variant)`` times c = a * b on N x N float64 matrices:
+
+* ``naive``      i-j-k as printed in section 6.2.1;
+* ``transposed`` the second matrix transposed first (timed, and reported
+  alone as ``transpose_seconds``), then i-j-k over two sequential walks;
+* ``tiled``      Drepper's sub-matrix blocking with tile ``tile`` (default:
+  cache line / sizeof(double), read from the machine);
+* ``tiled_simd`` packed sub-matrix panels (depth ``tile``) and a register-
+  blocked micro-kernel written with intrinsics for the widest ISA the CPU
+  has (AVX-512F, AVX2+FMA, SSE2), chosen at run time, with a portable C
+  fallback (``isa="scalar"``);
+* ``blas``       ``numpy.matmul`` on the same matrices, timed in Python with
+  numpy's BLAS limited to one thread, as the ceiling.
+
+The reference kernels (naive, transposed, tiled and init with normal stores)
+are compiled with auto-vectorisation and loop interchange off
+(:data:`REFERENCE_FLAGS`), so each is the algorithm it is named after; the
+flags are in every result (``context_kernel_flags``).  Every product is
+checked against numpy after every sample (``max_abs_error``).
+
+``init(n, order, stores)`` writes an N x N int32 matrix row- or column-wise
+with normal or non-temporal stores (table 6.1); element (i, j) gets the value
+i*n + j wrapped to 32 bits, checked after every sample (``wrong_elements``).
+
+Single-threaded BLAS: threadpoolctl when it is installed, otherwise the
+OpenBLAS ``*_set_num_threads`` function found in the loaded library through
+ctypes (numpy's own OpenBLAS); the thread count used is recorded as the
+metric ``blas_threads`` and the method as ``context_blas_thread_limit``.
+When neither works (another BLAS), ``blas_threads`` is NaN unless
+OPENBLAS_NUM_THREADS/OMP_NUM_THREADS/MKL_NUM_THREADS=1 was set before numpy
+was imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from memlab.family import Family, check_choice, check_int
+from memlab.measure import Measurement, measure
+
+__all__ = [
+    "FAMILY",
+    "INIT_FAMILY",
+    "ISAS",
+    "InitParams",
+    "MultiplyParams",
+    "ORDERS",
+    "REFERENCE_FLAGS",
+    "STORES",
+    "VARIANTS",
+    "cache_line_bytes",
+    "default_tile",
+    "expected_init",
+    "init",
+    "multiply",
+    "run",
+    "single_thread_blas",
+    "table_6_1",
+    "table_6_2",
+]
+
+VARIANTS = ("naive", "transposed", "tiled", "tiled_simd", "blas")
+C_VARIANTS = ("naive", "transposed", "tiled", "tiled_simd")
+ISAS = ("auto", "avx512", "avx2", "sse2", "scalar")
+ORDERS = ("row", "column")
+STORES = ("normal", "nontemporal")
+MAX_N = 1 << 20
+#: Depth of the packed panels of tiled_simd when ``tile`` is not given.
+SIMD_DEFAULT_TILE = 256
+
+
+def _reference_flags() -> str:
+    from memlab import _core
+
+    return _core.families()["matrix"]["description"].split("built with ", 1)[1]
+
+
+#: How csrc/matrix.c keeps its reference kernels scalar and in loop order (gcc:
+#: per-function optimize flags; clang: loop pragmas), as the C core reports it.
+REFERENCE_FLAGS = _reference_flags()
+#: Rows of the product recomputed at once by the numpy check (bounds its memory).
+_CHECK_CHUNK_BYTES = 1 << 20
+
+
+def cache_line_bytes() -> int:
+    """The L1 data cache line size in bytes (sysconf, then sysfs, else 64).
+
+    >>> cache_line_bytes() in (32, 64, 128, 256)
+    True
+    """
+    try:
+        value = os.sysconf("SC_LEVEL1_DCACHE_LINESIZE")
+    except (ValueError, OSError):
+        value = 0
+    if value and value > 0:
+        return int(value)
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size") as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return 64
+
+
+def default_tile(variant: str) -> int | None:
+    """The tile used when none is given, in elements (None: the variant has none).
+
+    ``tiled``: cache line / sizeof(double) (Drepper's SM); ``tiled_simd``: the
+    depth of its packed panels.
+
+    >>> default_tile("tiled") == cache_line_bytes() // 8
+    True
+    """
+    check_choice("variant", variant, VARIANTS)
+    if variant == "tiled":
+        return max(1, cache_line_bytes() // 8)
+    if variant == "tiled_simd":
+        return SIMD_DEFAULT_TILE
+    return None
+
+
+@dataclass(frozen=True)
+class MultiplyParams:
+    """One product c = a * b of N x N float64 matrices.
+
+    ``tile`` (elements) is used by ``tiled`` (sub-matrix edge) and
+    ``tiled_simd`` (panel depth); None picks :func:`default_tile`, and the
+    other variants ignore it.  ``isa`` forces the micro-kernel of
+    ``tiled_simd``.  ``seed`` draws the inputs (uniform in [-1, 1)).
+    """
+
+    n: int = 1000
+    variant: str = "tiled"
+    tile: int | None = None
+    isa: str = "auto"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("n", self.n, 1, MAX_N)
+        check_choice("variant", self.variant, VARIANTS)
+        if self.tile is None:
+            object.__setattr__(self, "tile", default_tile(self.variant))
+        else:
+            object.__setattr__(self, "tile", check_int("tile", self.tile, 1, MAX_N))
+        check_choice("isa", self.isa, ISAS)
+        check_int("seed", self.seed, 0)
+
+
+@dataclass(frozen=True)
+class InitParams:
+    """An N x N int32 matrix written ``order``-wise with ``stores`` stores."""
+
+    n: int = 3000
+    order: str = "row"
+    stores: str = "normal"
+
+    def __post_init__(self) -> None:
+        check_int("n", self.n, 1, MAX_N)
+        check_choice("order", self.order, ORDERS)
+        check_choice("stores", self.stores, STORES)
+
+
+# ---- memory ---------------------------------------------------------------
+
+
+def _memory_available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
+def _check_memory(needed_bytes: int, what: str) -> None:
+    """MemoryError before allocating when ``needed_bytes`` exceed MemAvailable."""
+    available = _memory_available_bytes()
+    if available is not None and needed_bytes > available:
+        raise MemoryError(
+            f"{what} need {needed_bytes} bytes, more than the {available} bytes available"
+        )
+
+
+# ---- operands --------------------------------------------------------------
+
+
+def _check_operand(name: str, array: Any, n: int, writable: bool = False) -> np.ndarray:
+    if not isinstance(array, np.ndarray):
+        raise ValueError(f"{name} must be a numpy.ndarray (got {type(array).__name__})")
+    if array.dtype != np.float64:
+        raise ValueError(
+            f"{name} has dtype {array.dtype}; float64 is required "
+            f"(convert with numpy.asarray({name}, dtype=numpy.float64))"
+        )
+    if array.ndim != 2 or array.shape[0] != array.shape[1]:
+        raise ValueError(f"{name} has shape {array.shape}; a square n x n matrix is required")
+    if array.shape[0] != n:
+        raise ValueError(f"{name} has shape {array.shape} but n={n}")
+    if not array.flags.c_contiguous:
+        raise ValueError(
+            f"{name} is not C-contiguous; pass numpy.ascontiguousarray({name}) instead"
+        )
+    if writable and not array.flags.writeable:
+        raise ValueError(f"{name} must be writable")
+    return array
+
+
+def _operands(params: MultiplyParams, a: Any, b: Any, out: Any) -> tuple[np.ndarray, ...]:
+    """The inputs (given or drawn from params.seed) and the output matrix."""
+    n = params.n
+    if (a is None) != (b is None):
+        raise ValueError("a and b must be given together (or neither, to draw them from seed)")
+    if a is not None:
+        a = _check_operand("a", a, n)
+        b = _check_operand("b", b, n)
+    if out is not None:
+        out = _check_operand("out", out, n, writable=True)
+        for name, other in (("a", a), ("b", b)):
+            if other is not None and np.shares_memory(out, other):
+                raise ValueError(f"out overlaps {name}; the product needs its own memory")
+    matrix_bytes = n * n * 8
+    fresh = (2 if a is None else 0) + (1 if out is None else 0)
+    temporary = 1 if params.variant == "transposed" else 0
+    _check_memory(
+        (fresh + temporary) * matrix_bytes,
+        f"n={n}: {fresh} new and {temporary} temporary {n}x{n} float64 matrices",
+    )
+    if a is None:
+        rng = np.random.default_rng(params.seed)
+        a = rng.uniform(-1.0, 1.0, size=(n, n))
+        b = rng.uniform(-1.0, 1.0, size=(n, n))
+    if out is None:
+        out = np.zeros((n, n))
+    return a, b, out
+
+
+def _max_abs_error(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float:
+    """max |c - a @ b|, computed by numpy in row blocks (no N x N temporary)."""
+    n = a.shape[0]
+    rows = max(1, _CHECK_CHUNK_BYTES // (8 * n))
+    worst = 0.0
+    for start in range(0, n, rows):
+        block = np.matmul(a[start : start + rows], b)
+        block -= c[start : start + rows]
+        worst = max(worst, float(np.max(np.abs(block, out=block))))
+    return worst
+
+
+# ---- single-threaded BLAS ----------------------------------------------------
+
+_OPENBLAS_SETTERS = (
+    ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+    ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
+    ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
+    ("openblas_set_num_threads", "openblas_get_num_threads"),
+)
+
+
+def _openblas_functions() -> tuple[Any, Any] | None:
+    """set/get_num_threads of the OpenBLAS numpy has loaded, through ctypes."""
+    try:
+        with open("/proc/self/maps") as handle:
+            paths = sorted({line.split()[-1] for line in handle if "openblas" in line.lower()})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for setter, getter in _OPENBLAS_SETTERS:
+            if hasattr(library, setter) and hasattr(library, getter):
+                set_fn, get_fn = getattr(library, setter), getattr(library, getter)
+                set_fn.argtypes, set_fn.restype = [ctypes.c_int], None
+                get_fn.argtypes, get_fn.restype = [], ctypes.c_int
+                return set_fn, get_fn
+    return None
+
+
+@contextlib.contextmanager
+def single_thread_blas() -> Iterator[tuple[str, float]]:
+    """Limit numpy's BLAS to one thread inside the block.
+
+    Yields ``(method, threads)``: how the limit was set ("threadpoolctl",
+    "openblas_set_num_threads", "environment" or "none") and the thread count
+    in force (NaN when unknown).
+
+    >>> with single_thread_blas() as (method, threads):
+    ...     _ = np.ones((64, 64)) @ np.ones((64, 64))
+    >>> method in ("threadpoolctl", "openblas_set_num_threads", "environment", "none")
+    True
+    """
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    if threadpool_limits is not None:
+        with threadpool_limits(limits=1, user_api="blas"):
+            counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
+            yield "threadpoolctl", float(max(counts)) if counts else math.nan
+        return
+    functions = _openblas_functions()
+    if functions is not None:
+        set_threads, get_threads = functions
+        before = get_threads()
+        set_threads(1)
+        try:
+            yield "openblas_set_num_threads", float(get_threads())
+        finally:
+            set_threads(before)
+        return
+    names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    if any(os.environ.get(name) == "1" for name in names):
+        yield "environment", 1.0
+    else:
+        yield "none", math.nan
+
+
+def _blas_sample(a: np.ndarray, b: np.ndarray, c: np.ndarray, target_seconds: float) -> dict:
+    n = a.shape[0]
+    flops = 2.0 * n**3
+    multiplies = 0
+    elapsed_ns = cpu_ns = 0
+    with single_thread_blas() as (_, threads):
+        while True:
+            cpu_start = time.thread_time_ns()
+            start = time.perf_counter_ns()
+            np.matmul(a, b, out=c)
+            elapsed_ns += time.perf_counter_ns() - start
+            cpu_ns += time.thread_time_ns() - cpu_start
+            multiplies += 1
+            if elapsed_ns >= target_seconds * 1e9:
+                break
+    elapsed_ns = max(elapsed_ns, 1)
+    return {
+        "elapsed_ns": elapsed_ns,
+        "units": flops * multiplies,
+        "bytes": 0,
+        "metrics": {
+            "multiplies": multiplies,
+            "seconds": elapsed_ns / 1e9 / multiplies,
+            "GFLOP_per_s": flops * multiplies / elapsed_ns,
+            "cpu_fraction": cpu_ns / elapsed_ns,
+            "blas_threads": threads,
+        },
+    }
+
+
+# ---- families ------------------------------------------------------------------
+
+
+class _MatrixFamily(Family):
+    """Family whose run() owns the operand matrices of the measurement."""
+
+    def run(
+        self,
+        params: Any = None,
+        *,
+        repeat: int | None = None,
+        warmup: int | None = None,
+        cpu: int | None = None,
+        target_seconds: float | None = None,
+        counters: bool = True,
+        a: np.ndarray | None = None,
+        b: np.ndarray | None = None,
+        out: np.ndarray | None = None,
+        **overrides: Any,
+    ) -> Measurement:
+        """Measure one point; ``a``/``b``/``out`` are the multiply's operands
+        (see :func:`multiply`), ``out`` alone the init matrix (see :func:`init`).
+
+        >>> FAMILY.run(n=16, variant="tiled", repeat=1, warmup=0).median("max_abs_error") < 1e-12
+        True
+        """
+        checked = self.params(params, **overrides)
+        options = {
+            "repeat": self.default_repeat if repeat is None else repeat,
+            "warmup": self.default_warmup if warmup is None else warmup,
+            "cpu": cpu,
+            "target_seconds": (
+                self.default_target_seconds if target_seconds is None else target_seconds
+            ),
+            "counters": counters,
+        }
+        if isinstance(checked, MultiplyParams):
+            return self._run_multiply(checked, a, b, out, options)
+        if a is not None or b is not None:
+            raise ValueError("matrix_init takes no a or b")
+        return self._run_init(checked, out, options)
+
+    def _run_multiply(self, params: MultiplyParams, a, b, out, options) -> Measurement:
+        user_inputs = a is not None
+        a, b, c = _operands(params, a, b, out)
+        param_dict = dataclasses.asdict(params)
+        if user_inputs:
+            param_dict["seed"] = None
+
+        def derive(_: Any, values: dict[str, float]) -> dict[str, float]:
+            derived = {"max_abs_error": _max_abs_error(a, b, c)}
+            if values.get("cpu_fraction", 0) > 0:
+                derived["GFLOP_per_cpu_s"] = values["GFLOP_per_s"] / values["cpu_fraction"]
+            return derived
+
+        if params.variant == "blas":
+            measurement = measure(
+                self.name, param_dict, python_sample=lambda t: _blas_sample(a, b, c, t),
+                unit=self.unit, primary_metric=self.primary_metric, derive=derive, **options,
+            )
+            with single_thread_blas() as (method, _):
+                measurement.context["blas_thread_limit"] = method
+            measurement.context["kernel_flags"] = "numpy.matmul"
+        else:
+            config = {
+                "a": a, "b": b, "c": c, "n": params.n, "variant": params.variant,
+                "tile": params.tile or 1, "isa": params.isa,
+            }
+            measurement = measure(
+                self.name, param_dict, core="matrix", config=config, unit=self.unit,
+                primary_metric=self.primary_metric, derive=derive, **options,
+            )
+            measurement.context["kernel_flags"] = _kernel_flags(params.variant)
+        return measurement
+
+    def _run_init(self, params: InitParams, out, options) -> Measurement:
+        n = params.n
+        if out is None:
+            _check_memory(n * n * 4, f"n={n}: one {n}x{n} int32 matrix")
+            out = np.empty((n, n), dtype=np.int32)
+        elif not (
+            isinstance(out, np.ndarray) and out.dtype == np.int32 and out.shape == (n, n)
+            and out.flags.c_contiguous and out.flags.writeable
+        ):
+            raise ValueError(f"out must be a writable C-contiguous ({n}, {n}) int32 numpy array")
+        out.fill(-1)  # touches every page before the first sample
+
+        def derive(_: Any, values: dict[str, float]) -> dict[str, float]:
+            return {"wrong_elements": float(_wrong_init_elements(out))}
+
+        config = {"matrix": out, "n": n, "order": params.order, "stores": params.stores}
+        measurement = measure(
+            self.name, dataclasses.asdict(params), core="matrix_init", config=config,
+            unit=self.unit, primary_metric=self.primary_metric, derive=derive, **options,
+        )
+        measurement.context["kernel_flags"] = REFERENCE_FLAGS
+        return measurement
+
+
+def _kernel_flags(variant: str) -> str:
+    from memlab import _core
+
+    build = _core.build_info()["cflags"]
+    if variant == "tiled_simd":
+        return f"{build}; intrinsics with target attributes, ISA chosen at run time"
+    return f"{build} {REFERENCE_FLAGS}"
+
+
+def expected_init(n: int, rows: slice = slice(None)) -> np.ndarray:
+    """The matrix init() writes: element (i, j) = i*n + j wrapped to int32.
+
+    >>> expected_init(2).tolist()
+    [[0, 1], [2, 3]]
+    """
+    check_int("n", n, 1, MAX_N)
+    start, stop, _ = rows.indices(n)
+    flat = np.arange(start * n, stop * n, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
+    return flat.astype(np.uint32).view(np.int32).reshape(stop - start, n)
+
+
+def _wrong_init_elements(matrix: np.ndarray) -> int:
+    n = matrix.shape[0]
+    rows = max(1, _CHECK_CHUNK_BYTES // (8 * n))
+    wrong = 0
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        wrong += int(np.count_nonzero(matrix[start:stop] != expected_init(n, slice(start, stop))))
+    return wrong
+
+
+# ---- public API ------------------------------------------------------------------
+
+
+def multiply(
+    n: int = 1000,
+    variant: str = "tiled",
+    tile: int | None = None,
+    *,
+    isa: str = "auto",
+    seed: int = 0,
+    a: np.ndarray | None = None,
+    b: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+    **options: Any,
+) -> Measurement:
+    """Time c = a * b for N x N float64 matrices with one variant; GFLOP/s (2N^3/t).
+
+    ``a``/``b``: C-contiguous float64 (n, n) arrays (anything else is a
+    ValueError, never a silent copy); by default drawn from ``seed``.
+    ``out`` receives the product.  Metrics per sample: ``GFLOP_per_s``,
+    ``seconds`` per product, ``max_abs_error`` against numpy,
+    ``cpu_fraction`` (thread CPU time / wall time of the timed work: below 1
+    when the machine preempted the kernel) and ``GFLOP_per_cpu_s``,
+    ``transpose_seconds`` (transposed), the micro-kernel's shape (tiled_simd),
+    ``blas_threads`` (blas).  ``options``: repeat, warmup, cpu,
+    target_seconds, counters.
+
+    >>> m = multiply(64, "tiled", tile=8, repeat=1, warmup=0)
+    >>> m.median("max_abs_error") < 1e-12
+    True
+    """
+    return FAMILY.run(
+        n=n, variant=variant, tile=tile, isa=isa, seed=seed, a=a, b=b, out=out, **options
+    )
+
+
+def run(params: MultiplyParams | dict | None = None, **options: Any) -> Measurement:
+    """Measure one multiply point (see :func:`multiply`); GFLOP_per_s is primary.
+
+    >>> run(n=32, variant="naive", repeat=1, warmup=0).median("max_abs_error") < 1e-12
+    True
+    """
+    return FAMILY.run(params, **options)
+
+
+def init(
+    n: int = 3000,
+    order: str = "row",
+    stores: str = "normal",
+    *,
+    out: np.ndarray | None = None,
+    **options: Any,
+) -> Measurement:
+    """Time writing an N x N int32 matrix row- or column-wise; GB/s and seconds.
+
+    ``stores="nontemporal"`` uses movnti (``_mm_stream_si32``) per element,
+    as in table 6.1.  ``out`` (optional, a C-contiguous (n, n) int32 array)
+    receives the matrix; ``wrong_elements`` counts values differing from
+    :func:`expected_init` after each sample.
+
+    >>> m = init(64, "column", "nontemporal", repeat=1, warmup=0)
+    >>> m.median("wrong_elements")
+    0.0
+    """
+    return INIT_FAMILY.run(n=n, order=order, stores=stores, out=out, **options)
+
+
+def _percent_of_naive(dataset: Any) -> Any:
+    """Add time relative to naive (``percent_of_naive``) to every row of one n."""
+    naive = {row["n"]: row["seconds"] for row in dataset.rows if row["variant"] == "naive"}
+    for row in dataset.rows:
+        base = naive.get(row["n"])
+        row["percent_of_naive"] = 100.0 * row["seconds"] / base if base else math.nan
+    return dataset
+
+
+def _table_6_2_sweep(n: int = 1000, repeat: int = 3, tile: int | None = None, name: str = "table_6_2"):
+    from memlab.sweep import Sweep
+
+    points = [{"n": n, "variant": v, "tile": tile if v == "tiled" else None} for v in VARIANTS]
+    return Sweep(
+        name=name, family="matrix", points=points, repeat=repeat, warmup=1,
+        description=f"Drepper table 6.2: matrix multiply variants at N={n}",
+    )
+
+
+def _table_6_1_sweep(n: int = 3000, repeat: int = 5, name: str = "table_6_1"):
+    from memlab.sweep import Sweep, grid
+
+    return Sweep(
+        name=name, family="matrix_init", points=grid(n=[n], order=list(ORDERS), stores=list(STORES)),
+        repeat=repeat, warmup=1, description=f"Drepper table 6.1: {n}x{n} int matrix initialisation",
+    )
+
+
+def table_6_2(n: int = 1000, *, tile: int | None = None, repeat: int = 3, out: str | None = None,
+              quick: bool = False, progress: bool = False) -> Any:
+    """Table 6.2 as a Dataset: every variant at N=n, seconds, GFLOP/s and percent_of_naive.
+
+    ``quick`` uses N=200 and one repetition.  ``out`` saves the dataset.
+
+    >>> ds = table_6_2(quick=True)
+    >>> sorted(ds.column("variant")) == sorted(VARIANTS)
+    True
+    """
+    from memlab.sweep import run_sweep
+
+    if quick:
+        n, repeat = 200, 1
+    dataset = _percent_of_naive(run_sweep(_table_6_2_sweep(n, repeat, tile), progress=progress))
+    if out is not None:
+        dataset.save(out)
+    return dataset
+
+
+def table_6_1(n: int = 3000, *, repeat: int = 5, out: str | None = None, quick: bool = False,
+              progress: bool = False) -> Any:
+    """Table 6.1 as a Dataset: row/column order x normal/non-temporal stores; seconds, GB/s.
+
+    ``quick`` uses N=1000 and two repetitions.  ``out`` saves the dataset.
+
+    >>> ds = table_6_1(quick=True)
+    >>> len(ds)
+    4
+    """
+    from memlab.sweep import run_sweep
+
+    if quick:
+        n, repeat = 1000, 2
+    dataset = run_sweep(_table_6_1_sweep(n, repeat), progress=progress)
+    if out is not None:
+        dataset.save(out)
+    return dataset
+
+
+FAMILY = _MatrixFamily(
+    name="matrix",
+    params_type=MultiplyParams,
+    core="matrix",
+    unit="flop",
+    primary_metric="GFLOP_per_s",
+    sweeps={
+        "quick": lambda: _table_6_2_sweep(128, 2, name="quick"),
+        "table_6_2": _table_6_2_sweep,
+    },
+    description="N x N float64 matrix multiply: naive, transposed, tiled, tiled_simd, blas",
+    default_repeat=3,
+)
+
+INIT_FAMILY = _MatrixFamily(
+    name="matrix_init",
+    params_type=InitParams,
+    core="matrix_init",
+    unit="element",
+    primary_metric="GB_per_s",
+    sweeps={
+        "quick": lambda: _table_6_1_sweep(1000, 2, name="quick"),
+        "table_6_1": _table_6_1_sweep,
+    },
+    description="N x N int32 matrix initialisation, row/column order, normal/non-temporal stores",
+    default_repeat=5,
+)
+
+FAMILIES = (FAMILY, INIT_FAMILY)

@@ -1,0 +1,183 @@
+"""Cache-line sharing: what it costs threads to write near each other.
+
+Drepper's test (seed 004, section 6.4.1, program of section 9.3): ``threads``
+threads, pinned one per CPU, each add 1 to a counter ``increments`` times;
+thread i's counter is ``disp`` longs after thread i-1's.
+
+- ``disp=0``: one counter shared by every thread (true sharing);
+- ``disp`` 1..7: distinct counters in one 64-byte cache line (false sharing);
+- ``disp >= 8``: each counter on its own line.
+
+``atomic=True`` uses a locked add; ``atomic=False`` a plain load-add-store,
+which loses updates when threads share one counter: ``lost_updates`` (the
+expected count threads x increments minus the final count) reports them.
+
+Metrics: ``ns_per_increment`` is wall time over all increments of all
+threads (the machine's cost per increment); ``ns_per_increment_per_thread``
+is wall time over one thread's increments (what Drepper's figures plot);
+``cpu_ns_per_increment`` is the threads' on-CPU time over all increments,
+which leaves out time preempted by other processes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from memlab.family import Family, check_bool, check_int
+from memlab.measure import Measurement
+
+__all__ = ["FAMILY", "ShareParams", "false_sharing_penalty", "penalty", "run"]
+
+MAX_THREADS = 1024
+MAX_DISP = 1 << 20
+
+
+@dataclass(frozen=True)
+class ShareParams:
+    """``threads`` threads incrementing counters ``disp`` longs apart.
+
+    ``threads`` defaults to 2, or 1 on a one-CPU machine.
+    ``increments``: per thread; 0 adapts the count so that a sample lasts
+    about the run's target_seconds. ``pin``: one thread per allowed CPU
+    (ValueError when there are more threads than CPUs).
+    """
+
+    threads: int = field(default_factory=lambda: min(2, len(os.sched_getaffinity(0))))
+    disp: int = 8
+    atomic: bool = True
+    increments: int = 0
+    pin: bool = True
+
+    def __post_init__(self) -> None:
+        check_int("threads", self.threads, 1, MAX_THREADS)
+        check_int("disp", self.disp, 0, MAX_DISP)
+        object.__setattr__(self, "atomic", check_bool("atomic", self.atomic))
+        check_int("increments", self.increments, 0, 1 << 40)
+        object.__setattr__(self, "pin", check_bool("pin", self.pin))
+        if self.pin:
+            allowed = len(os.sched_getaffinity(0))
+            if self.threads > allowed:
+                raise ValueError(
+                    f"threads={self.threads} is above the {allowed} CPUs this process may "
+                    f"run on (pin=True pins one thread per CPU)"
+                )
+
+
+def run(params: ShareParams | dict | None = None, **options: Any) -> Measurement:
+    """Measure ns per increment for one (threads, disp, atomic) point.
+
+    >>> m = run(threads=1, disp=0, atomic=True, increments=100_000, repeat=1, warmup=0)
+    >>> m.median("final_count")
+    100000.0
+    """
+    return FAMILY.run(params, **options)
+
+
+def _samples(point: Measurement | Mapping[str, Any], metric: str) -> list[float]:
+    if isinstance(point, Measurement):
+        return [s[metric] for s in point.samples if metric in s]
+    values = point.get(f"{metric}_samples") or []
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def penalty(
+    shared: Measurement | Mapping[str, Any],
+    own: Measurement | Mapping[str, Any],
+    metric: str = "ns_per_increment",
+) -> dict[str, float]:
+    """How many times slower ``shared`` is than ``own``: the ratio of medians,
+    its spread (the extreme ratios of their samples) and the ratio of the
+    fastest samples (the least disturbed by other processes). Each argument is a
+    Measurement or a dataset row (which keeps ``<metric>_samples``).
+
+    >>> a = run(threads=1, disp=1, increments=100_000, repeat=3, warmup=0)
+    >>> sorted(penalty(a, a))
+    ['ratio', 'ratio_max', 'ratio_min', 'ratio_of_fastest']
+    """
+    shared_values = _samples(shared, metric)
+    own_values = _samples(own, metric)
+    if not shared_values or not own_values:
+        raise ValueError(f"metric={metric!r} is missing from the samples")
+    return {
+        "ratio": statistics.median(shared_values) / statistics.median(own_values),
+        "ratio_min": min(shared_values) / max(own_values),
+        "ratio_max": max(shared_values) / min(own_values),
+        # the fastest samples are the least disturbed by other processes
+        "ratio_of_fastest": min(shared_values) / min(own_values),
+    }
+
+
+def false_sharing_penalty(
+    threads: int | None = None,
+    atomic: bool = True,
+    false_disp: int = 1,
+    own_disp: int = 8,
+    rounds: int = 7,
+    metric: str = "ns_per_increment",
+    **options: Any,
+) -> dict[str, float]:
+    """The false-sharing penalty: ``metric`` at disp=false_disp (one cache
+    line) over disp=own_disp (a line each), measured alternately for
+    ``rounds`` rounds so that both see the same load. Returns the ratio of
+    medians, the median and extremes of the per-round ratios, and the ratio
+    of the fastest samples.
+
+    >>> p = false_sharing_penalty(threads=1, increments=100_000, rounds=2, warmup=0)
+    >>> p["ratio"] > 0 and p["rounds"] == 2
+    True
+    """
+    check_int("rounds", rounds, 1)
+    point = {} if threads is None else {"threads": threads}
+    options = {"repeat": 1, **options}
+    shared: list[float] = []
+    own: list[float] = []
+    for index in range(rounds):
+        order = (false_disp, own_disp) if index % 2 == 0 else (own_disp, false_disp)
+        for disp in order:
+            m = run(dict(point, disp=disp, atomic=atomic), **options)
+            (shared if disp == false_disp else own).append(statistics.median(_samples(m, metric)))
+    paired = [a / b for a, b in zip(shared, own)]
+    return {
+        "ratio": statistics.median(shared) / statistics.median(own),
+        "ratio_min": min(paired),
+        "ratio_max": max(paired),
+        "paired_ratio_median": statistics.median(paired),
+        "ratio_of_fastest": min(shared) / min(own),
+        "rounds": rounds,
+    }
+
+
+def _derive(params: ShareParams, values: dict[str, float]) -> dict[str, float]:
+    expected = values.get("expected_count", math.nan)
+    lost = values.get("lost_updates", math.nan)
+    return {"lost_fraction": lost / expected if expected else math.nan}
+
+
+def _quick_sweep():
+    from memlab.sweep import Sweep, grid
+
+    threads = min(2, len(os.sched_getaffinity(0)))
+    return Sweep(
+        name="quick",
+        family="share",
+        points=grid(threads=[threads], disp=[0, 1, 8], atomic=[True, False]),
+        repeat=3,
+        warmup=1,
+        target_seconds=0.1,
+    )
+
+
+FAMILY = Family(
+    name="share",
+    params_type=ShareParams,
+    core="share",
+    unit="increment",
+    primary_metric="ns_per_increment",
+    derive=_derive,
+    sweeps={"quick": _quick_sweep},
+    description="threads incrementing counters disp longs apart: false sharing and atomics",
+)

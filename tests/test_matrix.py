@@ -1,0 +1,383 @@
+"""Matrix family: products equal numpy, init writes exactly its values, bad input fails."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from memlab import _core
+from memlab import matrix as mx
+from memlab.sweep import Sweep
+
+FAST = {"repeat": 1, "warmup": 0, "target_seconds": 0}
+SIZES = (1, 2, 7, 64, 100, 129)
+TILES = (1, 3, 8, 16, 33)
+
+
+def _tolerance(n: int) -> float:
+    # inputs are in [-1, 1): each element sums n products below 1 in magnitude
+    return 1e-15 * 4 * max(n, 1) ** 1.5 + 1e-15
+
+
+def _supported_isas() -> list[str]:
+    supported = []
+    for isa in mx.ISAS[1:]:
+        try:
+            mx.multiply(2, "tiled_simd", isa=isa, **FAST)
+        except ValueError as error:
+            assert "not supported by this CPU" in str(error)
+            continue
+        supported.append(isa)
+    return supported
+
+
+SUPPORTED_ISAS = _supported_isas()
+
+
+def _product(n: int, variant: str, **kw) -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
+    rng = np.random.default_rng(n)
+    a = rng.uniform(-1, 1, (n, n))
+    b = rng.uniform(-1, 1, (n, n))
+    out = np.full((n, n), np.nan)
+    m = mx.multiply(n, variant, a=a, b=b, out=out, **kw, **FAST)
+    return a, b, out, m
+
+
+# ---- correctness ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("variant", mx.VARIANTS)
+def test_every_variant_equals_numpy(variant, n):
+    a, b, out, m = _product(n, variant)
+    np.testing.assert_allclose(out, a @ b, rtol=0, atol=_tolerance(n))
+    assert m.median("max_abs_error") <= _tolerance(n)
+    assert m.params["seed"] is None
+    assert m.median("GFLOP_per_s") > 0
+    assert m.median("seconds") > 0
+    assert m.median("cpu_fraction") > 0
+    assert m.median("GFLOP_per_cpu_s") == pytest.approx(
+        m.median("GFLOP_per_s") / m.median("cpu_fraction"), rel=1e-9
+    )
+
+
+@pytest.mark.parametrize("tile", TILES)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("variant", ["tiled", "tiled_simd"])
+def test_tiled_variants_equal_numpy_for_any_tile(variant, n, tile):
+    a, b, out, m = _product(n, variant, tile=tile)
+    np.testing.assert_allclose(out, a @ b, rtol=0, atol=_tolerance(n))
+    assert m.params["tile"] == tile
+
+
+@pytest.mark.parametrize("isa", SUPPORTED_ISAS)
+@pytest.mark.parametrize("n,tile", [(7, 3), (100, 33), (129, 256), (64, 16)])
+def test_every_supported_isa_equals_numpy(isa, n, tile):
+    a, b, out, m = _product(n, "tiled_simd", tile=tile, isa=isa)
+    np.testing.assert_allclose(out, a @ b, rtol=0, atol=_tolerance(n))
+    bits = {"avx512": 512, "avx2": 256, "sse2": 128, "scalar": 64}[isa]
+    assert m.median("simd_bits") == bits
+
+
+def test_auto_isa_is_the_widest_supported():
+    m = mx.multiply(16, "tiled_simd", **FAST)
+    widest = {"avx512": 512, "avx2": 256, "sse2": 128, "scalar": 64}[SUPPORTED_ISAS[0]]
+    assert m.median("simd_bits") == widest
+
+
+def test_unsupported_isa_is_a_value_error():
+    unsupported = [isa for isa in mx.ISAS[1:] if isa not in SUPPORTED_ISAS]
+    if not unsupported:
+        pytest.skip("this CPU supports every ISA the kernel has")
+    with pytest.raises(ValueError, match=f"isa={unsupported[0]} is not supported"):
+        mx.multiply(8, "tiled_simd", isa=unsupported[0], **FAST)
+
+
+def test_seeded_inputs_are_reproducible_and_checked():
+    first = np.empty((50, 50))
+    second = np.empty((50, 50))
+    m = mx.multiply(50, "transposed", seed=3, out=first, **FAST)
+    mx.multiply(50, "naive", seed=3, out=second, **FAST)
+    np.testing.assert_allclose(first, second, atol=1e-13)
+    assert m.params["seed"] == 3
+    assert m.median("max_abs_error") < 1e-13
+
+
+def test_several_products_per_sample_stay_correct():
+    out = np.empty((40, 40))
+    m = mx.multiply(40, "tiled", out=out, repeat=2, warmup=1, target_seconds=0.02)
+    assert m.median("multiplies") > 1
+    assert m.median("max_abs_error") < 1e-13
+    for sample in m.samples:
+        assert sample["GFLOP_per_s"] == pytest.approx(2 * 40**3 / sample["seconds"] / 1e9, rel=1e-9)
+
+
+def test_transposed_reports_the_transpose_and_its_temporary():
+    m = mx.multiply(96, "transposed", **FAST)
+    assert 0 < m.median("transpose_seconds") < m.median("seconds")
+    assert m.median("temporary_bytes") == 96 * 96 * 8
+
+
+@pytest.mark.parametrize("variant", ["naive", "tiled"])
+def test_in_place_variants_allocate_nothing(variant):
+    assert mx.multiply(64, variant, **FAST).median("temporary_bytes") == 0
+
+
+def test_simd_packing_buffers_stay_below_one_matrix():
+    m = mx.multiply(512, "tiled_simd", **FAST)
+    assert 0 < m.median("temporary_bytes") <= 512 * 512 * 8
+
+
+# ---- what each variant is built as -----------------------------------------------
+
+
+@pytest.mark.parametrize("variant", mx.C_VARIANTS)
+def test_flags_are_recorded(variant):
+    m = mx.multiply(8, variant, **FAST)
+    flags = m.context["kernel_flags"]
+    reference = variant != "tiled_simd"
+    assert (mx.REFERENCE_FLAGS in flags) == reference
+    assert m.median("autovectorize_disabled") == float(reference)
+    assert m.median("loop_interchange_disabled") == float(reference)
+    assert m.to_row()["context_kernel_flags"] == flags
+
+
+def test_reference_flags_come_from_the_c_core():
+    assert "vectorize" in mx.REFERENCE_FLAGS
+    if "clang" not in _core.build_info()["compiler"].lower():
+        assert "-fno-tree-vectorize" in mx.REFERENCE_FLAGS
+        assert "-fno-loop-interchange" in mx.REFERENCE_FLAGS
+    assert _core.families()["matrix_init"]["description"].endswith(mx.REFERENCE_FLAGS)
+
+
+_PACKED = re.compile(r"\b(v?\w+p[sd]|v?movdq[au]\w*|vp\w+|p(add|mul|sub)\w*)\b|%[yz]mm")
+
+
+@pytest.mark.parametrize(
+    "function", ["multiply_naive", "multiply_transposed", "multiply_tiled", "transpose", "init_normal"]
+)
+def test_reference_kernels_hold_no_vector_instructions(function):
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("objdump is not installed")
+    text = subprocess.run(
+        [objdump, "-d", "--no-show-raw-insn", f"--disassemble={function}", _core.__file__],
+        capture_output=True, text=True, check=False,
+    ).stdout
+    body = text.split(f"<{function}>:", 1)
+    if len(body) < 2:
+        pytest.skip(f"{function} is not in the symbol table (stripped build)")
+    instructions = [line.split("\t", 1)[-1] for line in body[1].splitlines() if "\t" in line]
+    assert instructions, f"no disassembly for {function}"
+    packed = [i for i in instructions if _PACKED.search(i)]
+    assert not packed, f"{function} contains vector instructions: {packed[:5]}"
+
+
+# ---- BLAS --------------------------------------------------------------------------
+
+
+def test_blas_runs_single_threaded_and_restores():
+    m = mx.multiply(64, "blas", **FAST)
+    method = m.context["blas_thread_limit"]
+    if method == "none":
+        pytest.skip("this BLAS cannot be limited from inside the process")
+    assert m.median("blas_threads") == 1
+    with mx.single_thread_blas() as (_, threads):
+        assert threads == 1
+
+
+# ---- init -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 64, 100])
+@pytest.mark.parametrize("stores", mx.STORES)
+@pytest.mark.parametrize("order", mx.ORDERS)
+def test_init_writes_exactly_the_expected_values(order, stores, n):
+    out = np.zeros((n, n), dtype=np.int32)
+    m = mx.init(n, order, stores, out=out, **FAST)
+    np.testing.assert_array_equal(out, mx.expected_init(n))
+    assert out[n - 1, n - 1] == n * n - 1
+    assert m.median("wrong_elements") == 0
+    assert m.median("GB_per_s") > 0
+    assert m.median("cpu_fraction") > 0
+
+
+def test_expected_init_wraps_to_32_bits():
+    rows = mx.expected_init(70000, slice(61356, 61357))
+    # 61356 * 70000 = 4294920000, so the row crosses 2**32 at column 47296
+    assert rows[0, 47295] == np.int32(-1)
+    assert rows[0, 47296] == 0
+
+
+def test_init_bytes_are_n_squared_ints():
+    m = mx.init(256, "row", "normal", **FAST)
+    passes = m.median("passes")
+    moved = m.median("GB_per_s") * m.median("elapsed_ns")
+    assert moved == pytest.approx(256 * 256 * 4 * passes, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "out,match",
+    [
+        (np.zeros((8, 8), dtype=np.int64), "int32"),
+        (np.zeros((8, 9), dtype=np.int32), "int32"),
+        (np.zeros((8, 8), dtype=np.int32).T.copy(order="F"), "int32"),
+    ],
+)
+def test_init_rejects_bad_output(out, match):
+    with pytest.raises(ValueError, match=match):
+        mx.init(8, out=out, **FAST)
+
+
+def test_init_rejects_read_only_output():
+    out = np.zeros((8, 8), dtype=np.int32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        mx.init(8, out=out, **FAST)
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"n": 0}, "n=0 is below the minimum 1"),
+        ({"n": -5}, "n=-5 is below the minimum 1"),
+        ({"order": "diagonal"}, "order='diagonal' is not one of"),
+        ({"stores": "uncached"}, "stores='uncached' is not one of"),
+    ],
+)
+def test_init_bad_parameters(kw, match):
+    with pytest.raises(ValueError, match=match):
+        mx.init(**{"n": 8, **kw}, **FAST)
+
+
+# ---- bad input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"n": 0}, "n=0 is below the minimum 1"),
+        ({"n": -1}, "n=-1 is below the minimum 1"),
+        ({"tile": 0}, "tile=0 is below the minimum 1"),
+        ({"tile": -8}, "tile=-8 is below the minimum 1"),
+        ({"variant": "strassen"}, "variant='strassen' is not one of"),
+        ({"isa": "neon"}, "isa='neon' is not one of"),
+        ({"n": 2.5}, "n=2.5 must be an integer"),
+    ],
+)
+def test_bad_parameters_name_themselves(kw, match):
+    with pytest.raises(ValueError, match=match):
+        mx.multiply(**{"n": 8, "variant": "tiled", **kw}, **FAST)
+
+
+def _square(n=8, dtype=np.float64):
+    return np.ones((n, n), dtype=dtype)
+
+
+@pytest.mark.parametrize(
+    "a,b,match",
+    [
+        (_square(dtype=np.float32), _square(), "a has dtype float32; float64 is required"),
+        (_square(), _square(dtype=np.int64), "b has dtype int64; float64 is required"),
+        (np.ones((8, 9)), np.ones((8, 9)), r"a has shape \(8, 9\); a square"),
+        (np.ones(64), _square(), r"a has shape \(64,\); a square"),
+        (_square(7), _square(7), r"a has shape \(7, 7\) but n=8"),
+        (_square(), _square(9), r"b has shape \(9, 9\) but n=8"),
+        (np.asfortranarray(np.arange(64.0).reshape(8, 8)), _square(), "a is not C-contiguous"),
+        (_square(), np.ones((8, 16))[:, ::2], "b is not C-contiguous"),
+        ([[1.0] * 8] * 8, _square(), "a must be a numpy.ndarray"),
+        (_square(), None, "a and b must be given together"),
+    ],
+)
+def test_bad_inputs_are_value_errors(a, b, match):
+    with pytest.raises(ValueError, match=match):
+        mx.multiply(8, "naive", a=a, b=b, **FAST)
+
+
+def test_output_must_be_its_own_writable_matrix():
+    a, b = _square(), _square()
+    with pytest.raises(ValueError, match="out overlaps a"):
+        mx.multiply(8, "naive", a=a, b=b, out=a, **FAST)
+    frozen = _square()
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="out must be writable"):
+        mx.multiply(8, "naive", a=a, b=b, out=frozen, **FAST)
+    with pytest.raises(ValueError, match="out has dtype float32"):
+        mx.multiply(8, "naive", out=_square(dtype=np.float32), **FAST)
+
+
+@pytest.mark.parametrize("variant", mx.VARIANTS)
+def test_huge_n_is_a_memory_error_before_allocating(variant):
+    # 3 x (2**20)^2 doubles = 24 TiB: refused before numpy or C allocate
+    with pytest.raises(MemoryError, match=r"n=1048576: .* need \d+ bytes"):
+        mx.multiply(mx.MAX_N, variant, **FAST)
+    with pytest.raises(MemoryError, match="int32 matrix need"):
+        mx.init(mx.MAX_N, **FAST)
+
+
+def test_c_boundary_rejects_wrong_buffers():
+    good = np.zeros((4, 4))
+    base = {"a": good, "b": good, "c": np.zeros((4, 4)), "n": 4, "variant": "naive", "tile": 1,
+            "isa": "auto"}
+    cases = [
+        ({"a": np.zeros((4, 4), dtype=np.int32)}, "a has items of 4 bytes"),
+        ({"b": np.zeros((3, 3))}, "b holds 72 bytes; n=4 needs exactly 128"),
+        ({"c": np.zeros((4, 4)).T[:, ::2]}, "c must be a C-contiguous"),
+        ({"tile": 0}, "tile"),
+    ]
+    for change, match in cases:
+        with pytest.raises(ValueError, match=match):
+            with _core.Kernel("matrix", {**base, **change}):
+                pass
+    frozen = np.zeros((4, 4))
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="c must be a C-contiguous, writable"):
+        with _core.Kernel("matrix", {**base, "c": frozen}):
+            pass
+    with pytest.raises(ValueError, match="matrix holds 36 bytes; n=4 needs exactly 64"):
+        with _core.Kernel("matrix_init", {"matrix": np.zeros((3, 3), dtype=np.int32), "n": 4,
+                                          "order": "row", "stores": "normal"}):
+            pass
+
+
+# ---- tables and sweeps ------------------------------------------------------------------------
+
+
+def test_table_6_2_quick_has_every_variant_relative_to_naive():
+    ds = mx.table_6_2(quick=True)
+    assert sorted(ds.column("variant")) == sorted(mx.VARIANTS)
+    by_variant = {row["variant"]: row for row in ds.rows}
+    assert by_variant["naive"]["percent_of_naive"] == pytest.approx(100.0)
+    for row in ds.rows:
+        assert row["max_abs_error"] < 1e-12
+        assert math.isfinite(row["percent_of_naive"]) and row["percent_of_naive"] > 0
+    assert by_variant["tiled"]["tile"] == mx.default_tile("tiled")
+
+
+def test_table_6_1_quick_has_both_orders_and_stores(tmp_path):
+    ds = mx.table_6_1(quick=True, out=str(tmp_path / "t61.csv"))
+    assert {(r["order"], r["stores"]) for r in ds.rows} == {
+        (o, s) for o in mx.ORDERS for s in mx.STORES
+    }
+    assert all(r["wrong_elements"] == 0 and r["GB_per_s"] > 0 for r in ds.rows)
+    assert (tmp_path / "t61.csv").exists()
+
+
+@pytest.mark.parametrize("family", [mx.FAMILY, mx.INIT_FAMILY])
+def test_named_sweeps_exist(family):
+    for name in family.sweeps:
+        sweep = family.sweep(name)
+        assert isinstance(sweep, Sweep) and len(sweep) > 0
+        for point in sweep.points:
+            family.params(point)
+
+
+def test_default_tile_is_one_cache_line_of_doubles():
+    assert mx.MultiplyParams(variant="tiled").tile == mx.cache_line_bytes() // 8
+    assert mx.MultiplyParams(variant="tiled_simd").tile == mx.SIMD_DEFAULT_TILE
+    assert mx.MultiplyParams(variant="naive").tile is None

@@ -55,7 +55,11 @@ static inline unsigned char pattern_byte(uint64_t offset)
     return (unsigned char)(pattern_word(offset >> 3) >> (8 * (offset & 7)));
 }
 
-static void pattern_fill(unsigned char *buf, uint64_t offset, size_t len)
+/* O3 vectorises the word loops (about 2x for the fill, 5x for the check
+ * here), so that verify costs little more than touching the bytes. */
+#define PIPE_VECTORIZE __attribute__((optimize("O3")))
+
+PIPE_VECTORIZE static void pattern_fill(unsigned char *buf, uint64_t offset, size_t len)
 {
     size_t i = 0;
     for (; i < len && ((offset + i) & 7); i++)
@@ -80,8 +84,8 @@ static uint64_t pattern_count_bad_bytes(const unsigned char *buf, uint64_t offse
 /* Returns the number of wrong bytes; *first_bad gets the first one's
  * stream offset.  The common path ORs word differences over 4 KiB blocks
  * and only counts byte by byte inside a block that differs. */
-static uint64_t pattern_check(const unsigned char *buf, uint64_t offset, size_t len,
-                              uint64_t *first_bad)
+PIPE_VECTORIZE static uint64_t pattern_check(const unsigned char *buf, uint64_t offset, size_t len,
+                                             uint64_t *first_bad)
 {
     uint64_t bad = 0;
     size_t i = 0;

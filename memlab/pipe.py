@@ -467,6 +467,23 @@ FAMILY = Family(
     default_target_seconds=0.5,
 )
 
+def latency_sweep(quick: bool = False):
+    """lmbench's lat_pipe on every placement: blocking on two CPUs and on one, busy on two."""
+    from memlab.sweep import Sweep
+
+    points = []
+    for placement in available_placements():
+        ping_cpu, pong_cpu = placement_cpus(placement)
+        for busy in (False, True):
+            if busy and ping_cpu == pong_cpu:
+                continue  # refused: spinning against the process it waits for
+            points.append({"ping_cpu": ping_cpu, "pong_cpu": pong_cpu, "busy_loop": busy})
+    return Sweep(name="quick" if quick else "latency", family="pipe_latency", points=points,
+                 repeat=3 if quick else 7, warmup=1, target_seconds=0.1 if quick else 0.3,
+                 description="round-trip latency of a 1-byte message over two pipes",
+                 options={"counters": False})
+
+
 LATENCY = Family(
     name="pipe_latency",
     params_type=LatencyParams,
@@ -475,7 +492,10 @@ LATENCY = Family(
     unit="round_trip",
     primary_metric="ns_per_round_trip",
     description="ping-pong over two pipes (lmbench lat_pipe)",
+    sweeps={"quick": lambda: latency_sweep(quick=True), "latency": latency_sweep},
     default_repeat=5,
     default_warmup=1,
     default_target_seconds=0.2,
 )
+
+FAMILIES = (FAMILY, LATENCY)

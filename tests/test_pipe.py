@@ -383,3 +383,17 @@ def test_children_hold_no_inherited_descriptors(no_leftovers):
     for name, targets in seen.items():
         assert len(targets) <= 6, (name, targets)
         assert ours not in targets
+
+
+def test_latency_sweep_covers_each_placement_and_refuses_busy_on_one_cpu(tmp_path):
+    from memlab.dataset import Dataset
+    from memlab.sweep import run_sweep
+
+    sweep = pipe.latency_sweep(quick=True)
+    assert all(not (p["busy_loop"] and p["ping_cpu"] == p["pong_cpu"]) for p in sweep.points)
+    sweep.points = sweep.points[:1]
+    sweep.repeat = 1
+    dataset = run_sweep(sweep, tmp_path / "lat.csv", progress=False)
+    row = Dataset.load(tmp_path / "lat.csv").rows[0]
+    assert row["family"] == "pipe_latency" and row["ns_per_round_trip"] > 0
+    assert row["echo_errors"] == 0 and len(dataset) == 1

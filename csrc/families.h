@@ -16,6 +16,8 @@
     X(share)           \
     X(chase)           \
     X(chase_trace)     \
+    X(pipe)            \
+    X(pipe_latency)    \
     /* end */
 
 #endif

@@ -16,6 +16,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "calibrate",
     "region",
     "chase",
+    "pipe",
     "clear",
     "matrix",
     "system",

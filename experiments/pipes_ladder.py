@@ -1,0 +1,49 @@
+"""The ladder of "Making Linux pipes fast" (seed 000) on two CPUs and on one.
+
+Five rungs, each one change on top of the one before: write/read,
+vmsplice/read, vmsplice/splice, + huge pages, + busy loop (two CPUs only:
+memlab refuses busy looping with both ends on one CPU). Same buffer and pipe
+size (256 KiB) on every rung; each rung's transfer adapts until a sample
+lasts 0.5 s (0.1 s with --quick, which runs in well under 30 s).
+
+    python experiments/pipes_ladder.py [--quick] [--out results/pipe-ladder.csv]
+
+prints each rung's GiB/s (median [min..max]) and its ratio to the first rung.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import memlab.sweep
+from memlab import pipe
+from memlab.dataset import Dataset
+
+
+def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+    """Every rung of the ladder on every placement this machine allows."""
+    return pipe.ladder_sweep(quick=quick)
+
+
+def report(dataset: Dataset) -> str:
+    """One line per rung: placement, rung, GiB/s median [min..max], ratio to the first rung."""
+    rows = sorted(pipe.add_ratios(dataset).rows, key=lambda r: (r["placement"], r["rung"]))
+    lines = [f"{'placement':9} {'rung':16} {'GiB/s':>8} {'[min .. max]':>18} {'x first':>8}"]
+    for row in rows:
+        lines.append(
+            f"{row['placement']:9} {row['rung_name']:16} {row['GiB_per_s']:8.2f} "
+            f"[{row['GiB_per_s_min']:7.2f} .. {row['GiB_per_s_max']:6.2f}] {row['ratio_to_first']:8.2f}"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    status = memlab.sweep.main(sweep)
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--out")
+    parser.add_argument("--quick", action="store_true")
+    known, _ = parser.parse_known_args()
+    path = memlab.sweep.output_path(known.out, sweep(known.quick), False)
+    print(report(Dataset.load(path)))
+    sys.exit(status)

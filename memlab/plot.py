@@ -544,13 +544,22 @@ def pipe_figure(data: Dataset | str | os.PathLike, metric: str = "GiB_per_s"):
     return fig
 
 
-def pipe_latency_figure(data: Dataset | str | os.PathLike):
-    """Round-trip time of a small message over two pipes (ns), by message size.
+def pipe_latency_figure(data: Dataset | str | os.PathLike, metric: str = "ns_per_round_trip"):
+    """Round trip of a small message over two pipes (ns), one bar per placement and wait mode.
 
-    >>> fig = pipe_latency_figure("pipe_latency.csv")   # doctest: +SKIP
+    The two processes on two CPUs or on one, blocking in the kernel or
+    busy-looping (lmbench's lat_pipe); one bar colour per message size.
+
+    >>> fig = pipe_latency_figure("memlab-tour/pipe_latency.csv")   # doctest: +SKIP
     """
     ds = _as_dataset(data)
-    return _generic_figure(ds)
+    rows = [dict(r) for r in _rows_with(ds, metric)]
+    for row in rows:
+        placement = _placement({"writer_cpu": row.get("ping_cpu"), "reader_cpu": row.get("pong_cpu")})
+        row["placement"] = placement + (", busy loop" if row.get("busy_loop") else ", blocking")
+    view = Dataset(rows, {**ds.metadata, "param_names": ["placement", "message_bytes"]})
+    return bars_figure(view, metric, category=["placement"], series=["message_bytes"],
+                       title="pipe latency: ns per round trip")
 
 
 def clear_order_figure(data: Dataset | str | os.PathLike, metric: str = "GB_per_s"):

@@ -59,6 +59,8 @@ CAPTIONS: dict[str, str] = {
              "wherever the list lives; sequential order is hidden by the prefetcher (Drepper 3.3.2).",
     "pipe": "The ladder of 'Making Linux pipes fast': each rung adds one change (vmsplice, splice, "
             "huge pages, busy loop); the number over a bar is its speed-up over write/read.",
+    "pipe_latency": "One byte sent back and forth over two pipes (lmbench's lat_pipe): the cost of "
+                    "waking the other process, on two CPUs or one, blocking or busy-looping.",
     "clear_fault": "The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
                    "faults taken per page (seeds 001 and 003).",
     "clear_order": "User space clearing 2 MiB chunks in 4 KiB pieces in the old kernel order or "

@@ -103,6 +103,17 @@ def pipe() -> Dataset:
     return dataset("pipe", rows, names, "GiB_per_s")
 
 
+def pipe_latency() -> Dataset:
+    names = ["message_bytes", "round_trips", "busy_loop", "ping_cpu", "pong_cpu", "timeout_s"]
+    rows = []
+    for ping, pong, busy, ns in ((0, 1, False, 14000.0), (0, 1, True, 1800.0), (0, 0, False, 7600.0)):
+        params = {"message_bytes": 1, "round_trips": 0, "busy_loop": busy, "ping_cpu": ping, "pong_cpu": pong,
+                  "timeout_s": 60.0}
+        rows.append(row("pipe_latency", params, "ns_per_round_trip",
+                        {"ns_per_round_trip": ns, "round_trips": 1e9 / ns}))
+    return dataset("pipe_latency", rows, names, "ns_per_round_trip")
+
+
 def clear_order() -> Dataset:
     names = ["region_bytes", "pages", "order", "method", "extent_bytes", "target_subpage", "seed", "check"]
     rows = []
@@ -210,6 +221,7 @@ def unknown() -> Dataset:
 ALL = {
     "chase": chase,
     "pipe": pipe,
+    "pipe_latency": pipe_latency,
     "clear_order": clear_order,
     "clear_fault": clear_fault,
     "matrix": matrix,

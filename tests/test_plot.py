@@ -229,3 +229,10 @@ def test_pipe_rows_differing_beyond_the_rung_get_bars_of_their_own():
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert labels[:2] == ["write/read\nverify=no", "write/read\nverify=yes"]
     assert len(labels) == len(ax.patches) == 10
+
+
+def test_pipe_latency_bars_by_placement_and_wait_mode():
+    ax = plot.figure(fixtures.pipe_latency()).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["two CPUs, blocking", "two CPUs, busy loop",
+                                                            "one CPU, blocking"]
+    assert [p.get_height() for p in ax.patches] == pytest.approx([14000.0, 1800.0, 7600.0])

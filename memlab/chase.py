@@ -667,13 +667,14 @@ def fig7_9(quick: bool = False):
 
 
 def _quick():
-    """Quick tour: random and sequential NPAD=7 from L1 to beyond L2 (the family's "quick")."""
+    """Quick tour: random and sequential NPAD=7 from L1 to main memory (the family's "quick")."""
     from memlab.sweep import Sweep, grid
 
     return Sweep(
         name="quick",
         family="chase",
-        points=grid(order=["sequential", "random"], working_set_bytes=[1 << 14, 1 << 18, 1 << 22], npad=[7]),
+        points=grid(order=["sequential", "random"], working_set_bytes=[1 << 14, 1 << 18, 1 << 22, 1 << 26],
+                    npad=[7]),
         repeat=3,
         warmup=1,
         target_seconds=0.05,

@@ -80,10 +80,13 @@ class Measurement:
         row: dict[str, Any] = {"family": self.family}
         row.update(self.params)
         for name, stat in self.stats.items():
-            row[name] = stat["median"]
+            # A metric named like a parameter (a run's actual laps, say) must
+            # not overwrite the parameter: rows are keyed by their parameters.
+            column = f"measured_{name}" if name in self.params else name
+            row[column] = stat["median"]
             for stat_name in STAT_NAMES:
-                row[f"{name}_{stat_name}"] = stat[stat_name]
-            row[f"{name}_samples"] = [s.get(name, math.nan) for s in self.samples]
+                row[f"{column}_{stat_name}"] = stat[stat_name]
+            row[f"{column}_samples"] = [s.get(name, math.nan) for s in self.samples]
         counter_names: list[str] = []
         for sample in self.counters:
             counter_names.extend(n for n in sample if n not in counter_names)

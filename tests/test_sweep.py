@@ -193,3 +193,26 @@ def test_pinning_runs_on_the_requested_cpu():
     m = memlab.run("calibrate", budget_ns=5_000_000, repeat=1, cpu=cpu)
     assert m.context["cpu"] == cpu
     assert os.sched_getaffinity(0) == before
+
+
+def test_metric_named_like_a_parameter_does_not_overwrite_it(tmp_path):
+    from memlab.measure import Measurement
+
+    m = Measurement(family="calibrate", params={"budget_ns": 5, "laps": 3},
+                    samples=[{"laps": 4.0}, {"laps": 6.0}], counters=[{}, {}],
+                    counters_missing={}, counters_scope="none", warmup_samples=[],
+                    primary_metric="laps")
+    row = m.to_row()
+    assert row["laps"] == 3
+    assert row["measured_laps"] == 5.0 and row["measured_laps_samples"] == [4.0, 6.0]
+
+
+def test_resume_matches_points_whose_family_reports_a_same_named_metric(tmp_path):
+    # chase reports the laps it walked while `laps` is also a parameter.
+    from memlab.sweep import Sweep
+
+    sweep = Sweep("one", "chase", [{"working_set_bytes": 1 << 14}], repeat=1, warmup=0,
+                  target_seconds=0.01)
+    run_sweep(sweep, tmp_path / "c.csv", progress=False)
+    run_sweep(sweep, tmp_path / "c.csv", progress=False)
+    assert len(Dataset.load(tmp_path / "c.csv")) == 1

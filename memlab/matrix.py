@@ -16,7 +16,7 @@
 
 The reference kernels (naive, transposed, tiled and init with normal stores)
 are compiled with auto-vectorisation and loop interchange off
-(:data:`REFERENCE_FLAGS`), so each is the algorithm it is named after; the
+(:func:`reference_flags`), so each is the algorithm it is named after; the
 flags are in every result (``context_kernel_flags``).  Every product is
 checked against numpy after every sample (``max_abs_error``).
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -46,6 +47,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from memlab import _core
 from memlab.family import Family, check_choice, check_int
 from memlab.measure import Measurement, measure
 
@@ -57,6 +59,7 @@ __all__ = [
     "MultiplyParams",
     "ORDERS",
     "REFERENCE_FLAGS",
+    "reference_flags",
     "STORES",
     "VARIANTS",
     "cache_line_bytes",
@@ -80,15 +83,24 @@ MAX_N = 1 << 20
 SIMD_DEFAULT_TILE = 256
 
 
-def _reference_flags() -> str:
-    from memlab import _core
+@functools.cache
+def reference_flags() -> str:
+    """How csrc/matrix.c keeps its reference kernels scalar and in loop order.
 
+    gcc: per-function optimize flags; clang: loop pragmas; as the C core
+    reports it (asked at first use, not at import).
+
+    >>> "vectorize" in reference_flags()
+    True
+    """
     return _core.families()["matrix"]["description"].split("built with ", 1)[1]
 
 
-#: How csrc/matrix.c keeps its reference kernels scalar and in loop order (gcc:
-#: per-function optimize flags; clang: loop pragmas), as the C core reports it.
-REFERENCE_FLAGS = _reference_flags()
+def __getattr__(name: str) -> str:
+    # REFERENCE_FLAGS stays importable for existing code, computed at first use.
+    if name == "REFERENCE_FLAGS":
+        return reference_flags()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 #: Rows of the product recomputed at once by the numpy check (bounds its memory).
 _CHECK_CHUNK_BYTES = 1 << 20
 
@@ -456,17 +468,15 @@ class _MatrixFamily(Family):
             self.name, dataclasses.asdict(params), core="matrix_init", config=config,
             unit=self.unit, primary_metric=self.primary_metric, derive=derive, **options,
         )
-        measurement.context["kernel_flags"] = REFERENCE_FLAGS
+        measurement.context["kernel_flags"] = reference_flags()
         return measurement
 
 
 def _kernel_flags(variant: str) -> str:
-    from memlab import _core
-
     build = _core.build_info()["cflags"]
     if variant == "tiled_simd":
         return f"{build}; intrinsics with target attributes, ISA chosen at run time"
-    return f"{build} {REFERENCE_FLAGS}"
+    return f"{build} {reference_flags()}"
 
 
 def expected_init(n: int, rows: slice = slice(None)) -> np.ndarray:

@@ -30,7 +30,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy
 
-from memlab import _core, chart
+from memlab import chart
+from memlab._core import Kernel
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int
 from memlab.grid import Sweep, grid
@@ -231,7 +232,7 @@ def trace(params: ChaseParams | dict | None = None, **overrides: Any) -> dict[st
     n = element_count(p)
     out = numpy.zeros(2 * n, dtype=numpy.uint64)
     config = dict(_to_core(p), out=out)
-    with _core.Kernel("chase_trace", config) as kernel:
+    with Kernel("chase_trace", config) as kernel:
         sample = kernel.measure(target_ns=0, counters=False)
     chain = n // p.chains
     return {

@@ -21,7 +21,8 @@ import array
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from memlab import _core, chart
+from memlab import chart
+from memlab._core import Kernel
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, check_number
 from memlab.grid import Sweep, grid
@@ -224,7 +225,7 @@ def kernel_order(n_subpages: int, target: int) -> list[int]:
     target = check_int("target", target, 0, n_subpages - 1)
     out = array.array("I", bytes(4 * n_subpages))
     config = {"n_subpages": n_subpages, "target": target, "out": out}
-    with _core.Kernel("clear_kernel_order", config) as kernel:
+    with Kernel("clear_kernel_order", config) as kernel:
         kernel.measure(target_ns=0, counters=False)
     return out.tolist()
 
@@ -248,7 +249,7 @@ def clear_plan(
         "region_bytes": params.region_bytes, "order": params.order, "extent_bytes": params.extent_bytes,
         "target_subpage": params.target_subpage, "seed": params.seed, "out": out,
     }
-    with _core.Kernel("clear_plan", config) as kernel:
+    with Kernel("clear_plan", config) as kernel:
         kernel.measure(target_ns=0, counters=False)
     return out.tolist()
 

@@ -35,6 +35,7 @@ from memlab.units import is_missing
 
 __all__ = [
     "BOOKKEEPING_COLUMNS",
+    "COLUMN_ALIASES",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "STATISTICS",
@@ -42,7 +43,7 @@ __all__ = [
     "DatasetWriter",
     "check_metric_name",
     "check_param_name",
-    "COLUMN_ALIASES",
+    "column_renames",
     "key_value",
     "column_types",
     "counter_column",
@@ -126,29 +127,41 @@ def renamed_column(column: str, family: str | None) -> str:
     return column
 
 
-def _renamed_row(row: dict, family: str | None) -> dict:
-    family = row.get("family", family)
-    if not COLUMN_ALIASES.get(family or ""):
-        return row
-    renamed: dict = {}
-    for column, value in row.items():
+def column_renames(columns: Iterable[str], family: str | None) -> dict[str, str]:
+    """The renames :data:`COLUMN_ALIASES` asks of a dataset with these columns: {old: new}.
+
+    A column is renamed only when its new name is not a column already: an
+    old name may be a column of the current format too (``core_GHz_min`` is
+    core_GHz's minimum now), and a file holding the new name was written
+    after the rename.
+
+    >>> column_renames(["core_GHz", "core_GHz_min", "core_GHz_samples"], "calibrate")
+    {'core_GHz_min': 'core_GHz_lowest'}
+    >>> column_renames(["core_GHz", "core_GHz_min", "core_GHz_lowest"], "calibrate")
+    {}
+    """
+    columns = list(columns)
+    present = set(columns)
+    renames = {}
+    for column in columns:
         new = renamed_column(column, family)
-        if new != column and new in row:
-            continue  # the row already has the column under its new name
-        renamed[new] = value
-    return renamed
+        if new != column and new not in present:
+            renames[column] = new
+    return renames
 
 
-def _renamed_metadata(metadata: dict) -> dict:
-    family = metadata.get("family")
-    if not COLUMN_ALIASES.get(family or ""):
-        return metadata
+def _renamed_metadata(metadata: dict, renames: Mapping[str, str]) -> dict:
     metadata = dict(metadata)
     if isinstance(metadata.get("param_names"), list):
-        metadata["param_names"] = [renamed_column(n, family) for n in metadata["param_names"]]
+        metadata["param_names"] = [renames.get(n, n) for n in metadata["param_names"]]
     if isinstance(metadata.get("primary_metric"), str):
-        metadata["primary_metric"] = renamed_column(metadata["primary_metric"], family)
+        metadata["primary_metric"] = renames.get(metadata["primary_metric"], metadata["primary_metric"])
     return metadata
+
+
+def _only_family(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    families = {row.get("family") for row in rows}
+    return families.pop() if len(families) == 1 else None
 
 
 def _check_name(kind: str, name: str) -> None:
@@ -624,12 +637,13 @@ class Dataset:
         """
         csv_path, json_path = paths_for(path)
         metadata, types = _read_sidecar(json_path)
-        family = metadata.get("family")
-        metadata = _renamed_metadata(metadata)
         if not os.path.exists(csv_path) and os.path.exists(json_path):
             return cls([], metadata)
-        rows, _, warnings = _read_csv(csv_path, types)
-        rows = [_renamed_row(row, family) for row in rows]
+        rows, header, warnings = _read_csv(csv_path, types)
+        renames = column_renames(header, metadata.get("family") or _only_family(rows))
+        if renames:
+            rows = [{renames.get(name, name): value for name, value in row.items()} for row in rows]
+            metadata = _renamed_metadata(metadata, renames)
         if warnings:
             metadata["load_warnings"] = list(metadata.get("load_warnings", [])) + warnings
         dataset = cls(rows, metadata)
@@ -844,8 +858,8 @@ class DatasetWriter:
             self._rows = list(existing.rows)
             with open(self.csv_path, encoding="utf-8", newline="") as handle:
                 header = next(csv.reader(handle), [])
-            family = existing.metadata.get("family")
-            header = list(dict.fromkeys(renamed_column(c, family) for c in header))
+            renames = column_renames(header, existing.metadata.get("family") or _only_family(self._rows))
+            header = [renames.get(name, name) for name in header]
             self._columns = _union_columns(self._rows, header)
             self._types = _infer_types(self._rows, self._columns)
             created = existing.metadata.get("created")

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy
 
-from memlab import _core
+from memlab._core import build_info, counters_probe
 from memlab.units import format_bytes
 
 __all__ = [
@@ -322,11 +322,11 @@ def collect_software(facts: dict, root: str = "/") -> None:
 def collect_core(facts: dict) -> None:
     """counters and core_build from the C extension."""
     try:
-        facts["counters"] = dict(_core.counters_probe())
+        facts["counters"] = dict(counters_probe())
     except (AttributeError, OSError, RuntimeError):
         pass
     try:
-        facts["core_build"] = dict(_core.build_info())
+        facts["core_build"] = dict(build_info())
     except (AttributeError, OSError, RuntimeError):
         pass
 

@@ -46,7 +46,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from memlab import _core, chart
+from memlab import chart
+from memlab._core import build_info
+from memlab._core import families as core_families
 from memlab.dataset import Dataset
 from memlab.family import Family, check_choice, check_int
 from memlab.grid import Sweep, grid
@@ -88,7 +90,7 @@ SIMD_DEFAULT_TILE = 256
 
 
 def _reference_flags() -> str:
-    return _core.families()["matrix"]["description"].split("built with ", 1)[1]
+    return core_families()["matrix"]["description"].split("built with ", 1)[1]
 
 
 #: How csrc/matrix.c keeps its reference kernels scalar and in loop order (gcc:
@@ -466,7 +468,7 @@ class _MatrixFamily(Family):
 
 
 def _kernel_flags(variant: str) -> str:
-    build = _core.build_info()["cflags"]
+    build = build_info()["cflags"]
     if variant == "tiled_simd":
         return f"{build}; intrinsics with target attributes, ISA chosen at run time"
     return f"{build} {REFERENCE_FLAGS}"

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-from memlab import _core
+from memlab._core import Kernel
 from memlab.dataset import (
     SAMPLES,
     STATISTICS,
@@ -167,7 +167,7 @@ def core_ghz(refresh: bool = False) -> float:
     """The core clock in GHz, measured once per process with an add chain."""
     global _core_ghz, _core_ghz_detail
     if _core_ghz is None or refresh:
-        with _core.Kernel("calibrate", {"budget_ns": 200_000_000}) as kernel:
+        with Kernel("calibrate", {"budget_ns": 200_000_000}) as kernel:
             sample = kernel.measure(target_ns=0, counters=False)
         _core_ghz_detail = dict(sample["metrics"])
         _core_ghz = float(sample["metrics"]["core_GHz"])
@@ -289,7 +289,7 @@ def _kernel(core: str | None, config: Mapping[str, Any] | None) -> Iterator[Any]
     if core is None:
         yield None
         return
-    with _core.Kernel(core, dict(config or {})) as kernel:
+    with Kernel(core, dict(config or {})) as kernel:
         yield kernel
 
 

@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from memlab.dataset import SAMPLES, Dataset, key_value, paths_for, point_key, statistic_column
+from memlab.dataset import SAMPLES, Dataset, DatasetError, key_value, paths_for, point_key, statistic_column
 from memlab.dataset import param_names as schema_param_names
 from memlab.significance import (
     clean_samples,
@@ -362,7 +362,9 @@ def load_dataset(path: str | os.PathLike[str], role: str = "dataset") -> Any:
         raise DatasetReadError(text, f"{role} dataset {text} does not exist")
     try:
         return Dataset.load(text)
-    except Exception as error:  # any parse failure of a corrupt file
+    except DatasetError as error:  # says the file and what is wrong with it
+        raise DatasetReadError(text, f"{role} dataset {text} cannot be read: {error}") from error
+    except Exception as error:  # any other failure of a corrupt file
         raise DatasetReadError(
             text, f"{role} dataset {text} cannot be read: {type(error).__name__}: {error}"
         ) from error

@@ -1,0 +1,442 @@
+"""A dataset's CSV read into columns: compact in memory, strict about what it accepts.
+
+:func:`read_table` parses the CSV a :class:`memlab.dataset.DatasetWriter`
+writes (docs/dataset.md, "CSV encoding") into one compact column per header
+name: ``float`` columns as arrays of doubles, ``int`` as arrays of 64-bit
+integers, ``bool`` as bytes, ``str`` as shared strings, and ``json`` cells
+(samples, counters) as their text, parsed when a row asks for them. A
+loaded dataset so takes about the file's own size in memory, not the 16x
+that a dict of Python objects per row takes.
+
+The reader accepts only what memlab writes (or a spreadsheet program would
+save of it) and refuses the rest with a ValueError naming the file, the
+record (and its line) and the column: a NUL byte, text that is not UTF-8, a
+quote inside an unquoted field, a stray carriage return, a duplicated or
+empty column name, a record with the wrong number of fields, a cell that is
+not a value of its column's type. A UTF-8 byte order mark at the start (what
+spreadsheet programs write) is skipped. A last record cut short (the file
+ends inside it) is dropped and reported in the warnings: the documented
+recovery from a crash while a row was being appended.
+
+:class:`Row` is one record as a mutable mapping over the columns (a write
+goes to the row alone); it compares equal to the dict of its values.
+
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+>>> _ = open(path, "w").write('family,n,t_samples\\nf,1,"[1.5,2.5]"\\n')
+>>> table, warnings = read_table(path, {"family": "str", "n": "int", "t_samples": "json"})
+>>> table.row(0)
+{'family': 'f', 'n': 1, 't_samples': [1.5, 2.5]}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from array import array
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Callable, Iterator
+
+__all__ = ["Row", "Table", "read_table", "TYPE_NAMES"]
+
+#: The column types of the sidecar's ``column_types``.
+TYPE_NAMES = ("int", "float", "bool", "str", "json")
+
+_BOM = "\ufeff"
+# One field: quoted (any text, "" for a quote) or unquoted (no comma, no quote).
+_FIELD = re.compile(r'"([^"]*(?:""[^"]*)*)"|([^,"]*)')
+_INT = re.compile(r"[-+]?[0-9]+", re.ASCII)
+_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)",
+                    re.ASCII | re.IGNORECASE)
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_NONE = 2  # a missing bool
+
+
+class CellError(ValueError):
+    """A cell that is not a value of its column's type (the message says where)."""
+
+
+def _parse_int(text: str) -> int:
+    if not _INT.fullmatch(text):
+        raise CellError(f"{text[:40]!r} is not an integer")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    if not _FLOAT.fullmatch(text):
+        raise CellError(f"{text[:40]!r} is not a number")
+    return float(text)
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise CellError("JSON nested too deeply") from None
+    except ValueError as error:
+        raise CellError(f"{text[:40]!r} is not JSON ({error})") from None
+
+
+def guess(text: str) -> Any:
+    """Decode a cell of a column without a type (a CSV without its sidecar).
+
+    >>> guess("4096"), guess("1.5"), guess("true"), guess("[1, 2]"), guess("random")
+    (4096, 1.5, True, [1, 2], 'random')
+    """
+    if text in ("true", "false"):
+        return text == "true"
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    if text[:1] in ("[", "{", '"'):
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            pass
+    return text
+
+
+class _Column:
+    """One column's values in compact storage; ``get(i)`` gives the Python value."""
+
+    __slots__ = ("kind", "values", "missing", "strings", "check")
+
+    def __init__(self, kind: str | None, check: Callable[[Any], str | None] | None = None):
+        self.kind = kind or "guess"
+        self.missing: set[int] = set()
+        self.strings: dict[str, str] = {}
+        self.check = check
+        if self.kind == "float":
+            self.values: Any = array("d")
+        elif self.kind == "int":
+            self.values = array("q")
+        elif self.kind == "bool":
+            self.values = bytearray()
+        else:
+            self.values = []
+
+    def _shared(self, text: str) -> str:
+        return self.strings.setdefault(text, text) if len(self.strings) < 65536 else text
+
+    def append(self, text: str) -> None:
+        kind = self.kind
+        values = self.values
+        if kind == "float":
+            values.append(math.nan if text == "" else _parse_float(text))
+        elif kind == "int":
+            if text == "":
+                self.missing.add(len(values))
+                values.append(0)
+                return
+            number = _parse_int(text)
+            if not _INT64_MIN <= number <= _INT64_MAX:
+                self._widen()
+                self.values.append(number)
+                return
+            values.append(number)
+        elif kind == "bigint":
+            values.append(None if text == "" else _parse_int(text))
+        elif kind == "bool":
+            if text == "":
+                values.append(_NONE)
+            elif text in ("true", "false"):
+                values.append(text == "true")
+            else:
+                raise CellError(f"{text[:40]!r} is not true or false")
+        elif kind == "str":
+            values.append(None if text == "" else self._shared(text))
+        elif kind == "json":
+            if text == "":
+                values.append(None)
+                return
+            value = _parse_json(text)  # checked now, kept as text, parsed again when asked for
+            if self.check is not None:
+                problem = self.check(value)
+                if problem:
+                    raise CellError(f"{text[:40]!r} {problem}")
+            values.append(self._shared(text))
+        else:
+            values.append(None if text == "" else guess(text))
+
+    def _widen(self) -> None:
+        """An int column with a value beyond 64 bits: keep Python ints."""
+        self.values = [None if i in self.missing else v for i, v in enumerate(self.values)]
+        self.missing = set()
+        self.kind = "bigint"
+
+    def get(self, index: int) -> Any:
+        kind = self.kind
+        if kind == "float":
+            return self.values[index]
+        if kind == "int":
+            return None if index in self.missing else self.values[index]
+        if kind == "bool":
+            value = self.values[index]
+            return None if value == _NONE else bool(value)
+        if kind == "json":
+            text = self.values[index]
+            return None if text is None else json.loads(text)
+        return self.values[index]
+
+    def truncate(self, length: int) -> None:
+        del self.values[length:]
+        self.missing = {i for i in self.missing if i < length}
+
+    def nbytes(self) -> int:
+        """About how many bytes the column's values take."""
+        if isinstance(self.values, (array, bytearray)):
+            return len(self.values) * (self.values.itemsize if isinstance(self.values, array) else 1)
+        total = 8 * len(self.values)
+        total += sum(49 + len(s) for s in self.strings)
+        return total
+
+
+class Table:
+    """Columns of equal length, by name; :meth:`row` views one record as a :class:`Row`."""
+
+    def __init__(self, names: list[str], columns: list[_Column]):
+        self.names = list(names)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.columns = columns
+        self.length = len(columns[0].values) if columns else 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    def rename(self, renames: Mapping[str, str]) -> None:
+        """Rename columns {old: new} (the new names must not be columns already)."""
+        self.names = [renames.get(name, name) for name in self.names]
+        self.index = {name: i for i, name in enumerate(self.names)}
+
+    def value(self, name: str, index: int) -> Any:
+        return self.columns[self.index[name]].get(index)
+
+    def row(self, index: int) -> "Row":
+        return Row(self, index)
+
+    def rows(self) -> list["Row"]:
+        return [Row(self, i) for i in range(self.length)]
+
+    def nbytes(self) -> int:
+        """About how many bytes the values take (the arrays and shared strings)."""
+        return sum(column.nbytes() for column in self.columns)
+
+
+class Row(MutableMapping):
+    """One record of a :class:`Table` as a mapping; writes stay in the row.
+
+    It behaves as the dict of its values (``==``, ``dict(row)``, ``repr``),
+    decoding a cell only when it is asked for, so that a large dataset's
+    rows take little memory until they are used.
+    """
+
+    __slots__ = ("_table", "_index", "_changed", "_removed")
+
+    def __init__(self, table: Table, index: int, changed: dict | None = None, removed: frozenset = frozenset()):
+        self._table = table
+        self._index = index
+        self._changed = changed
+        self._removed = removed
+
+    def __getitem__(self, name: str) -> Any:
+        changed = self._changed
+        if changed is not None and name in changed:
+            return changed[name]
+        if name in self._removed:
+            raise KeyError(name)
+        position = self._table.index.get(name)
+        if position is None:
+            raise KeyError(name)
+        return self._table.columns[position].get(self._index)
+
+    def __contains__(self, name: object) -> bool:
+        changed = self._changed
+        if changed is not None and name in changed:
+            return True
+        return name in self._table.index and name not in self._removed
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if self._changed is None:
+            self._changed = {}
+        self._changed[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        if self._changed is not None:
+            self._changed.pop(name, None)
+        if name in self._table.index:
+            self._removed = self._removed | {name}
+
+    def __iter__(self) -> Iterator[str]:
+        removed = self._removed
+        for name in self._table.names:
+            if name not in removed:
+                yield name
+        if self._changed:
+            index = self._table.index
+            for name in self._changed:
+                if name not in index or name in removed:
+                    yield name
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def copy(self) -> "Row":
+        """A new row over the same record, with its own changes."""
+        return Row(self._table, self._index, dict(self._changed) if self._changed else None, self._removed)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+    def __reduce__(self):
+        return (dict, (dict(self.items()),))
+
+
+# --------------------------------------------------------------------------
+# reading
+
+
+def _records(handle, path: str, warnings: list[str]) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each complete record; a cut last record is dropped with a warning."""
+    pending: list[str] = []
+    quotes = 0
+    start_line = line_number = 0
+    while True:
+        try:
+            line = handle.readline()
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}: line {line_number + 1} is not UTF-8 text ({error.reason})") from None
+        if not line:
+            break
+        line_number += 1
+        if line_number == 1 and line.startswith(_BOM):
+            line = line[1:]
+        if "\x00" in line:
+            raise ValueError(f"{path}: line {line_number} holds a NUL byte: not a memlab CSV (or a damaged one)")
+        if not pending:
+            start_line = line_number
+        pending.append(line)
+        quotes += line.count('"')
+        if quotes % 2:
+            continue  # inside a quoted field that spans lines
+        if line.endswith("\r\n"):
+            end = 2
+        elif line.endswith("\n"):
+            end = 1
+        elif line.endswith("\r"):
+            if handle.read(1) == "":
+                break  # cut after a carriage return: the record is incomplete
+            raise ValueError(f"{path}: line {line_number} ends with a carriage return alone, "
+                             "which a CSV record never does")
+        else:
+            break  # the file ends inside this record
+        text = "".join(pending) if len(pending) > 1 else line
+        pending = []
+        quotes = 0
+        yield start_line, text[:-end]
+    if pending:
+        warnings.append(f"{path}: dropped a truncated last record at line {start_line} "
+                        "(the file ends inside it, as after a crash while a row was being written)")
+
+
+def _fields(text: str) -> list[str]:
+    """The fields of one record; ValueError for a quote where none may be."""
+    if '"' not in text:
+        return text.split(",")
+    fields = []
+    position = 0
+    length = len(text)
+    match = _FIELD.match
+    while True:
+        found = match(text, position)
+        quoted = found.group(1)
+        fields.append(quoted.replace('""', '"') if quoted is not None else found.group(2))
+        position = found.end()
+        if position == length:
+            return fields
+        if text[position] != ",":
+            if quoted is None:
+                raise ValueError(f"a quote inside an unquoted field (character {position + 1})")
+            raise ValueError(f"text after a closing quote (character {position + 1})")
+        position += 1
+        if position == length:
+            fields.append("")
+            return fields
+
+
+def read_table(
+    path: str,
+    types: Mapping[str, str],
+    checks: Mapping[str, Callable[[Any], str | None]] | None = None,
+    *,
+    header_only: bool = False,
+) -> tuple[Table, list[str]]:
+    """Read a memlab CSV into a :class:`Table`; return it and the load warnings.
+
+    ``types`` maps columns to their type (a column without one is guessed
+    cell by cell); ``checks`` maps ``json`` columns to a function returning
+    what is wrong with a decoded value (None when nothing is). Every error is
+    a ValueError naming ``path``, the record (and line) and the column.
+    ``header_only`` stops after the header (a table without rows).
+    """
+    warnings: list[str] = []
+    checks = checks or {}
+    with open(path, encoding="utf-8", newline="") as handle:
+        records = _records(handle, path, warnings)
+        header = None
+        columns: list[_Column] = []
+        number = 0
+        for line, text in records:
+            number += 1
+            try:
+                fields = _fields(text)
+            except ValueError as error:
+                raise ValueError(f"{path}: record {number} (line {line}): {error}") from None
+            if header is None:
+                header = _check_header(fields if text else [], path)
+                columns = [_Column(types.get(name), checks.get(name)) for name in header]
+                if header_only:
+                    break
+                continue
+            if len(fields) != len(header):
+                raise ValueError(f"{path}: record {number} (line {line}) has {len(fields)} fields, "
+                                 f"the header has {len(header)}")
+            for column, name, cell in zip(columns, header, fields):
+                try:
+                    column.append(cell)
+                except CellError as error:
+                    kind = column.kind if column.kind != "bigint" else "int"
+                    raise ValueError(f"{path}: record {number} (line {line}), column {name!r} ({kind}): "
+                                     f"{error}") from None
+    if header is None:
+        return Table([], []), warnings
+    table = Table(header, columns)
+    lengths = {len(column.values) for column in columns}
+    if len(lengths) > 1:  # a cell error cannot leave this, but be certain
+        shortest = min(lengths)
+        for column in columns:
+            column.truncate(shortest)
+        table.length = shortest
+    return table, warnings
+
+
+def _check_header(fields: list[str], path: str) -> list[str]:
+    seen: dict[str, int] = {}
+    for position, name in enumerate(fields, start=1):
+        if name == "":
+            raise ValueError(f"{path}: column {position} of the header has no name")
+        if name in seen:
+            raise ValueError(f"{path}: the header names column {name!r} twice (columns {seen[name]} "
+                             f"and {position}); which one holds its values is unknowable")
+        seen[name] = position
+    return list(fields)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -33,7 +34,7 @@ import numpy
 from memlab import chart
 from memlab._core import Kernel
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.family import Family, check_bool, check_choice, check_cpu, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.machine import cache_sizes, collect_caches
 from memlab.measure import Measurement
@@ -122,6 +123,7 @@ class ChaseParams:
     check: bool = False
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("working_set_bytes", self.working_set_bytes, 1024, 1 << 46)
         check_int("npad", self.npad, 0, 65535)
         check_choice("order", self.order, ORDERS)
@@ -133,6 +135,14 @@ class ChaseParams:
         check_bool("helper_thread", self.helper_thread)
         check_int("helper_distance", self.helper_distance, 1, 1 << 24)
         check_int("helper_cpu", self.helper_cpu, -1, 1023)
+        if self.helper_thread:
+            if self.helper_cpu != -1:
+                check_cpu("helper_cpu", self.helper_cpu)
+            elif len(os.sched_getaffinity(0)) < 2:
+                raise ValueError(
+                    "helper_thread=True needs a second CPU, and this process may run on one only "
+                    f"(CPU {min(os.sched_getaffinity(0))}): the helper would run where its caller may not"
+                )
         check_choice("pages", self.pages, PAGE_KINDS)
         check_bool("strict_pages", self.strict_pages)
         check_int("chains", self.chains, 1, MAX_CHAINS)

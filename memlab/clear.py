@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from memlab import chart
 from memlab._core import Kernel
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int, check_number
+from memlab.family import Family, check_bool, check_choice, check_int, check_number, coerce_fields
 from memlab.machine import populate_write_supported
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
@@ -90,6 +90,7 @@ class FaultParams:
     strict: bool = False
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("region_bytes", self.region_bytes, SUBPAGE_BYTES, MAX_REGION_BYTES)
         check_choice("pages", self.pages, PAGE_KINDS)
         check_choice("populate", self.populate, POPULATE_MODES)
@@ -132,6 +133,7 @@ class OrderParams:
     baseline_extent_bytes: int = 0
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("region_bytes", self.region_bytes, CHUNK_BYTES, MAX_REGION_BYTES)
         check_choice("pages", self.pages, PAGE_KINDS)
         check_choice("order", self.order, ORDERS)

@@ -4,35 +4,63 @@
 ``python -m memlab ...``); an experiment script's command line
 (:func:`script_main`) is ``memlab sweep`` applied to the script's sweeps.
 
-Exit status: 0 on success; 2 for a bad argument, with one line naming it;
-1 when the machine refuses (a kernel error, a missing file) or, for
-``compare``, when a significant regression exists; 130 after Ctrl-C.
+Exit status, one rule for every subcommand (:data:`EXIT_STATUS`):
+
+- 0: done;
+- 2: a bad argument or an input that cannot be read (a missing or corrupt
+  dataset, an output path memlab will not write), said in one line, before
+  anything is measured;
+- 1: the kernel refused or a measurement failed (and, for ``compare``, a
+  significant regression exists; for ``tour``, a family failed);
+- 130: interrupted by Ctrl-C (the rows measured so far are on disk).
+
+No subcommand prints a traceback for these; an unexpected error (a bug) is
+one line too, with ``MEMLAB_DEBUG=1`` showing its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import math
 import os
 import re
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from memlab import machine, measure, plot, registry
 from memlab.chart import require_matplotlib
 from memlab.compare import compare, parse_fraction
-from memlab.dataset import Dataset
+from memlab.dataset import Dataset, DatasetWriter, check_compatible, paths_for
+from memlab.files import atomic_write, check_output_directory, check_output_file
 from memlab.grid import Sweep, as_sweeps
-from memlab.measure import Measurement
+from memlab.measure import MAX_REPEAT, MAX_WARMUP, Measurement
 from memlab.report import as_items, write_report
 from memlab.sweep import output_path, resolve, run_sweep, sweep_metadata
 from memlab.tour import REDUCED_MAX_POINTS, tour
 
-__all__ = ["UsageError", "build_parser", "main", "parse_assignment", "parse_value", "script_main"]
+__all__ = [
+    "EXIT_STATUS",
+    "UsageError",
+    "build_parser",
+    "main",
+    "parse_assignment",
+    "parse_value",
+    "script_main",
+]
+
+#: The exit statuses of every subcommand (see the module's docstring).
+EXIT_STATUS = {"ok": 0, "failed": 1, "usage": 2, "interrupted": 130}
+#: Largest exponent b of ``a^b`` with a >= 2 worth computing: 2^64 is beyond every parameter.
+MAX_POWER_BITS = 64
+#: The resolution bounds of ``memlab plot --dpi`` (1200 dpi is print quality; 10000 made a 12 GB image).
+DPI_RANGE = (10, 1200)
 
 _SIZE_SUFFIXES = {
     "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
@@ -54,9 +82,15 @@ class UsageError(Exception):
 def parse_value(text: str) -> Any:
     """'42' -> 42, '1.5' -> 1.5, '64MiB' -> 67108864, '2^20' -> 1048576, 'true' -> True.
 
+    Numbers are written with ASCII digits ('１０' is a UsageError, not 10),
+    and ``a^b`` is refused before it is computed when the result would
+    exceed 64 bits (``10^100000000`` would take minutes).
+
     >>> parse_value("64MiB"), parse_value("2^10"), parse_value("random")
     (67108864, 1024, 'random')
     """
+    if any(c.isdigit() and not c.isascii() for c in text):
+        raise UsageError(f"{text!r} holds non-ASCII digits: write numbers with the digits 0-9")
     lowered = text.strip().lower()
     if lowered in ("true", "yes", "on"):
         return True
@@ -66,7 +100,7 @@ def parse_value(text: str) -> Any:
         return None
     power = re.fullmatch(r"(\d+)\^(\d+)", lowered)
     if power:
-        return int(power.group(1)) ** int(power.group(2))
+        return _power(power.group(1), power.group(2))
     sized = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]i?b?)", lowered)
     if sized and sized.group(2) in _SIZE_SUFFIXES:
         value = float(sized.group(1)) * _SIZE_SUFFIXES[sized.group(2)]
@@ -80,6 +114,34 @@ def parse_value(text: str) -> Any:
             break
         return value
     return text
+
+
+def _power(base_text: str, exponent_text: str) -> int:
+    """a^b, refused (UsageError) before computing when it exceeds 64 bits."""
+    if len(base_text) > 20 or len(exponent_text) > 20:
+        raise UsageError(f"{base_text}^{exponent_text} is beyond 64 bits")
+    base, exponent = int(base_text), int(exponent_text)
+    if base >= 2 and exponent * math.log2(base) > MAX_POWER_BITS:
+        raise UsageError(f"{base}^{exponent} is beyond 64 bits (at most 2^{MAX_POWER_BITS}); "
+                         "no parameter takes a value that large")
+    return base**exponent
+
+
+def _bounded_int(name: str, minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse type: an ASCII decimal integer in [minimum, maximum]."""
+
+    def convert(text: str) -> int:
+        if not re.fullmatch(r"[-+]?[0-9]+", text.strip(), re.ASCII):
+            raise argparse.ArgumentTypeError(f"{name}={text!r} must be an integer (digits 0-9)")
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name}={value} is below the minimum {minimum}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{name}={value} is above the maximum {maximum}")
+        return value
+
+    convert.__name__ = name
+    return convert
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
@@ -134,7 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quick", action="store_true", help="the script's short variant")
     sweep.add_argument("--list", action="store_true", help="list the named sweeps")
     sweep.add_argument("--shard", help="run only shard i/n of the points")
-    sweep.add_argument("--no-resume", action="store_true", help="re-measure points already on disk")
+    sweep.add_argument("--no-resume", action="store_true",
+                       help="start a fresh dataset (an existing one is refused unless --force)")
+    sweep.add_argument("--force", action="store_true",
+                       help="with --no-resume: move an existing dataset aside (NAME.replaced-TIME.csv)")
     sweep.add_argument("--no-progress", action="store_true")
     _measure_options(sweep, "CSV path (one sweep) or folder (several); default results/")
     sweep.set_defaults(handler=cmd_sweep)
@@ -145,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
                               description="draw a dataset's standard figure")
     plot_cmd.add_argument("dataset", help="a dataset (.csv, .json or stem)")
     plot_cmd.add_argument("-o", "--out", help="image file (.png, .svg, .pdf); default: DATASET.png")
-    plot_cmd.add_argument("--dpi", type=int, default=120, help="resolution of raster images")
+    plot_cmd.add_argument("--dpi", type=_bounded_int("--dpi", *DPI_RANGE), default=120,
+                          help=f"resolution of raster images ({DPI_RANGE[0]}..{DPI_RANGE[1]})")
     plot_cmd.set_defaults(handler=cmd_plot)
 
     report = sub.add_parser("report", help="write one self-contained HTML report",
@@ -163,8 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     tour_cmd.add_argument("--reduced", action="store_true",
                           help=f"at most {REDUCED_MAX_POINTS} points per family, one repetition (for CI)")
     tour_cmd.add_argument("--family", action="append", metavar="NAME", help="only this family (repeatable)")
-    tour_cmd.add_argument("--repeat", type=int, help="repetitions per point")
-    tour_cmd.add_argument("--cpu", type=int, help="pin the measuring process to this CPU")
+    tour_cmd.add_argument("--repeat", type=_bounded_int("--repeat", 1, MAX_REPEAT), help="repetitions per point")
+    tour_cmd.add_argument("--cpu", type=_bounded_int("--cpu", 0, 1 << 20),
+                          help="pin the measuring process to this CPU")
     tour_cmd.add_argument("--resume", action="store_true", help="keep rows already in --out")
     tour_cmd.add_argument("--no-progress", action="store_true")
     tour_cmd.set_defaults(handler=cmd_tour)
@@ -173,8 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _measure_options(parser: argparse.ArgumentParser, out_help: str) -> None:
     parser.add_argument("--out", help=out_help)
-    parser.add_argument("--repeat", type=int, help="repetitions kept per point")
-    parser.add_argument("--cpu", type=int, help="pin the measuring process to this CPU")
+    parser.add_argument("--repeat", type=_bounded_int("--repeat", 1, MAX_REPEAT),
+                        help=f"repetitions kept per point (1..{MAX_REPEAT})")
+    parser.add_argument("--warmup", type=_bounded_int("--warmup", 0, MAX_WARMUP),
+                        help=f"warm-up repetitions per point, not kept (0..{MAX_WARMUP})")
+    parser.add_argument("--cpu", type=_bounded_int("--cpu", 0, 1 << 20),
+                        help="pin the measuring process to this CPU")
 
 
 def _compare_parser(sub) -> None:
@@ -198,8 +269,8 @@ def _compare_parser(sub) -> None:
     parser.add_argument("--fail-above", default=None,
                         help="exit 1 when a significant regression of at least this much exists "
                              "(default: the threshold)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    parser.add_argument("--confidence", type=float, default=0.95,
+    parser.add_argument("--alpha", type=_ascii_float, default=0.05, help="significance level (default 0.05)")
+    parser.add_argument("--confidence", type=_ascii_float, default=0.95,
                         help="confidence of the ratio interval (default 0.95)")
     parser.add_argument("--fail-on-noise", action="store_true",
                         help="also exit 1 when a point gets no verdict (too noisy or too few samples)")
@@ -224,22 +295,57 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``memlab run FAMILY key=value ...``: one point, printed (and saved with --out)."""
+    """``memlab run FAMILY key=value ...``: one point, printed (and saved with --out).
+
+    ``--out`` is checked before anything is measured: a new file, or a
+    dataset of single runs of the same family and parameters that does not
+    hold this point yet (the row is appended); anything else is exit 2.
+    """
     fam = registry.family(args.family)
     assignments = typed_assignments(fam.params_type, args.assignments)
-    measurement = fam.run(assignments, repeat=args.repeat, cpu=args.cpu)
+    params = dataclasses.asdict(fam.params(assignments))
+    meta = None
+    if args.out:
+        meta = sweep_metadata(Sweep("run", fam.name, [params]), fam, None, args.repeat or fam.default_repeat)
+        _check_run_output(args.out, meta, fam, params)
+    measurement = fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)
     row = measurement.to_row()
     if args.out:
-        params = dataclasses.asdict(fam.params(assignments))
-        meta = sweep_metadata(Sweep("run", fam.name, [params]), fam, None, len(measurement.samples))
-        Dataset([row], meta).save(args.out)
+        meta["repeat"] = len(measurement.samples)
+        with DatasetWriter(args.out, meta, defaults=fam.defaults()) as writer:
+            writer.append(row)
     if args.json:
         print(json.dumps(row, default=str))
     else:
         print(_summary(measurement))
         if args.out:
-            print(f"1 row -> {args.out}")
+            print(f"1 row -> {paths_for(args.out)[0]}")
     return 0
+
+
+def _check_run_output(out: str, meta: dict, fam: Any, params: dict) -> None:
+    """Refuse (ValueError) an --out that ``memlab run`` must not write, before measuring."""
+    csv_path, json_path = paths_for(out)
+    if Path(csv_path).parent != Path(""):
+        check_output_directory(Path(csv_path).parent, "--out's directory")
+    check_output_file(csv_path, "--out")
+    check_output_file(json_path, "--out")
+    if not os.path.lexists(csv_path):
+        return
+    existing = Dataset.load(csv_path)
+    filled = check_compatible(existing, {**meta, "sweep": existing.metadata.get("sweep", "run")},
+                              csv_path, fam.defaults())
+    if existing.metadata.get("sweep", "run") != "run":
+        raise UsageError(
+            f"{csv_path} holds the sweep {existing.metadata['sweep']!r}; memlab run adds points only to "
+            "datasets of single runs: choose another --out"
+        )
+    key = Dataset([], meta).key({"family": fam.name, **params})
+    for row in existing.rows:
+        for name, value in filled.items():
+            row[name] = value
+        if Dataset([], meta).key(row) == key:
+            raise UsageError(f"{csv_path} already holds this point; choose another --out")
 
 
 def _summary(measurement: Measurement) -> str:
@@ -275,11 +381,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweeps = as_sweeps(script(quick=args.quick))
     else:
         sweeps = resolve(args.name, quick=args.quick)
-    for sweep in sweeps:
-        path = output_path(args.out, sweep, len(sweeps) > 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        dataset = run_sweep(sweep, path, shard=args.shard, resume=not args.no_resume,
-                            progress=not args.no_progress, repeat=args.repeat, cpu=args.cpu)
+    if args.force and not args.no_resume:
+        raise UsageError("--force goes with --no-resume (it moves an existing dataset aside)")
+    paths = [output_path(args.out, sweep, len(sweeps) > 1) for sweep in sweeps]
+    for path in paths:  # every output checked before the first point is measured
+        if path.parent != Path(""):
+            check_output_directory(path.parent, "--out")
+        check_output_file(path, "--out")
+    for sweep, path in zip(sweeps, paths):
+        dataset = run_sweep(sweep, path, shard=args.shard, resume=not args.no_resume, force=args.force,
+                            progress=not args.no_progress, repeat=args.repeat, warmup=args.warmup,
+                            cpu=args.cpu)
         print(f"{sweep.family}.{sweep.name}: {len(dataset)} rows -> {path}")
     return 0
 
@@ -329,44 +441,40 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """``memlab plot DATASET [-o fig.png]``: draw the dataset's standard figure to a file."""
-    if args.dpi < 10:
-        return _error("plot", f"--dpi={args.dpi} is below the minimum 10", 2)
     out = Path(args.out) if args.out else Path(os.path.splitext(args.dataset)[0] + ".png")
-    try:
-        fig = plot.figure(Dataset.load(args.dataset))
-        fig.savefig(out, dpi=args.dpi)
-    except ImportError as error:
-        print(f"memlab plot: {error}", file=sys.stderr)
-        return 1
-    except (OSError, ValueError) as error:
-        return _error("plot", error, 1)
+    check_output_file(out, "--out")
+    require_matplotlib()
+    fig = plot.figure(Dataset.load(args.dataset))
+    image = io.BytesIO()
+    fig.savefig(image, dpi=args.dpi, format=out.suffix.lstrip(".").lower() or "png")
+    atomic_write(out, image.getvalue())
     print(f"{args.dataset} -> {out}")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``memlab report DATASET... -o report.html``: one self-contained HTML file."""
+    out = Path(args.out)
+    if out.parent != Path(""):
+        check_output_directory(out.parent, "--out's directory")
+    check_output_file(out, "--out")
     items = []
     for path in args.datasets:
         try:
             items.extend(as_items([path]))
-        except (OSError, ValueError) as error:
-            return _error("report", f"{path}: {error}", 1)
-    out = write_report(items, args.out, title=args.title, command=_command_line(args))
+        except FileNotFoundError as error:
+            raise UsageError(f"{path}: no such dataset ({error.filename or path})") from None
+    out = write_report(items, out, title=args.title, command=_command_line(args))
     print(f"{len(items)} datasets -> {out}")
     return 0
 
 
 def cmd_tour(args: argparse.Namespace) -> int:
     """``memlab tour [--out DIR] [--reduced]``: quick sweep of every family + report.html."""
-    if args.repeat is not None and args.repeat < 1:
-        return _error("tour", f"--repeat={args.repeat} is below the minimum 1", 2)
-    try:
-        result = tour(args.out, reduced=args.reduced, families=args.family, repeat=args.repeat,
-                      cpu=args.cpu, progress=not args.no_progress, resume=args.resume,
-                      command=_command_line(args))
-    except ValueError as error:
-        return _error("tour", error, 2)
+    check_output_directory(args.out, "--out")
+    result = tour(args.out, reduced=args.reduced, families=args.family, repeat=args.repeat,
+                  cpu=args.cpu, progress=not args.no_progress, resume=args.resume,
+                  command=_command_line(args))
     for run in result.runs:
         status = f"FAILED: {run.error}" if run.error else f"{len(run.dataset)} rows -> {run.path}"
         print(f"{run.family:<14} {run.seconds:6.1f} s  {status}")
@@ -408,6 +516,13 @@ def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None) -> in
 
 
 def _run(argv: list[str], script: SweepFactory | None = None) -> int:
+    try:
+        return _dispatch(argv, script)
+    except KeyboardInterrupt:  # a Ctrl-C outside the handler (while it reported the first one)
+        return EXIT_STATUS["interrupted"]
+
+
+def _dispatch(argv: list[str], script: SweepFactory | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -415,11 +530,9 @@ def _run(argv: list[str], script: SweepFactory | None = None) -> int:
         return int(exit_.code or 0)
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_STATUS["usage"]
     args.argv = argv
     args.script = script
-    if getattr(args, "repeat", None) is not None and args.repeat < 1 and args.command != "tour":
-        return _usage(f"--repeat={args.repeat} is below the minimum 1")
     try:
         return args.handler(args)
     except (UsageError, ValueError) as error:
@@ -427,12 +540,45 @@ def _run(argv: list[str], script: SweepFactory | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (memlab info | head)
         return 0
-    except (OSError, MemoryError, TimeoutError) as error:
-        print(f"memlab: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
-        print("memlab: interrupted; rows measured so far are on disk", file=sys.stderr)
-        return 130
+        with _sigint_ignored():  # a second Ctrl-C while this is printed changes nothing
+            print("memlab: interrupted; rows measured so far are on disk", file=sys.stderr)
+        return EXIT_STATUS["interrupted"]
+    except ImportError as error:  # an optional dependency (matplotlib) is missing
+        print(f"memlab {args.command}: {error}", file=sys.stderr)
+        return EXIT_STATUS["failed"]
+    except (OSError, MemoryError, TimeoutError, RuntimeError) as error:
+        print(f"memlab: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_STATUS["failed"]
+    except Exception as error:
+        if os.environ.get("MEMLAB_DEBUG"):
+            raise
+        print(f"memlab {args.command}: internal error, a bug in memlab: {type(error).__name__}: {error} "
+              "(MEMLAB_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return EXIT_STATUS["failed"]
+
+
+class _sigint_ignored:
+    """Ignore SIGINT for the duration (main thread only; elsewhere it changes nothing)."""
+
+    def __enter__(self) -> None:
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def _ascii_float(text: str) -> float:
+    """An argparse type: a float written with ASCII digits."""
+    if any(c.isdigit() and not c.isascii() for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} holds non-ASCII digits: write numbers with the digits 0-9")
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
 def _error(command: str, message: object, status: int) -> int:

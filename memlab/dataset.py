@@ -31,7 +31,13 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from memlab.files import atomic_write, check_readable_file, remove_stale_temporaries
+from memlab.files import (
+    atomic_write,
+    check_output_file,
+    check_readable_file,
+    open_append,
+    remove_stale_temporaries,
+)
 from memlab.table import TYPE_NAMES, Row, read_table
 from memlab.table import guess as _guess
 from memlab.units import is_missing
@@ -989,13 +995,7 @@ class DatasetWriter:
         self._handle = None
         self._csv = None
         for target in (self.csv_path, self.json_path):
-            if os.path.lexists(target):
-                try:
-                    check_readable_file(target, "dataset file")
-                except FileNotFoundError:
-                    pass  # a dangling symlink: replaced when written
-                except ValueError as error:
-                    raise DatasetError(str(error)) from None
+            check_output_file(target, "dataset file")  # OutputError: a link, FIFO, device, directory
             remove_stale_temporaries(target)
         if os.path.lexists(self.csv_path) and os.path.exists(self.csv_path):
             existing = Dataset.load(self.csv_path)
@@ -1027,7 +1027,7 @@ class DatasetWriter:
         self._open()
 
     def _open(self) -> None:
-        self._handle = open(self.csv_path, "a", encoding="utf-8", newline="")
+        self._handle = open_append(self.csv_path)
         self._csv = csv.writer(self._handle, lineterminator="\n")
 
     def _write_sidecar(self) -> None:

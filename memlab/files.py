@@ -6,8 +6,10 @@ through :func:`atomic_write`) goes through this module:
 - :func:`atomic_write` writes a temporary file created exclusively
   (``O_CREAT | O_EXCL | O_NOFOLLOW``, an unpredictable name) in the target's
   own directory, fsyncs it and renames it over the target. A symlink planted
-  under a temporary name, or at the target itself, is never written
-  through: the rename replaces the link, never the file it points to.
+  under a temporary name cannot be opened through; a symlink at the target
+  itself is refused, never written through.
+- :func:`open_append` opens an existing file to append to it, refusing a
+  symlink (``O_NOFOLLOW``) and anything but a regular file.
 - :func:`check_output_file` refuses, before anything is measured, a target
   that is a directory, a FIFO, a device or a socket, or whose directory
   cannot take a new file (it probes by creating and removing a temporary
@@ -27,6 +29,7 @@ through :func:`atomic_write`) goes through this module:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -42,6 +45,7 @@ __all__ = [
     "check_readable_file",
     "file_name",
     "inside",
+    "open_append",
     "remove_stale_temporaries",
 ]
 
@@ -79,14 +83,25 @@ def _umask() -> int:
     return 0o022
 
 
+def _probe(directory: Path, what: str, text: str) -> None:
+    """Create and remove a temporary file in ``directory``; OutputError when it cannot be."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".probe.{os.getpid()}.", suffix=TEMPORARY_SUFFIX, dir=directory)
+    except OSError as error:
+        raise OutputError(f"{what} {text} cannot be written: its directory {os.fspath(directory) or '.'} "
+                          f"takes no new file ({error.strerror or error})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def check_output_file(path: str | os.PathLike, what: str = "output") -> Path:
     """Return ``path`` if a file may be written there, else :class:`OutputError` saying why.
 
-    Refused: an existing directory, FIFO, device or socket (a symlink is
-    judged by what it points to, and replaced, never written through); a
-    missing or non-directory parent; a directory in which no file can be
-    created (read-only, permissions, ``/proc``), which is probed by creating
-    and removing a temporary file.
+    Refused: an existing directory, FIFO, device or socket; a symbolic link
+    (memlab never writes through one: in a directory others may write to, it
+    could point anywhere); a missing or non-directory parent; a directory in
+    which no file can be created (read-only, permissions, ``/proc``), which
+    is probed by creating and removing a temporary file.
 
     >>> check_output_file("/")
     Traceback (most recent call last):
@@ -98,25 +113,21 @@ def check_output_file(path: str | os.PathLike, what: str = "output") -> Path:
     if not text or "\x00" in text:
         raise OutputError(f"{what} {text!r} is not a file name")
     try:
-        mode = os.stat(path).st_mode
+        mode = os.lstat(path).st_mode
     except FileNotFoundError:
         mode = None
     except OSError as error:
         raise OutputError(f"{what} {text} cannot be written: {error.strerror or error}") from None
+    if mode is not None and stat.S_ISLNK(mode):
+        raise OutputError(f"{what} {text} is a symbolic link; memlab does not write through links "
+                          "(give the file's own path)")
     if mode is not None and not stat.S_ISREG(mode):
         raise OutputError(f"{what} {text} is {_kind(mode)}, not a file memlab can write")
     parent = path.parent
     if not parent.is_dir():
         reason = "does not exist" if not parent.exists() else "is not a directory"
         raise OutputError(f"{what} {text} cannot be written: its directory {parent} {reason}")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name[:64]}.{os.getpid()}.", suffix=TEMPORARY_SUFFIX,
-                                     dir=parent)
-    except OSError as error:
-        raise OutputError(f"{what} {text} cannot be written: [Errno {error.errno}] "
-                          f"{error.strerror} (its directory {parent} takes no new file)") from None
-    os.close(fd)
-    os.unlink(probe)
+    _probe(parent, what, text)
     return path
 
 
@@ -146,7 +157,7 @@ def check_output_directory(path: str | os.PathLike, what: str = "--out", create:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise OutputError(f"{what} {text} cannot be created: {error.strerror or error}") from None
-    check_output_file(path / "probe", what=what)
+    _probe(path, what, text)
     return path
 
 
@@ -170,16 +181,19 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, mode: int | None
     the target's directory (no symlink followed), written, fsynced, given the
     target's permissions (or ``0o666`` less the umask, or ``mode``) and
     renamed over the target; the directory is fsynced after the rename. An
-    existing directory, FIFO or device at ``path`` is :class:`OutputError`.
+    existing directory, FIFO, device or symbolic link at ``path`` is
+    :class:`OutputError` (a link is never written through, nor replaced).
 
     >>> import tempfile, os
     >>> atomic_write(os.path.join(tempfile.mkdtemp(), "b.bin"), b"\\x00\\x01")
     """
     path = Path(path)
     try:
-        existing = os.stat(path)
+        existing = os.lstat(path)
     except FileNotFoundError:
         existing = None
+    if existing is not None and stat.S_ISLNK(existing.st_mode):
+        raise OutputError(f"{os.fspath(path)} is a symbolic link; memlab does not write through links")
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         raise OutputError(f"{os.fspath(path)} is {_kind(existing.st_mode)}, not a file memlab can write")
     if mode is None:
@@ -201,6 +215,27 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, mode: int | None
             pass
         raise
     _fsync_directory(directory)
+
+
+def open_append(path: str | os.PathLike):
+    """Open an existing regular file to append text to it (UTF-8, no newline translation).
+
+    ``O_NOFOLLOW``: a symbolic link at ``path`` is :class:`OutputError`, as is
+    a FIFO or device (checked on the opened file, so no swap in between).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise OutputError(f"{os.fspath(path)} is a symbolic link; memlab does not write through links") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OutputError(f"{os.fspath(path)} is {_kind(mode)}, not a file memlab can write")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a", encoding="utf-8", newline="")
 
 
 def _fsync_directory(directory: Path) -> None:

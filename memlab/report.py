@@ -34,6 +34,7 @@ from memlab import chart, plot, registry
 from memlab._version import __version__
 from memlab.dataset import Dataset
 from memlab.family import Family
+from memlab.files import atomic_write, check_output_directory, check_output_file
 from memlab.machine import collect, format_facts
 from memlab.units import format_number, format_param
 
@@ -281,14 +282,17 @@ def write_report(
 ) -> Path:
     """Write :func:`build_report` to ``out`` (an .html file) and return its path.
 
+    ``out`` is checked first (:func:`memlab.files.check_output_file`: not a
+    directory, FIFO or device, in a directory that takes a new file) and
+    written atomically, never through a symlink.
+
     >>> write_report(["memlab-tour/chase.csv"], "report.html")   # doctest: +SKIP
     PosixPath('report.html')
     """
     path = Path(out)
     if path.parent != Path(""):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        check_output_directory(path.parent, "report's directory")
+    check_output_file(path, "report")  # before the figures are drawn
     text = build_report(datasets, **options)
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, text)
     return path

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from memlab import chart
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_int
+from memlab.family import Family, check_bool, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 from memlab.units import metric_label
@@ -57,6 +57,7 @@ class ShareParams:
     pin: bool = True
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("threads", self.threads, 1, MAX_THREADS)
         check_int("disp", self.disp, 0, MAX_DISP)
         object.__setattr__(self, "atomic", check_bool("atomic", self.atomic))

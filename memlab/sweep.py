@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from memlab._version import __version__
-from memlab.dataset import Dataset, DatasetWriter
+from memlab.dataset import Dataset, DatasetError, DatasetWriter, paths_for
 from memlab.family import Family
+from memlab.files import OutputError, check_output_file, inside
 from memlab.grid import Sweep, as_sweeps, grid, parse_shard, shard_points, zipped
 from memlab.machine import collect, machine_id
 from memlab.registry import all_families
@@ -35,6 +36,7 @@ __all__ = [
     "Sweep",
     "grid",
     "load_script",
+    "move_aside",
     "output_path",
     "parse_shard",
     "resolve",
@@ -123,16 +125,23 @@ def run_sweep(
     *,
     shard: tuple[int, int] | str | None = None,
     resume: bool = True,
+    force: bool = False,
     progress: bool = True,
     repeat: int | None = None,
+    warmup: int | None = None,
     cpu: int | None = None,
     metadata: Mapping[str, Any] | None = None,
 ) -> Dataset:
     """Measure every point of ``sweep`` (or of its shard) into a Dataset.
 
     With ``out`` (a .csv path) each row is appended as soon as it is measured;
-    with ``resume`` points already in that file are skipped. Ctrl-C stops
-    between samples; the rows measured so far stay on disk.
+    with ``resume`` points already in that file are skipped. ``resume=False``
+    starts a fresh dataset: an existing one with rows is refused (ValueError)
+    unless ``force``, which moves it aside first (:func:`move_aside`). Every
+    check of ``out`` (a file of another family, sweep or parameter set, a
+    FIFO, a directory that takes no file) happens before anything is
+    measured. Ctrl-C stops between samples; the rows measured so far stay on
+    disk.
 
     >>> ds = run_sweep(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1),
     ...                progress=False)
@@ -143,13 +152,25 @@ def run_sweep(
     shard = parse_shard(shard)
     points = [dataclasses.asdict(family.params(p)) for p in shard_points(sweep.points, shard)]
     repeat = sweep.repeat if repeat is None else repeat
+    warmup = sweep.warmup if warmup is None else warmup
     varying = [n for n in family.param_names if len({repr(p[n]) for p in points}) > 1]
     meta = sweep_metadata(sweep, family, shard, repeat)
     meta.update(metadata or {})
     dataset = Dataset(rows=[], metadata=meta)
-    writer = DatasetWriter(out, meta) if out is not None else None
+    writer = None
+    if out is not None:
+        csv_path, json_path = paths_for(out)
+        check_output_file(csv_path, "--out")
+        if not resume and _has_rows(csv_path):
+            if not force:
+                raise OutputError(
+                    f"{csv_path} already holds a dataset; not resuming starts a fresh one: "
+                    "add --force to move the old one aside (or choose another --out)"
+                )
+            move_aside(csv_path)
+        writer = DatasetWriter(out, meta, defaults=family.defaults())
     done: set[tuple] = set()
-    if writer is not None and resume:
+    if writer is not None:
         dataset.rows.extend(writer.existing_rows)
         done = {dataset.key(row) for row in writer.existing_rows}
     bar = Progress(len(points), f"{sweep.family}:{sweep.name}", enabled=progress)
@@ -163,7 +184,7 @@ def run_sweep(
             measurement = family.run(
                 point,
                 repeat=repeat,
-                warmup=sweep.warmup,
+                warmup=warmup,
                 cpu=cpu,
                 target_seconds=sweep.target_seconds,
                 **sweep.options,
@@ -179,6 +200,37 @@ def run_sweep(
         if writer is not None:
             writer.close()
     return dataset
+
+
+def _has_rows(csv_path: str) -> bool:
+    try:
+        with open(csv_path, "rb") as handle:
+            handle.readline()
+            return bool(handle.readline())
+    except FileNotFoundError:
+        return False
+
+
+def move_aside(path: str | os.PathLike) -> Path:
+    """Rename a dataset's CSV and sidecar to ``<stem>.replaced-<time>.csv/.json``; return the new CSV path.
+
+    Used when a fresh dataset must start where one exists (``--no-resume --force``):
+    the old rows are kept, under a name that says when they were replaced.
+    """
+    csv_path, json_path = paths_for(path)
+    stem = csv_path[: -len(".csv")]
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for attempt in range(1000):
+        suffix = f".replaced-{stamp}" + (f"-{attempt}" if attempt else "")
+        target_csv, target_json = stem + suffix + ".csv", stem + suffix + ".json"
+        if not os.path.lexists(target_csv) and not os.path.lexists(target_json):
+            break
+    else:
+        raise DatasetError(f"{csv_path}: no free name to move the old dataset aside")
+    if os.path.lexists(json_path):
+        os.rename(json_path, target_json)
+    os.rename(csv_path, target_csv)
+    return Path(target_csv)
 
 
 def sweep_metadata(
@@ -239,10 +291,15 @@ def resolve(name: str, quick: bool = False) -> list[Sweep]:
 
 
 def output_path(out: str | None, sweep: Sweep, many: bool) -> Path:
-    """Where a sweep's CSV goes: ``out`` itself, or a folder holding one per sweep."""
-    if out is None:
-        return Path("results") / f"{sweep.family}-{sweep.name}.csv"
-    path = Path(out)
-    if many or path.suffix != ".csv":
-        return path / f"{sweep.family}-{sweep.name}.csv"
-    return path
+    """Where a sweep's CSV goes: ``out`` itself, or a folder holding one per sweep.
+
+    The file name comes from the sweep (``<family>-<name>.csv``) and must
+    stay inside the folder: a sweep named ``x/../../escaped`` is refused.
+
+    >>> output_path("runs", Sweep("quick", "chase", [{}]), many=False)
+    PosixPath('runs/chase-quick.csv')
+    """
+    folder = Path("results") if out is None else Path(out)
+    if out is not None and not many and folder.suffix == ".csv":
+        return folder
+    return inside(folder, f"{sweep.family}-{sweep.name}.csv", f"sweep {sweep.name!r}: file name")

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping
 
 from memlab import chart
 from memlab.dataset import Dataset
-from memlab.family import Family, check_choice, check_int, check_number
+from memlab.family import Family, check_choice, check_int, check_number, coerce_fields
 from memlab.grid import Sweep
 from memlab.measure import Measurement
 
@@ -121,6 +121,7 @@ class SystemParams:
     directory: str = ""
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_choice("test", self.test, TESTS)
         check_number("duration_s", self.duration_s, 0.0, 86400.0, exclusive_minimum=True)
         if self.duration_s < 1e-3:

@@ -11,7 +11,8 @@ that a dict of Python objects per row takes.
 The reader accepts only what memlab writes (or a spreadsheet program would
 save of it) and refuses the rest with a ValueError naming the file, the
 record (and its line) and the column: a NUL byte, text that is not UTF-8, a
-quote inside an unquoted field, a stray carriage return, a duplicated or
+quote inside an unquoted field or one that never closes, a stray carriage return, a byte order mark
+after the start, a duplicated or
 empty column name, a record with the wrong number of fields, a cell that is
 not a value of its column's type. A UTF-8 byte order mark at the start (what
 spreadsheet programs write) is skipped. A last record cut short (the file
@@ -45,7 +46,7 @@ TYPE_NAMES = ("int", "float", "bool", "str", "json")
 
 _BOM = "\ufeff"
 # One field: quoted (any text, "" for a quote) or unquoted (no comma, no quote).
-_FIELD = re.compile(r'"([^"]*(?:""[^"]*)*)"|([^,"]*)')
+_FIELD = re.compile(r'"([^"]*(?:""[^"]*)*)"|([^,"\r]*)')
 _INT = re.compile(r"[-+]?[0-9]+", re.ASCII)
 _FLOAT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)",
                     re.ASCII | re.IGNORECASE)
@@ -307,51 +308,51 @@ class Row(MutableMapping):
 
 
 def _records(handle, path: str, warnings: list[str]) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each complete record; a cut last record is dropped with a warning."""
+    """(line number, text) of each complete record; a cut last record is dropped with a warning.
+
+    ``handle`` is the file opened in binary: each line is decoded on its own,
+    so that an error names the line.
+    """
     pending: list[str] = []
     quotes = 0
     start_line = line_number = 0
-    while True:
-        try:
-            line = handle.readline()
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{path}: line {line_number + 1} is not UTF-8 text ({error.reason})") from None
-        if not line:
-            break
+    for raw in handle:
         line_number += 1
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}: line {line_number} is not UTF-8 text ({error.reason} at byte "
+                             f"{error.start + 1} of the line)") from None
         if line_number == 1 and line.startswith(_BOM):
             line = line[1:]
         if "\x00" in line:
             raise ValueError(f"{path}: line {line_number} holds a NUL byte: not a memlab CSV (or a damaged one)")
+        if _BOM in line:
+            raise ValueError(f"{path}: line {line_number} holds a byte order mark (U+FEFF) inside the text "
+                             "(files joined together?)")
         if not pending:
             start_line = line_number
         pending.append(line)
         quotes += line.count('"')
-        if quotes % 2:
-            continue  # inside a quoted field that spans lines
-        if line.endswith("\r\n"):
-            end = 2
-        elif line.endswith("\n"):
-            end = 1
-        elif line.endswith("\r"):
-            if handle.read(1) == "":
-                break  # cut after a carriage return: the record is incomplete
-            raise ValueError(f"{path}: line {line_number} ends with a carriage return alone, "
-                             "which a CSV record never does")
-        else:
-            break  # the file ends inside this record
+        if quotes % 2 or not line.endswith("\n"):
+            continue  # inside a quoted field that spans lines, or the end of a cut file
+        end = 2 if line.endswith("\r\n") else 1
         text = "".join(pending) if len(pending) > 1 else line
         pending = []
         quotes = 0
         yield start_line, text[:-end]
     if pending:
+        if pending[-1].endswith("\n"):
+            # a cut file ends anywhere; a whole file with a quote that never closes is damaged
+            raise ValueError(f"{path}: the record at line {start_line} opens a quote that never closes "
+                             "(a stray quote?)")
         warnings.append(f"{path}: dropped a truncated last record at line {start_line} "
                         "(the file ends inside it, as after a crash while a row was being written)")
 
 
 def _fields(text: str) -> list[str]:
-    """The fields of one record; ValueError for a quote where none may be."""
-    if '"' not in text:
+    """The fields of one record; ValueError for a quote or carriage return where none may be."""
+    if '"' not in text and "\r" not in text:
         return text.split(",")
     fields = []
     position = 0
@@ -365,9 +366,11 @@ def _fields(text: str) -> list[str]:
         if position == length:
             return fields
         if text[position] != ",":
-            if quoted is None:
-                raise ValueError(f"a quote inside an unquoted field (character {position + 1})")
-            raise ValueError(f"text after a closing quote (character {position + 1})")
+            if quoted is not None:
+                raise ValueError(f"text after a closing quote (character {position + 1})")
+            if text[position] == "\r":
+                raise ValueError(f"a carriage return inside an unquoted field (character {position + 1})")
+            raise ValueError(f"a quote inside an unquoted field (character {position + 1})")
         position += 1
         if position == length:
             fields.append("")
@@ -391,7 +394,7 @@ def read_table(
     """
     warnings: list[str] = []
     checks = checks or {}
-    with open(path, encoding="utf-8", newline="") as handle:
+    with open(path, "rb") as handle:
         records = _records(handle, path, warnings)
         header = None
         columns: list[_Column] = []
@@ -419,6 +422,9 @@ def read_table(
                     raise ValueError(f"{path}: record {number} (line {line}), column {name!r} ({kind}): "
                                      f"{error}") from None
     if header is None:
+        if not warnings:
+            warnings.append(f"{path} is empty, not even a header line (memlab never writes such a file: "
+                            "it was cut, as after a crash)")
         return Table([], []), warnings
     table = Table(header, columns)
     lengths = {len(column.values) for column in columns}

@@ -324,8 +324,13 @@ def test_a_list_larger_than_memory_is_a_memory_error_naming_the_size():
 
 def test_helper_cpu_must_be_another_usable_cpu():
     allowed = sorted(os.sched_getaffinity(0))
-    with pytest.raises(ValueError, match="helper_cpu=1023 is not a CPU of this machine"):
+    with pytest.raises(ValueError, match="helper_cpu=1023 is not among the CPUs this process may run on"):
         one_sample(helper_thread=True, helper_cpu=1023)
+    # the kernel itself still refuses a CPU the machine does not have
+    config = core_config(helper_thread=True, helper_cpu=1023, laps=1)
+    with pytest.raises(ValueError, match="helper_cpu=1023 is not a CPU of this machine"):
+        with _core.Kernel("chase", config) as kernel:
+            kernel.measure(target_ns=0, counters=False)
     with pytest.raises(ValueError, match=f"helper_cpu={allowed[0]} is the CPU of the walking thread"):
         chase.run(helper_thread=True, helper_cpu=allowed[0], cpu=allowed[0], repeat=1, warmup=0,
                   target_seconds=0.005)

@@ -234,11 +234,13 @@ def test_plot_command_writes_the_figure(tmp_path, capsys):
 
 
 def test_plot_command_errors(tmp_path, capsys):
-    assert cli.main(["plot", str(tmp_path / "absent.csv")]) == 1
+    assert cli.main(["plot", str(tmp_path / "absent.csv")]) == 2  # unreadable input
     assert "absent.csv" in capsys.readouterr().err
     fixtures.pipe().save(tmp_path / "pipe.csv")
     assert cli.main(["plot", str(tmp_path / "pipe.csv"), "--dpi", "1"]) == 2
     assert "--dpi=1 is below the minimum 10" in capsys.readouterr().err
+    assert cli.main(["plot", str(tmp_path / "pipe.csv"), "--dpi", "10000"]) == 2  # a 12 GB image before
+    assert "--dpi=10000 is above the maximum 1200" in capsys.readouterr().err
     assert cli.main(["plot"]) == 2
 
 

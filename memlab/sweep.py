@@ -251,7 +251,7 @@ def run_sweep(
 
 def _metadata(sweep: Sweep, family, param_names, shard, repeat) -> dict[str, Any]:
     from memlab import __version__
-    from memlab.machine import collect, machine_id
+    from memlab.machine import collect, fingerprint, machine_id
 
     facts = collect()
     return {
@@ -265,6 +265,7 @@ def _metadata(sweep: Sweep, family, param_names, shard, repeat) -> dict[str, Any
         "shard": f"{shard[0]}/{shard[1]}" if shard else "",
         "machine": facts,
         "machine_id": machine_id(facts),
+        "machine_fingerprint": fingerprint(facts),
         "memlab_version": __version__,
         "command": " ".join(sys.argv),
     }

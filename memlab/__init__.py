@@ -19,6 +19,7 @@ from memlab.dataset import Dataset
 # The function shadows the submodule attribute: use `from memlab.compare import ...`
 # (or importlib) to reach the module's other names.
 from memlab.compare import compare
+from memlab.check import check
 from memlab.families import FAMILY_MODULES, all_families
 from memlab.families import family as get_family
 from memlab.measure import Measurement, core_ghz
@@ -31,6 +32,7 @@ __all__ = [
     "Sweep",
     "__version__",
     "all_families",
+    "check",
     "compare",
     "core_ghz",
     "get_family",

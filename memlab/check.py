@@ -202,25 +202,52 @@ def read_cpu_times(root: str = "/") -> dict[str, tuple[int, ...]]:
     return times
 
 
-def steal_fraction(
-    before: Mapping[str, Sequence[int]], after: Mapping[str, Sequence[int]], cpu: str = "cpu"
-) -> float | None:
-    """Stolen share of the CPU time that passed between two :func:`read_cpu_times`.
+STEAL_MIN_BUSY_TICKS = 10
+"""Busy clock ticks (1/100 s each) a window needs before its steal share is
+given: /proc/stat is read in whole ticks, so a shorter window would turn one
+tick of rounding into a large fraction."""
 
-    ``cpu`` is ``"cpu"`` (all CPUs together) or ``"cpuN"``. None when the line
-    is missing or no tick passed.
+
+def _busy_and_steal(before: Sequence[int], after: Sequence[int]) -> tuple[int, int]:
+    deltas = [max(0, b - a) for a, b in zip(before, after)]
+    idle = deltas[_STAT_FIELDS.index("idle")] + deltas[_STAT_FIELDS.index("iowait")]
+    return sum(deltas) - idle, deltas[_STAT_FIELDS.index("steal")]
+
+
+def steal_fraction(
+    before: Mapping[str, Sequence[int]],
+    after: Mapping[str, Sequence[int]],
+    cpu: str = "cpu",
+    *,
+    min_busy_ticks: int = STEAL_MIN_BUSY_TICKS,
+) -> float | None:
+    """Stolen share of the time the CPUs wanted to run, between two :func:`read_cpu_times`.
+
+    Steal time accrues only while a virtual CPU has work and the hypervisor
+    runs something else instead, so it is divided by the busy time (all
+    but idle and iowait, steal included), not by the wall time: an idle
+    second CPU does not dilute it. ``cpu`` is ``"cpu"`` (all CPUs
+    together) or ``"cpuN"``. None when the line is missing or fewer than
+    ``min_busy_ticks`` busy ticks passed.
 
     >>> steal_fraction({"cpu": (100, 0, 50, 800, 0, 0, 0, 50)},
-    ...                {"cpu": (150, 0, 60, 860, 0, 0, 0, 80)})
+    ...                {"cpu": (160, 0, 70, 900, 0, 0, 0, 70)})
     0.2
     """
     if cpu not in before or cpu not in after:
         return None
-    deltas = [b - a for a, b in zip(before[cpu], after[cpu])]
-    total = sum(deltas)
-    if total <= 0:
+    busy, steal = _busy_and_steal(before[cpu], after[cpu])
+    if busy < max(1, min_busy_ticks):
         return None
-    return round(max(0, deltas[_STAT_FIELDS.index("steal")]) / total, 6)
+    return round(steal / busy, 6)
+
+
+def _spin(seconds: float) -> None:
+    """Keep this CPU busy for ``seconds``, so that steal (which needs a runnable
+    virtual CPU) can show."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def collect_steal(
@@ -228,18 +255,24 @@ def collect_steal(
     root: str = "/",
     *,
     window_seconds: float = 0.25,
-    sleep: Callable[[float], None] = time.sleep,
+    wait: Callable[[float], None] = _spin,
 ) -> None:
-    """steal_fraction over ``window_seconds`` (all CPUs), steal_window_seconds, and
-    steal_total_fraction (the share stolen since boot)."""
+    """steal_fraction over a busy window of ``window_seconds`` (all CPUs),
+    steal_window_seconds, and steal_total_fraction (since boot).
+
+    The default ``wait`` spins on this CPU: an idle guest shows no steal
+    however busy the host is, because steal only accrues while a virtual
+    CPU wants to run.
+    """
     before = read_cpu_times(root)
     if "cpu" not in before:
         return
-    if before["cpu"] and sum(before["cpu"]) > 0:
-        facts["steal_total_fraction"] = round(before["cpu"][7] / sum(before["cpu"]), 6)
+    busy, steal = _busy_and_steal((0,) * len(_STAT_FIELDS), before["cpu"])
+    if busy > 0:
+        facts["steal_total_fraction"] = round(steal / busy, 6)
     if window_seconds <= 0:
         return
-    sleep(window_seconds)
+    wait(window_seconds)
     value = steal_fraction(before, read_cpu_times(root))
     if value is not None:
         facts["steal_fraction"] = value
@@ -332,7 +365,7 @@ def collect(
     counters: bool = True,
     blas: bool = True,
     environ: Mapping[str, str] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    wait: Callable[[float], None] = _spin,
 ) -> dict[str, Any]:
     """Every fact :func:`judge` looks at, as one flat dict (absent: not exposed here).
 
@@ -349,7 +382,7 @@ def collect(
                       collect_boost, collect_smt, collect_isolation, collect_load,
                       collect_thp, collect_aslr, collect_perf):
         collector(facts, root=root)
-    collect_steal(facts, root, window_seconds=steal_window_seconds, sleep=sleep)
+    collect_steal(facts, root, window_seconds=steal_window_seconds, wait=wait)
     if root == "/":
         facts["euid"] = os.geteuid()
         if counters:
@@ -484,19 +517,20 @@ def _judge_steal(facts: Mapping[str, Any]) -> Finding:
     if "steal_fraction" not in facts:
         total = facts.get("steal_total_fraction")
         value = "not measured" + (f" ({total:.2%} since boot)" if total is not None else "")
-        return _finding("steal", title, value, INFO, "no steal window was measured")
+        return _finding("steal", title, value, INFO,
+                        "no steal window was measured (or it saw too few busy clock ticks)")
     steal = facts["steal_fraction"]
     value = f"{steal:.2%} over {facts.get('steal_window_seconds', 0):g} s"
     if "steal_total_fraction" in facts:
         value += f" ({facts['steal_total_fraction']:.2%} since boot)"
     if steal > STEAL_MAX_FRACTION:
         return _finding("steal", title, value, WARNING,
-                        f"the hypervisor ran other work on this guest's CPUs {steal:.1%} of the time "
-                        f"(above {STEAL_MAX_FRACTION:.0%}): samples include time this machine was "
-                        f"not running; no command in the guest fixes it (a quieter host or "
-                        f"dedicated vCPUs do)")
+                        f"the hypervisor ran something else for {steal:.1%} of the time this "
+                        f"guest's CPUs wanted to run (above {STEAL_MAX_FRACTION:.0%}): samples "
+                        f"include time this machine was not running; no command in the guest "
+                        f"fixes it (a quieter host or dedicated vCPUs do)")
     return _finding("steal", title, value, OK,
-                    f"at most {STEAL_MAX_FRACTION:.0%} of the CPU time went to other guests")
+                    f"at most {STEAL_MAX_FRACTION:.0%} of the busy CPU time went to other guests")
 
 
 def _judge_thp(facts: Mapping[str, Any]) -> Finding:
@@ -746,13 +780,14 @@ def check(
     counters: bool = True,
     blas: bool = True,
     environ: Mapping[str, str] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    wait: Callable[[float], None] = _spin,
 ) -> CheckReport:
     """Is this machine fit to measure? Collect the facts and judge each subject.
 
     ``planned_bytes``: the largest working set about to be measured, in
     bytes (compared with the available memory). ``steal_window_seconds``:
-    how long to watch /proc/stat for steal time (0: not measured). Returns a
+    how long to keep a CPU busy while watching /proc/stat for steal time
+    (0: not measured). Returns a
     :class:`CheckReport`; ``print(report)`` gives what ``memlab check``
     prints, ``report.to_dict()`` what a dataset's metadata stores.
 
@@ -765,7 +800,7 @@ def check(
     if not 0 <= steal_window_seconds <= 60:
         raise ValueError(f"steal_window_seconds={steal_window_seconds} is outside [0, 60]")
     facts = collect(root, steal_window_seconds=steal_window_seconds, counters=counters,
-                    blas=blas, environ=environ, sleep=sleep)
+                    blas=blas, environ=environ, wait=wait)
     return CheckReport(facts, judge(facts, planned_bytes=planned_bytes), planned_bytes)
 
 

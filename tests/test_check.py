@@ -227,33 +227,44 @@ def test_read_cpu_times_and_steal_fraction(tmp_path):
     times = read_cpu_times(root)
     assert times["cpu"] == (1, 2, 3, 4, 5, 6, 7, 8)
     assert times["cpu1"] == (1, 2, 3, 4, 0, 0, 0, 0)  # an old kernel without steal
-    after = {"cpu": (11, 2, 3, 84, 5, 6, 7, 18)}
-    assert steal_fraction(times, after) == 0.1
+    after = {"cpu": (21, 2, 3, 84, 5, 6, 7, 18)}  # 20 user ticks, 10 stolen, 80 idle
+    assert steal_fraction(times, after) == pytest.approx(10 / 30)
+    assert steal_fraction(times, after, min_busy_ticks=31) is None  # too short a window
     assert steal_fraction(times, after, cpu="cpu7") is None
     assert steal_fraction(times, times) is None
     assert read_cpu_times(str(tmp_path / "nowhere")) == {}
 
 
 @pytest.mark.parametrize("stolen_ticks,verdict", [(10, "warning"), (1, "ok")])
-def test_steal_is_measured_over_a_window(tmp_path, stolen_ticks, verdict):
+def test_steal_is_measured_over_a_busy_window(tmp_path, stolen_ticks, verdict):
     root = make_tree(tmp_path, {"proc/stat": stat_text("cpu  1000 0 0 1000 0 0 0 20")})
 
-    def fake_sleep(seconds):  # the clock moves on by 200 ticks, some stolen
+    def fake_wait(seconds):  # 100 ticks of work pass, and some ticks stolen on top
         assert seconds == 0.5
-        busy = 1000 + 100
-        idle = 1000 + 100 - stolen_ticks
         (tmp_path / "proc/stat").write_text(
-            stat_text(f"cpu  {busy} 0 0 {idle} 0 0 0 {20 + stolen_ticks}"))
+            stat_text(f"cpu  1100 0 0 1100 0 0 0 {20 + stolen_ticks}"))
 
     facts = {}
-    collect_steal(facts, root, window_seconds=0.5, sleep=fake_sleep)
-    assert facts["steal_fraction"] == pytest.approx(stolen_ticks / 200)
+    collect_steal(facts, root, window_seconds=0.5, wait=fake_wait)
+    assert facts["steal_fraction"] == pytest.approx(stolen_ticks / (100 + stolen_ticks), abs=1e-6)
     assert facts["steal_window_seconds"] == 0.5
-    assert facts["steal_total_fraction"] == pytest.approx(20 / 2020)
+    assert facts["steal_total_fraction"] == pytest.approx(20 / 1020, abs=1e-6)
     finding = judge(facts)[5]
     assert finding.name == "steal" and finding.verdict == verdict
     if verdict == "warning":
-        assert "5.0% of the time" in finding.detail and finding.fix == ""
+        assert "for 9.1% of the time" in finding.detail and finding.fix == ""
+
+
+def test_an_idle_window_gives_no_steal_figure(tmp_path):
+    root = make_tree(tmp_path, {"proc/stat": stat_text("cpu  1000 0 0 1000 0 0 0 20")})
+
+    def idle_wait(seconds):  # 3 busy ticks: too few to give a share
+        (tmp_path / "proc/stat").write_text(stat_text("cpu  1002 0 0 1100 0 0 0 21"))
+
+    facts = {}
+    collect_steal(facts, root, window_seconds=0.1, wait=idle_wait)
+    assert "steal_fraction" not in facts and "steal_total_fraction" in facts
+    assert judge(facts)[5].verdict == "info"
 
 
 @pytest.mark.parametrize("enabled,verdict", [

@@ -1,0 +1,74 @@
+"""Each measurement records its on-CPU fraction and the steal share during it.
+
+The hog tests are physics with a wide margin: a busy loop pinned to the
+measuring CPU takes about half of that CPU from the measurement (the
+scheduler shares a CPU fairly), far below the 90% warning line, whatever
+else the machine is doing.
+"""
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import memlab
+from memlab.measure import cpu_seconds
+
+HOG = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@contextlib.contextmanager
+def hog_on(cpu):
+    """A busy loop pinned to ``cpu`` for the duration (killed and reaped afterwards)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n" + HOG]
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while os.sched_getaffinity(process.pid) != {cpu} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # let it settle on its CPU
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def measuring_cpu():
+    return max(os.sched_getaffinity(0))
+
+
+def test_a_measurement_records_on_cpu_and_steal():
+    measurement = memlab.run("chase", working_set_bytes=1 << 16, repeat=3, target_seconds=0.05)
+    row = measurement.to_row()
+    assert row["context_on_cpu_fraction"] == measurement.on_cpu_fraction
+    # at most one CPU's worth plus rounding: chase is one thread
+    assert 0.0 < measurement.on_cpu_fraction <= 1.05
+    steal = row.get("context_steal_fraction")
+    if steal is not None:  # absent where /proc/stat saw too few busy ticks
+        assert 0.0 <= steal <= 1.0
+        assert steal == measurement.steal_fraction
+    else:
+        assert math.isnan(measurement.steal_fraction)
+
+
+def test_a_busy_loop_on_the_measuring_cpu_is_flagged():
+    cpu = measuring_cpu()
+    with hog_on(cpu):
+        measurement = memlab.run("chase", working_set_bytes=1 << 16, repeat=5,
+                                 target_seconds=0.05, cpu=cpu)
+    assert measurement.on_cpu_fraction < 0.75, measurement.context
+    assert measurement.conditions_warning.startswith("on CPU ")
+    assert "below 90%" in measurement.conditions_warning
+
+
+def test_cpu_seconds_counts_waited_children():
+    before = cpu_seconds()
+    subprocess.run([sys.executable, "-c",
+                    "import time\nend = time.process_time() + 0.3\n"
+                    "while time.process_time() < end:\n    pass\n"], check=True)
+    assert cpu_seconds() - before >= 0.3

@@ -13,8 +13,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 import memlab
 from memlab.measure import cpu_seconds
 

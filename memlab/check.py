@@ -50,6 +50,7 @@ __all__ = [
     "collect",
     "conditions_warning",
     "judge",
+    "largest_bytes",
     "read_cpu_times",
     "reset",
     "steal_fraction",
@@ -802,6 +803,25 @@ def check(
     facts = collect(root, steal_window_seconds=steal_window_seconds, counters=counters,
                     blas=blas, environ=environ, wait=wait)
     return CheckReport(facts, judge(facts, planned_bytes=planned_bytes), planned_bytes)
+
+
+def largest_bytes(points: Iterable[Mapping[str, Any]]) -> int | None:
+    """The largest working set of a list of parameter points, in bytes.
+
+    Looks at the parameters named ``bytes`` or ending in ``_bytes``
+    (``working_set_bytes``, ``buffer_bytes``); None when no point has one.
+
+    >>> largest_bytes([{"working_set_bytes": 4096}, {"working_set_bytes": 1 << 30, "npad": 7}])
+    1073741824
+    >>> largest_bytes([{"npad": 7}]) is None
+    True
+    """
+    sizes = [
+        int(value) for point in points for name, value in point.items()
+        if (name == "bytes" or name.endswith("_bytes"))
+        and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    ]
+    return max(sizes) if sizes else None
 
 
 def conditions_warning(on_cpu_fraction: float | None, steal: float | None) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from memlab.check import check, largest_bytes
 from memlab.dataset import Dataset, DatasetWriter
 from memlab.families import family as get_family
 
@@ -159,6 +160,15 @@ class Progress:
             self.stream.write(text + "\n")
             self.stream.flush()
 
+    def note(self, text: str) -> None:
+        """Print one line above the bar (whether the bar is shown or not)."""
+        if self._tty and self.enabled:
+            self.stream.write("\r\x1b[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        if self._tty and self.enabled and self.done < self.total:
+            self.show()
+
     def close(self) -> None:
         if self.enabled and self._tty:
             self.stream.write("\n")
@@ -194,12 +204,19 @@ def run_sweep(
     repeat: int | None = None,
     cpu: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Dataset:
     """Measure every point of ``sweep`` (or of its shard) into a Dataset.
 
     With ``out`` (a .csv path) each row is appended as soon as it is measured;
     with ``resume`` points already in that file are skipped. Ctrl-C stops
     between samples; the rows measured so far stay on disk.
+
+    The machine check (:func:`memlab.check.check`) runs before the first
+    point and after the last; the metadata keeps both as ``check_start`` and
+    ``check_end``. A measurement that spent less than 90% of its wall time
+    on CPU, or saw more than 2% steal, gives one warning line, passed to
+    ``warn`` (default: printed to stderr).
 
     >>> ds = run_sweep(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1),
     ...                progress=False)
@@ -214,13 +231,19 @@ def run_sweep(
     varying = [n for n in param_names if len({repr(p[n]) for p in points}) > 1]
     meta = _metadata(sweep, family, param_names, shard, repeat)
     meta.update(metadata or {})
+    bar = Progress(len(points), f"{sweep.family}:{sweep.name}", enabled=progress)
+    warn = warn or bar.note
+    start = check(planned_bytes=largest_bytes(points), steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
+    meta["check_start"] = start.to_dict()
+    if start.warnings:
+        warn(f"memlab: warning: the machine check found {_check_words(start)} "
+             f"(memlab check for details)")
     dataset = Dataset(rows=[], metadata=meta)
     writer = DatasetWriter(out, meta) if out is not None else None
     done: set[tuple] = set()
     if writer is not None and resume:
         dataset.rows.extend(writer.existing_rows)
         done = {dataset.key(row) for row in writer.existing_rows}
-    bar = Progress(len(points), f"{sweep.family}:{sweep.name}", enabled=progress)
     try:
         for point in points:
             key = dataset.key({"family": family.name, **point})
@@ -241,12 +264,27 @@ def run_sweep(
                 writer.append(row)
             dataset.rows.append(row)
             done.add(key)
+            if measurement.conditions_warning:
+                warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'}: "
+                     f"{measurement.conditions_warning}")
             bar.advance(_describe(point, varying))
+        end = check(steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS).to_dict()
+        dataset.metadata["check_end"] = end
+        if writer is not None:
+            writer.update_metadata(check_end=end)
     finally:
         bar.close()
         if writer is not None:
             writer.close()
     return dataset
+
+
+CHECK_STEAL_WINDOW_SECONDS = 0.2
+"""The busy window of the machine checks at a sweep's start and end."""
+
+
+def _check_words(report) -> str:
+    return "; ".join(f"{finding.name}: {finding.value}" for finding in report.warnings)
 
 
 def _metadata(sweep: Sweep, family, param_names, shard, repeat) -> dict[str, Any]:

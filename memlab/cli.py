@@ -1,4 +1,4 @@
-"""The `memlab` command: info, run, sweep, and the commands other modules add.
+"""The `memlab` command: info, check, run, sweep, and the commands other modules add.
 
 Bad arguments exit with status 2 and one line naming the argument.
 """
@@ -94,6 +94,28 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true", help="print JSON")
     info.add_argument("--no-calibrate", action="store_true", help="skip the clock measurement")
 
+    check = sub.add_parser(
+        "check", help="is this machine fit to measure? (governor, boost, load, steal, THP, ...)",
+        description="Report what makes numbers move on this machine, each with a verdict and "
+        "the command that fixes it; --tune/--reset apply and undo the settings memlab can "
+        "restore exactly (root). Exit status: 0, or 1 when --tune/--reset fails.",
+    )
+    check.add_argument("--json", action="store_true", help="print facts and findings as JSON")
+    check.add_argument("--working-set", metavar="BYTES",
+                       help="largest working set you plan to measure, e.g. 8GiB "
+                       "(judged against the available memory)")
+    check.add_argument("--steal-window", type=float, default=0.25, metavar="SECONDS",
+                       help="how long to keep a CPU busy while watching steal time (default 0.25)")
+    action = check.add_mutually_exclusive_group()
+    action.add_argument("--tune", action="store_true",
+                        help="set the performance governor, boost off, perf sample rate 1 "
+                        "(root; saves the previous values)")
+    action.add_argument("--reset", action="store_true", help="restore what --tune replaced (root)")
+    check.add_argument("--tune-setting", action="append", metavar="NAME",
+                       help="tune only this setting: governor, boost or perf_sample_rate (repeatable)")
+    check.add_argument("--state", metavar="FILE",
+                       help="where --tune keeps the replaced values (default /run/memlab/tuned.json)")
+
     run = sub.add_parser("run", help="measure one point: memlab run FAMILY key=value ...")
     run.add_argument("family")
     run.add_argument("assignments", nargs="*", metavar="key=value")
@@ -135,20 +157,62 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from memlab import check as _  # noqa: F401  (the module, not the function)
+    check_module = sys.modules["memlab.check"]
+
+    if args.tune_setting and not args.tune:
+        raise UsageError("--tune-setting needs --tune")
+    if args.tune or args.reset:
+        try:
+            if args.tune:
+                changes = check_module.tune(
+                    settings=args.tune_setting or check_module.TUNABLE_SETTINGS, state_path=args.state)
+            else:
+                changes = check_module.reset(state_path=args.state)
+        except PermissionError as error:
+            print(f"memlab check: {error}", file=sys.stderr)
+            return 1
+        if not changes:
+            print("memlab check: nothing to reset (no saved values)")
+        for change in changes:
+            print(change)
+        if args.tune and any(not c.skipped for c in changes):
+            print(f"previous values saved; undo with: sudo memlab check --reset"
+                  + (f" --state {args.state}" if args.state else ""))
+        return 0
+    planned = None
+    if args.working_set is not None:
+        planned = parse_value(args.working_set)
+        if not isinstance(planned, int) or isinstance(planned, bool) or planned <= 0:
+            raise UsageError(f"--working-set={args.working_set!r} must be a size such as 8GiB")
+    report = check_module.check(planned_bytes=planned, steal_window_seconds=args.steal_window)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str))
+    else:
+        print(report.format())
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from memlab.dataset import Dataset
     from memlab.families import family
 
+    from memlab.check import check, largest_bytes
+
     fam = family(args.family)
     assignments = typed_assignments(fam.params_type, args.assignments)
+    params = dataclasses.asdict(fam.params(assignments))
+    start = check(planned_bytes=largest_bytes([params]), steal_window_seconds=0.2) if args.out else None
     measurement = fam.run(assignments, repeat=args.repeat, cpu=args.cpu)
     row = measurement.to_row()
     if args.out:
         from memlab.sweep import _metadata, Sweep
 
-        params = dataclasses.asdict(fam.params(assignments))
         meta = _metadata(Sweep("run", fam.name, [params]), fam, fam.param_names, None,
                          len(measurement.samples))
+        meta["check_start"] = start.to_dict()
+        meta["check_end"] = check(steal_window_seconds=0.2).to_dict()
         Dataset([row], meta).save(args.out)
     if args.json:
         print(json.dumps(row, default=str))
@@ -156,6 +220,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(_summary(measurement))
         if args.out:
             print(f"1 row -> {args.out}")
+    if measurement.conditions_warning:
+        print(f"memlab: warning: {measurement.family}: {measurement.conditions_warning}",
+              file=sys.stderr)
     return 0
 
 
@@ -213,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if getattr(args, "repeat", None) is not None and args.repeat < 1:
         return _usage(f"--repeat={args.repeat} is below the minimum 1")
-    handlers = {"info": cmd_info, "run": cmd_run, "sweep": cmd_sweep}
+    handlers = {"check": cmd_check, "info": cmd_info, "run": cmd_run, "sweep": cmd_sweep}
     try:
         return handlers[args.command](args)
     except UsageError as error:

@@ -561,3 +561,74 @@ def test_memlab_check_is_the_public_function():
     assert memlab.check is check
     report = memlab.check(steal_window_seconds=0, counters=False, blas=False)
     assert report["load"].name == "load"
+
+
+# --- the command line -----------------------------------------------------------
+
+
+def test_cli_check_prints_the_report(capsys):
+    from memlab.cli import main
+
+    assert main(["check", "--steal-window", "0", "--working-set", "1GiB"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("memlab check: ")
+    assert "free memory" in out and "largest planned working set 1 GiB" in out
+
+
+def test_cli_check_json(capsys):
+    from memlab.cli import main
+
+    assert main(["check", "--steal-window", "0", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"checked", "facts", "findings", "warnings"} <= set(data)
+    assert any(f["name"] == "load" for f in data["findings"])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["check", "--tune-setting", "boost"], "--tune-setting needs --tune"),
+    (["check", "--working-set", "lots"], "--working-set='lots' must be a size such as 8GiB"),
+    (["check", "--steal-window", "99"], "steal_window_seconds=99.0 is outside [0, 60]"),
+    (["check", "--tune", "--tune-setting", "turbo"], "setting='turbo' is not one of"),
+])
+def test_cli_check_bad_arguments(argv, message, capsys):
+    from memlab.cli import main
+
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_tune_without_root_exits_one(monkeypatch, capsys):
+    from memlab.cli import main
+
+    monkeypatch.setattr(check_module.os, "geteuid", lambda: 1000)
+    assert main(["check", "--tune"]) == 1
+    assert "needs root: run it with sudo" in capsys.readouterr().err
+
+
+def test_cli_tune_and_reset_the_perf_sample_rate(tmp_path, capsys):
+    from memlab.cli import main
+
+    if "perf_sample_rate" in missing_settings("/"):
+        pytest.skip(missing_settings("/")["perf_sample_rate"])
+    if os.geteuid() != 0:
+        pytest.skip("tuning the real machine needs root")
+    path = "/proc/sys/kernel/perf_event_max_sample_rate"
+    if int(open("/proc/sys/kernel/perf_cpu_time_max_percent").read()) in (0, 100):
+        pytest.skip("perf_cpu_time_max_percent is 0 or 100: the kernel refuses sample-rate writes")
+    original = open(path).read().strip()
+    state = str(tmp_path / "tuned.json")
+    try:
+        assert main(["check", "--tune", "--tune-setting", "perf_sample_rate", "--state", state]) == 0
+        out = capsys.readouterr().out
+        assert f"{path}: {original} -> 1" in out
+        assert f"undo with: sudo memlab check --reset --state {state}" in out
+        assert open(path).read().strip() == "1"
+        assert main(["check", "--reset", "--state", state]) == 0
+        assert f"{path}: 1 -> {original}" in capsys.readouterr().out
+        assert open(path).read().strip() == original
+        assert main(["check", "--reset", "--state", state]) == 0
+        assert "nothing to reset" in capsys.readouterr().out
+    finally:
+        if open(path).read().strip() != original:
+            with open(path, "w") as handle:
+                handle.write(original + "\n")

@@ -70,3 +70,33 @@ def test_cpu_seconds_counts_waited_children():
                     "import time\nend = time.process_time() + 0.3\n"
                     "while time.process_time() < end:\n    pass\n"], check=True)
     assert cpu_seconds() - before >= 0.3
+
+
+def test_run_and_sweep_warn_under_a_hog_and_flag_the_rows(tmp_path, capsys):
+    from memlab.cli import main
+    from memlab.dataset import Dataset
+
+    cpu = measuring_cpu()
+    out = tmp_path / "hogged.csv"
+    with hog_on(cpu):
+        assert main(["run", "chase", "working_set_bytes=16KiB", "--repeat", "3",
+                     "--cpu", str(cpu), "--out", str(tmp_path / "one.csv")]) == 0
+        run_err = capsys.readouterr().err
+        assert main(["sweep", str(SCRIPT), "--out", str(out), "--cpu", str(cpu),
+                     "--no-progress"]) == 0
+        sweep_err = capsys.readouterr().err
+    assert "memlab: warning: chase: on CPU " in run_err
+    dataset = Dataset.load(out)
+    flagged = [row for row in dataset.rows if row["context_on_cpu_fraction"] < 0.9]
+    assert len(flagged) == len(dataset.rows) == 2
+    warnings = [line for line in sweep_err.splitlines() if "of its wall time" in line]
+    assert len(warnings) == 2
+    assert warnings[0].startswith("memlab: warning: chase working_set_bytes=16384: on CPU ")
+    for key in ("check_start", "check_end"):
+        assert {f["name"] for f in dataset.metadata[key]["findings"]} >= {"load", "steal", "thp"}
+    assert dataset.metadata["check_start"]["planned_bytes"] == 65536
+    single = Dataset.load(tmp_path / "one.csv")
+    assert "check_start" in single.metadata and "check_end" in single.metadata
+
+
+SCRIPT = __import__("pathlib").Path(__file__).with_name("conditions_sweep.py")

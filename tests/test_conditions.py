@@ -100,3 +100,43 @@ def test_run_and_sweep_warn_under_a_hog_and_flag_the_rows(tmp_path, capsys):
 
 
 SCRIPT = __import__("pathlib").Path(__file__).with_name("conditions_sweep.py")
+
+
+def conditions_dataset(with_columns=True):
+    from memlab.dataset import Dataset
+
+    rows = []
+    for size, on_cpu, steal in ((4096, 0.99, 0.0), (8192, 0.48, 0.0), (16384, 0.97, 0.05)):
+        row = {"family": "chase", "working_set_bytes": size, "ns_per_element": 1.0,
+               "ns_per_element_min": 0.9, "ns_per_element_max": 1.1, "repeat": 3}
+        if with_columns:
+            row.update(context_on_cpu_fraction=on_cpu, context_steal_fraction=steal)
+        rows.append(row)
+    meta = {"family": "chase", "param_names": ["working_set_bytes"], "primary_metric": "ns_per_element",
+            "check_start": {"warnings": ["load", "steal"]}, "check_end": {"warnings": []}}
+    return Dataset(rows, meta)
+
+
+def test_the_report_badges_the_disturbed_points():
+    from html_check import parse_report
+
+    from memlab.report import build_report
+
+    text = build_report([conditions_dataset()], command="memlab report x.csv")
+    parsed = parse_report(text)
+    assert parsed.errors == []
+    assert text.count("<tr class=flagged>") == 2
+    assert text.count('<span class=badge title="') == 2
+    assert 'title="on CPU 48% of its wall time (below 90%)">⚠ on CPU 48%, steal 0.0%</span>' in text
+    assert 'title="steal time 5.0% (above 2%)">⚠ on CPU 97%, steal 5.0%</span>' in text
+    assert "<span class=meta>on CPU 99%, steal 0.0%</span>" in text
+    assert "2 of 3 points were measured with less than 90% of their wall time on CPU" in text
+    assert "machine check warnings at the start: load, steal" in text
+
+
+def test_a_report_without_the_columns_has_no_badges():
+    from memlab.report import build_report
+
+    text = build_report([conditions_dataset(with_columns=False)], command="x")
+    assert "class=flagged" not in text and "<th>conditions</th>" not in text
+    assert "points were measured with less than" not in text

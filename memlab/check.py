@@ -257,13 +257,16 @@ def collect_steal(
     *,
     window_seconds: float = 0.25,
     wait: Callable[[float], None] = _spin,
+    since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
 ) -> None:
     """steal_fraction over a busy window of ``window_seconds`` (all CPUs),
     steal_window_seconds, and steal_total_fraction (since boot).
 
     The default ``wait`` spins on this CPU: an idle guest shows no steal
     however busy the host is, because steal only accrues while a virtual
-    CPU wants to run.
+    CPU wants to run. ``since`` = (time.monotonic(), read_cpu_times()) taken
+    earlier makes the window the time since then, without waiting (a
+    sweep's end check covers the whole sweep this way).
     """
     before = read_cpu_times(root)
     if "cpu" not in before:
@@ -271,9 +274,13 @@ def collect_steal(
     busy, steal = _busy_and_steal((0,) * len(_STAT_FIELDS), before["cpu"])
     if busy > 0:
         facts["steal_total_fraction"] = round(steal / busy, 6)
-    if window_seconds <= 0:
+    if since is not None:
+        started, before = since
+        window_seconds = round(time.monotonic() - started, 3)
+    elif window_seconds <= 0:
         return
-    wait(window_seconds)
+    else:
+        wait(window_seconds)
     value = steal_fraction(before, read_cpu_times(root))
     if value is not None:
         facts["steal_fraction"] = value
@@ -367,6 +374,7 @@ def collect(
     blas: bool = True,
     environ: Mapping[str, str] | None = None,
     wait: Callable[[float], None] = _spin,
+    steal_since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
 ) -> dict[str, Any]:
     """Every fact :func:`judge` looks at, as one flat dict (absent: not exposed here).
 
@@ -383,7 +391,7 @@ def collect(
                       collect_boost, collect_smt, collect_isolation, collect_load,
                       collect_thp, collect_aslr, collect_perf):
         collector(facts, root=root)
-    collect_steal(facts, root, window_seconds=steal_window_seconds, wait=wait)
+    collect_steal(facts, root, window_seconds=steal_window_seconds, wait=wait, since=steal_since)
     if root == "/":
         facts["euid"] = os.geteuid()
         if counters:
@@ -782,13 +790,15 @@ def check(
     blas: bool = True,
     environ: Mapping[str, str] | None = None,
     wait: Callable[[float], None] = _spin,
+    steal_since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
 ) -> CheckReport:
     """Is this machine fit to measure? Collect the facts and judge each subject.
 
     ``planned_bytes``: the largest working set about to be measured, in
     bytes (compared with the available memory). ``steal_window_seconds``:
     how long to keep a CPU busy while watching /proc/stat for steal time
-    (0: not measured). Returns a
+    (0: not measured); ``steal_since`` = (time.monotonic(), read_cpu_times())
+    measures it since then instead, without waiting. Returns a
     :class:`CheckReport`; ``print(report)`` gives what ``memlab check``
     prints, ``report.to_dict()`` what a dataset's metadata stores.
 
@@ -801,7 +811,7 @@ def check(
     if not 0 <= steal_window_seconds <= 60:
         raise ValueError(f"steal_window_seconds={steal_window_seconds} is outside [0, 60]")
     facts = collect(root, steal_window_seconds=steal_window_seconds, counters=counters,
-                    blas=blas, environ=environ, wait=wait)
+                    blas=blas, environ=environ, wait=wait, steal_since=steal_since)
     return CheckReport(facts, judge(facts, planned_bytes=planned_bytes), planned_bytes)
 
 

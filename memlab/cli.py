@@ -13,6 +13,7 @@ import json
 import math
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -198,12 +199,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from memlab.dataset import Dataset
     from memlab.families import family
 
-    from memlab.check import check, largest_bytes
+    from memlab.check import check, largest_bytes, read_cpu_times
 
     fam = family(args.family)
     assignments = typed_assignments(fam.params_type, args.assignments)
     params = dataclasses.asdict(fam.params(assignments))
-    start = check(planned_bytes=largest_bytes([params]), steal_window_seconds=0.2) if args.out else None
+    start = check(planned_bytes=largest_bytes([params]), steal_window_seconds=0.15) if args.out else None
+    since = (time.monotonic(), read_cpu_times())
     measurement = fam.run(assignments, repeat=args.repeat, cpu=args.cpu)
     row = measurement.to_row()
     if args.out:
@@ -212,7 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         meta = _metadata(Sweep("run", fam.name, [params]), fam, fam.param_names, None,
                          len(measurement.samples))
         meta["check_start"] = start.to_dict()
-        meta["check_end"] = check(steal_window_seconds=0.2).to_dict()
+        meta["check_end"] = check(steal_since=since).to_dict()
         Dataset([row], meta).save(args.out)
     if args.json:
         print(json.dumps(row, default=str))

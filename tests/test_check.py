@@ -632,3 +632,17 @@ def test_cli_tune_and_reset_the_perf_sample_rate(tmp_path, capsys):
         if open(path).read().strip() != original:
             with open(path, "w") as handle:
                 handle.write(original + "\n")
+
+
+def test_steal_since_an_earlier_reading(tmp_path):
+    root = make_tree(tmp_path, {"proc/stat": stat_text("cpu  1000 0 0 1000 0 0 0 20")})
+    since = (check_module.time.monotonic() - 2.0, read_cpu_times(root))
+    (tmp_path / "proc/stat").write_text(stat_text("cpu  1190 0 0 1100 0 0 0 30"))
+
+    def no_wait(seconds):
+        raise AssertionError("a window since an earlier reading must not wait")
+
+    report = check(root, steal_since=since, wait=no_wait)
+    assert report.facts["steal_fraction"] == pytest.approx(10 / 200)
+    assert report.facts["steal_window_seconds"] >= 2.0
+    assert report["steal"].verdict == "warning"

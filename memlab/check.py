@@ -36,8 +36,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from memlab.machine import _bracketed, _cpu_list_count, _format_bytes, _listdir, _path, _read, _read_int
+import numpy  # noqa: F401  (loads its BLAS, so that threadpoolctl sees it)
+
+from memlab._core import counters_probe
+from memlab.machine import _bracketed, _cpu_list_count, _listdir, _path, _read, _read_int
 from memlab.machine import collect_cpu, collect_kernel, collect_meminfo
+from memlab.units import format_bytes as _format_bytes
 
 __all__ = [
     "CheckReport",
@@ -319,10 +323,8 @@ def collect_perf(facts: dict, root: str = "/") -> None:
 def collect_counters(facts: dict) -> None:
     """counters: {event: {"available": bool, "reason": str, ...}} from the C core's probe."""
     try:
-        from memlab import _core
-
-        facts["counters"] = {name: dict(info) for name, info in _core.counters_probe().items()}
-    except (ImportError, AttributeError, OSError, RuntimeError) as error:
+        facts["counters"] = {name: dict(info) for name, info in counters_probe().items()}
+    except (AttributeError, OSError, RuntimeError) as error:
         facts["counters_error"] = f"{type(error).__name__}: {error}"
 
 
@@ -341,7 +343,6 @@ def collect_blas(facts: dict, environ: Mapping[str, str] | None = None) -> None:
     facts["blas_environment"] = dict(sorted(variables.items()))
     untouched = {name: os.environ.get(name) for name in _THREADPOOLCTL_SETS}
     try:
-        import numpy  # noqa: F401  (loads its BLAS, so threadpoolctl sees it)
         import threadpoolctl
     except ImportError:
         facts["blas_error"] = "threadpoolctl is not installed"

@@ -21,7 +21,13 @@ import re
 import shutil
 import socket
 import subprocess
+from importlib import metadata
 from typing import Any, Callable
+
+import numpy
+
+from memlab._core import build_info, counters_probe
+from memlab.units import format_bytes
 
 __all__ = [
     "cache_sizes",
@@ -302,15 +308,8 @@ def collect_software(facts: dict, root: str = "/") -> None:
     """python_version, numpy_version, memlab_version (if installed), hostname."""
     facts["python_version"] = platform.python_version()
     facts["python_implementation"] = platform.python_implementation()
+    facts["numpy_version"] = numpy.__version__
     try:
-        import numpy
-
-        facts["numpy_version"] = numpy.__version__
-    except ImportError:
-        pass
-    try:
-        from importlib import metadata
-
         facts["memlab_version"] = metadata.version("memlab")
     except Exception:  # PackageNotFoundError, or broken metadata
         pass
@@ -322,17 +321,13 @@ def collect_software(facts: dict, root: str = "/") -> None:
 
 
 def collect_core(facts: dict) -> None:
-    """counters and core_build from the C extension, when it is importable."""
+    """counters and core_build from the C extension."""
     try:
-        from memlab import _core
-    except ImportError:
-        return
-    try:
-        facts["counters"] = dict(_core.counters_probe())
+        facts["counters"] = dict(counters_probe())
     except (AttributeError, OSError, RuntimeError):
         pass
     try:
-        facts["core_build"] = dict(_core.build_info())
+        facts["core_build"] = dict(build_info())
     except (AttributeError, OSError, RuntimeError):
         pass
 
@@ -356,7 +351,7 @@ COLLECTORS: tuple[Callable[..., None], ...] = (
 def collect(include_core: bool = True, root: str = "/") -> dict:
     """All machine facts as one dict; a fact the machine does not expose is absent.
 
-    With ``include_core`` and the C extension importable, adds ``counters``
+    With ``include_core``, adds ``counters``
     ({event: {"available": bool, "reason": str}}) and ``core_build``.
 
     >>> facts = collect(include_core=False)
@@ -429,14 +424,6 @@ def fingerprint(facts: dict) -> dict[str, Any]:
     return result
 
 
-def _format_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            value = size / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{size} B"
-
-
 def format_facts(facts: dict) -> str:
     """Human-readable text of the facts, for ``memlab info``.
 
@@ -461,7 +448,7 @@ def format_facts(facts: dict) -> str:
             add(label, facts[key])
     for cache in facts.get("caches", []):
         name = f"L{cache.get('level', '?')} {cache.get('type', '')}".strip()
-        detail = [_format_bytes(cache["size_bytes"])] if "size_bytes" in cache else []
+        detail = [format_bytes(cache["size_bytes"])] if "size_bytes" in cache else []
         if "ways" in cache:
             detail.append(f"{cache['ways']}-way")
         if "line_bytes" in cache:
@@ -479,13 +466,13 @@ def format_facts(facts: dict) -> str:
         if key in facts:
             add(label, facts[key])
     for name, pool in facts.get("hugetlb_pools", {}).items():
-        add(f"hugetlb {_format_bytes(pool['page_bytes'])}",
+        add(f"hugetlb {format_bytes(pool['page_bytes'])}",
             f"{pool.get('nr_hugepages', '?')} reserved, {pool.get('free_hugepages', '?')} free")
     for key, label in (("pipe_max_size_bytes", "pipe max size"),
                        ("memory_total_bytes", "memory total"),
                        ("memory_available_bytes", "memory available")):
         if key in facts:
-            add(label, _format_bytes(facts[key]))
+            add(label, format_bytes(facts[key]))
     for key, label in (
         ("perf_event_paranoid", "perf paranoid"),
         ("python_version", "python"),

@@ -31,6 +31,12 @@ from typing import Any, Callable, Mapping
 
 import pytest
 
+from memlab.compare import DatasetReadError, compare, load_dataset, metadata_fingerprint, parse_fraction
+from memlab.dataset import Dataset
+from memlab.grid import Sweep
+from memlab.machine import collect, fingerprint
+from memlab.sweep import run_sweep
+
 __all__ = ["MemlabRegressionWarning", "RegressionGuard"]
 
 
@@ -125,7 +131,7 @@ class RegressionGuard:
     ) -> Any:
         """Measure ``data`` and compare it with the stored baseline.
 
-        ``data``: a :class:`memlab.sweep.Sweep` (run here, without progress
+        ``data``: a :class:`memlab.grid.Sweep` (run here, without progress
         bar), a :class:`memlab.dataset.Dataset`, or a zero-argument callable
         returning either. ``name`` names the baseline file (default: the
         test's id; give distinct names to check several sweeps in one test).
@@ -137,8 +143,6 @@ class RegressionGuard:
 
         Example: ``memlab_regression.check(memlab.Sweep("g", "chase", points))``
         """
-        from memlab.compare import DatasetReadError, compare, load_dataset
-
         path = self.baseline_path(name)
         if str(path) in self._used:
             raise ValueError(
@@ -209,8 +213,6 @@ class RegressionGuard:
             data = data()
         if hasattr(data, "rows") and hasattr(data, "metadata"):
             return data
-        from memlab.sweep import Sweep, run_sweep
-
         if isinstance(data, Sweep):
             return run_sweep(data, progress=False, resume=False, repeat=self.repeat)
         raise TypeError(
@@ -247,10 +249,6 @@ def _with_fingerprint(dataset: Any) -> Any:
     hand (or by an older memlab) was measured here, so this machine's
     fingerprint is the right one.
     """
-    from memlab.compare import metadata_fingerprint
-    from memlab.dataset import Dataset
-    from memlab.machine import collect, fingerprint
-
     metadata = dict(getattr(dataset, "metadata", None) or {})
     recorded = metadata_fingerprint(metadata)
     metadata["machine_fingerprint"] = recorded or fingerprint(collect(include_core=False))
@@ -271,8 +269,6 @@ _SETTINGS = pytest.StashKey[dict]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from memlab.compare import parse_fraction
-
     fail_text = config.getoption("memlab_fail_above") or config.getini("memlab_fail_above")
     try:
         fail_above = parse_fraction("memlab-fail-above", fail_text)

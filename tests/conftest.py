@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from memlab import _core
+from memlab.sweep import load_script
+
+EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+
+
+def experiment(name: str) -> ModuleType:
+    """An experiment script of experiments/ loaded as a module (its sweep(), table(), ...)."""
+    return load_script(EXPERIMENTS / f"{name}.py")
 
 
 def _probe() -> dict:

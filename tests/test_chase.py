@@ -104,7 +104,7 @@ def test_the_walk_visits_every_element_once_per_lap(case):
     values = metrics_of(one_sample(**case, npad=7, working_set_bytes=40_000, check=True, laps=3))
     elements = chase.element_count(dict(case, npad=7, working_set_bytes=40_000))
     assert values["elements"] == elements
-    assert values["check_visits_min"] == values["check_visits_max"] == values["check_laps"] == 2
+    assert values["check_visits_fewest"] == values["check_visits_most"] == values["check_laps"] == 2
     assert values["check_elements_visited"] == elements
     assert values["check_back_at_start"] == 1
     assert values["check_bad_pointers"] == 0 and values["check_outside_chain"] == 0
@@ -152,7 +152,7 @@ def test_prefetch_helper_and_work_give_the_same_checksum_as_the_plain_walk(op):
     checksums = set()
     for variant in VARIANTS:
         values = metrics_of(one_sample(**base, **variant))
-        assert values["check_visits_min"] == values["check_visits_max"] == 2
+        assert values["check_visits_fewest"] == values["check_visits_most"] == 2
         checksums.add((values["checksum"], values["check_order_hash"]))
     assert len(checksums) == 1
     params = dict(base, helper_thread=True, prefetch_distance=4)
@@ -165,7 +165,7 @@ def test_every_chain_count_runs_and_counts_all_elements():
         values = metrics_of(one_sample(order="random", npad=0, working_set_bytes=8 << 10, chains=chains,
                                        laps=1, check=True))
         assert values["check_elements_visited"] == values["elements"]
-        assert values["check_visits_min"] == 2 and values["end_at_start"] == 1
+        assert values["check_visits_fewest"] == 2 and values["end_at_start"] == 1
 
 
 def test_counters_and_per_element_units_are_attached():
@@ -213,7 +213,7 @@ def test_a_small_thp_list_gets_a_whole_huge_page():
         pytest.skip(f"transparent huge pages are {thp_mode()!r} here")
     values = metrics_of(one_sample(pages="thp", working_set_bytes=64 << 10, npad=7, laps=1, check=True))
     assert values["huge_page_fraction"] > 0, "THP enabled but the 2 MiB region got no huge page"
-    assert values["memory_bytes"] == 64 << 10 and values["check_visits_min"] == 2
+    assert values["memory_bytes"] == 64 << 10 and values["check_visits_fewest"] == 2
 
 
 def test_hugetlb_without_reserved_pages_falls_back_or_fails_when_strict():
@@ -230,7 +230,7 @@ def test_hugetlb_pages_are_used_when_reserved(reserved_hugetlb_2m):
                                    laps=1, check=True))
     assert values["pages_granted_hugetlb"] == 1
     assert values["huge_page_fraction"] > 0.9
-    assert values["check_visits_min"] == 2
+    assert values["check_visits_fewest"] == 2
 
 
 # ---- errors -------------------------------------------------------------------

@@ -356,7 +356,7 @@ def test_named_sweeps_have_valid_points(family, names):
 
 
 def test_families_are_registered():
-    from memlab.families import family
+    from memlab.registry import family
 
     assert family("clear_fault") is clear.FAULT_FAMILY
     assert family("clear_order") is clear.ORDER_FAMILY

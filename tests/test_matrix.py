@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from memlab import _core
+from conftest import experiment
 from memlab import matrix as mx
 from memlab.sweep import Sweep
 
@@ -349,7 +350,7 @@ def test_c_boundary_rejects_wrong_buffers():
 
 
 def test_table_6_2_quick_has_every_variant_relative_to_naive():
-    ds = mx.table_6_2(quick=True)
+    ds = experiment("table6_2").table(quick=True)
     assert sorted(ds.column("variant")) == sorted(mx.VARIANTS)
     by_variant = {row["variant"]: row for row in ds.rows}
     assert by_variant["naive"]["percent_of_naive"] == pytest.approx(100.0)
@@ -360,7 +361,7 @@ def test_table_6_2_quick_has_every_variant_relative_to_naive():
 
 
 def test_table_6_1_quick_has_both_orders_and_stores(tmp_path):
-    ds = mx.table_6_1(quick=True, out=str(tmp_path / "t61.csv"))
+    ds = experiment("table6_1").table(quick=True, out=str(tmp_path / "t61.csv"))
     assert {(r["order"], r["stores"]) for r in ds.rows} == {
         (o, s) for o in mx.ORDERS for s in mx.STORES
     }

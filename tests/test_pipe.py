@@ -11,6 +11,7 @@ import time
 import pytest
 
 from memlab import _core
+from conftest import experiment
 from memlab import pipe
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -313,7 +314,7 @@ def test_latency_busy_loop_and_bad_parameters():
 
 def test_ladder_rows_and_ratios():
     placements = ["two_cpus", "one_cpu"] if TWO_CPUS else ["one_cpu"]
-    ds = pipe.ladder(placements=placements, total_bytes=2 << 20, repeat=1, verify=True, progress=False)
+    ds = experiment("pipes_ladder").ladder(placements=placements, total_bytes=2 << 20, repeat=1, verify=True, progress=False)
     expected = (5 if TWO_CPUS else 0) + 4
     assert len(ds) == expected
     for row in ds.rows:

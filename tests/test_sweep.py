@@ -117,14 +117,15 @@ def test_real_sigint_leaves_rows_on_disk_and_resume_finishes(tmp_path):
     script = tmp_path / "slow.py"
     script.write_text(textwrap.dedent(
         """
-        from memlab.sweep import Sweep, main
+        from memlab.cli import script_main
+        from memlab.grid import Sweep
 
         def sweep(quick=False):
             return Sweep("slow", "calibrate",
                          [{"budget_ns": 300_000_000 + i} for i in range(6)], repeat=1, warmup=0)
 
         if __name__ == "__main__":
-            main(sweep)
+            raise SystemExit(script_main(sweep))
         """
     ))
     out = tmp_path / "slow.csv"

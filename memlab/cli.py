@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--working-set", metavar="BYTES",
                        help="largest working set you plan to measure, e.g. 8GiB "
                        "(judged against the available memory)")
-    check.add_argument("--steal-window", type=float, default=0.25, metavar="SECONDS",
+    check.add_argument("--steal-window", type=_bounded_float("--steal-window", 0.0, 60.0), default=0.25,
+                       metavar="SECONDS",
                        help="how long to keep a CPU busy while watching steal time (default 0.25)")
     action = check.add_mutually_exclusive_group()
     action.add_argument("--tune", action="store_true",
@@ -639,14 +640,30 @@ class _sigint_ignored:
             signal.signal(signal.SIGINT, self.previous)
 
 
+def _bounded_float(name: str, minimum: float, maximum: float) -> Callable[[str], float]:
+    """An argparse type: a finite float written with ASCII digits, in [minimum, maximum]."""
+
+    def convert(text: str) -> float:
+        value = _ascii_float(text)
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{name}={text} is outside [{minimum:g}, {maximum:g}]")
+        return value
+
+    convert.__name__ = name
+    return convert
+
+
 def _ascii_float(text: str) -> float:
     """An argparse type: a float written with ASCII digits."""
     if any(c.isdigit() and not c.isascii() for c in text):
         raise argparse.ArgumentTypeError(f"{text!r} holds non-ASCII digits: write numbers with the digits 0-9")
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def _error(command: str, message: object, status: int) -> int:

@@ -458,3 +458,18 @@ def test_the_quick_sweep_runs(tmp_path):
     dataset = run_sweep(sweep, tmp_path / "fig3_12.csv", progress=False, repeat=1)
     assert len(dataset) == len(sweep.points)
     assert all(row["ns_per_element"] > 0 for row in dataset)
+
+
+def test_the_helper_stays_within_the_callers_affinity():
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("one CPU only")
+    os.sched_setaffinity(0, {allowed[0]})
+    try:
+        with pytest.raises(ValueError, match=rf"helper_cpu={allowed[1]} is not among the CPUs"):
+            chase.ChaseParams(helper_thread=True, helper_cpu=allowed[1])
+        with pytest.raises(ValueError, match="helper_thread=True needs a second CPU"):
+            chase.ChaseParams(helper_thread=True)
+        assert chase.ChaseParams(helper_cpu=allowed[1]).helper_thread is False  # unused: not checked
+    finally:
+        os.sched_setaffinity(0, set(allowed))

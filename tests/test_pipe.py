@@ -426,3 +426,21 @@ def test_latency_sweep_covers_each_placement_and_refuses_busy_on_one_cpu(tmp_pat
     row = Dataset.load(tmp_path / "lat.csv").rows[0]
     assert row["family"] == "pipe_latency" and row["ns_per_round_trip"] > 0
     assert row["echo_errors"] == 0 and len(dataset) == 1
+
+
+def test_cpus_outside_the_callers_affinity_are_refused():
+    """`taskset -c 0 memlab run pipe writer_cpu=1` ran the writer on CPU 1: no longer."""
+    if not TWO_CPUS:
+        pytest.skip("one CPU only: no CPU outside the affinity to ask for")
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {CPUS[0]})
+    try:
+        for name in ("writer_cpu", "reader_cpu"):
+            with pytest.raises(ValueError, match=rf"{name}={CPUS[1]} is not among the CPUs this process may run on"):
+                pipe.PipeParams(**{name: CPUS[1]})
+        for name in ("ping_cpu", "pong_cpu"):
+            with pytest.raises(ValueError, match=rf"{name}={CPUS[1]} is not among the CPUs"):
+                pipe.LatencyParams(**{name: CPUS[1]})
+        assert pipe.PipeParams(writer_cpu=CPUS[0]).writer_cpu == CPUS[0]
+    finally:
+        os.sched_setaffinity(0, allowed)

@@ -4,8 +4,9 @@ Writes a chase dataset of about ``--megabytes`` MB (real measured rows,
 repeated with other parameter values and scaled values), then loads it in a
 fresh Python process per interpreter given (``--python``, default this one;
 give an older memlab's interpreter to compare) and prints, per run, the
-peak resident memory the load added (ru_maxrss after minus before), the
-wall time of the load, and the same after reading every row's samples.
+peak resident memory the load added (VmHWM after minus before), the
+wall and CPU time of the load, and the same after reading every row's
+samples. On a loaded machine the CPU time is the figure to compare.
 
     python experiments/dataset_load_memory.py [--megabytes 130] [--python /old/venv/bin/python ...]
 """
@@ -26,17 +27,27 @@ from memlab.dataset import Dataset, DatasetWriter
 CHILD = r"""
 import json, resource, sys, time
 from memlab.dataset import Dataset
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-started = time.perf_counter()
+
+def cpu_s():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+def peak_kib():  # this process's own high-water mark (ru_maxrss would count its parent's before exec)
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("VmHWM:"))
+
+before = peak_kib()
+started, cpu_started = time.perf_counter(), cpu_s()
 ds = Dataset.load(sys.argv[1])
-loaded = time.perf_counter() - started
-peak_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+loaded, load_cpu = time.perf_counter() - started, cpu_s() - cpu_started
+peak_load = peak_kib()
 total = 0.0
 for row in ds.rows:
     total += sum(row["ns_per_element_samples"]) + row["ns_per_element"]
 walked = time.perf_counter() - started
-peak_walk = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"rows": len(ds), "load_s": loaded, "load_MiB": (peak_load - before) / 1024,
+peak_walk = peak_kib()
+print(json.dumps({"rows": len(ds), "load_s": loaded, "load_cpu_s": load_cpu,
+                  "load_MiB": (peak_load - before) / 1024,
                   "walk_s": walked, "walk_MiB": (peak_walk - before) / 1024}))
 """
 
@@ -92,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 break
             results.append(json.loads(out.stdout))
         for result in results:
-            print(f"{python}: load {result['load_s']:.1f} s, +{result['load_MiB']:.0f} MiB "
+            print(f"{python}: load {result['load_s']:.1f} s ({result['load_cpu_s']:.1f} s of CPU), "
+                  f"+{result['load_MiB']:.0f} MiB "
                   f"({result['load_MiB'] * 1.048576 / size_mb:.2f}x the file); with every row's samples read: "
                   f"{result['walk_s']:.1f} s, +{result['walk_MiB']:.0f} MiB")
     return 0

@@ -39,6 +39,10 @@ from memlab.files import (
     remove_stale_temporaries,
 )
 from memlab.table import TYPE_NAMES, Row, read_table
+from memlab.table import is_number as _is_number
+from memlab.table import is_numbers as _is_numbers
+from memlab.table import is_object as _is_object
+from memlab.table import is_text as _is_text
 from memlab.table import guess as _guess
 from memlab.units import is_missing
 
@@ -624,26 +628,6 @@ def _read_sidecar(json_path: str) -> tuple[dict, dict[str, str]]:
         if kind not in _TYPE_NAMES:
             raise DatasetError(f"{json_path}: column_types[{column!r}]={kind!r} is not one of {_TYPE_NAMES}")
     return document, types
-
-
-def _is_number(value: Any) -> str | None:
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-        return None
-    return "is not a number"
-
-
-def _is_numbers(value: Any) -> str | None:
-    if isinstance(value, list) and all(_is_number(v) is None for v in value):
-        return None
-    return "is not a list of numbers"
-
-
-def _is_text(value: Any) -> str | None:
-    return None if value is None or isinstance(value, str) else "is not text"
-
-
-def _is_object(value: Any) -> str | None:
-    return None if isinstance(value, dict) else "is not a JSON object"
 
 
 def _column_roles(header: Sequence[str]) -> dict[str, tuple[tuple[str, ...], Callable[[Any], str | None]]]:

@@ -32,14 +32,15 @@ goes to the row alone); it compares equal to the dict of its values.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
 from array import array
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
-__all__ = ["Row", "Table", "read_table", "TYPE_NAMES"]
+__all__ = ["Row", "Table", "TYPE_NAMES", "is_number", "is_numbers", "is_object", "is_text", "read_table"]
 
 #: The column types of the sidecar's ``column_types``.
 TYPE_NAMES = ("int", "float", "bool", "str", "json")
@@ -47,15 +48,60 @@ TYPE_NAMES = ("int", "float", "bool", "str", "json")
 _BOM = "\ufeff"
 # One field: quoted (any text, "" for a quote) or unquoted (no comma, no quote).
 _FIELD = re.compile(r'"([^"]*(?:""[^"]*)*)"|([^,"\r]*)')
+#: A whole record: fields quoted (any text, "" for a quote) or unquoted (no comma, quote or CR).
+_RECORD = re.compile(r'(?:"[^"]*(?:""[^"]*)*"|[^,"\r]*)(?:,(?:"[^"]*(?:""[^"]*)*"|[^,"\r]*))*')
 _INT = re.compile(r"[-+]?[0-9]+", re.ASCII)
 _FLOAT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)",
                     re.ASCII | re.IGNORECASE)
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NONE = 2  # a missing bool
+_CHUNK_RECORDS = 256  # records converted column by column at a time
+
+
+_JSON_NUMBER = r"(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|NaN|-?Infinity|null)"
+_JSON_SPACE = r"[ \t\n\r]*"
+#: JSON text of one number (or null) and of a list of them, as json.loads reads them.
+_JSON_NUMBER_TEXT = re.compile(_JSON_SPACE + _JSON_NUMBER + _JSON_SPACE)
+_JSON_NUMBERS_TEXT = re.compile(
+    rf"{_JSON_SPACE}\[{_JSON_SPACE}(?:{_JSON_NUMBER}{_JSON_SPACE}(?:,{_JSON_SPACE}{_JSON_NUMBER}{_JSON_SPACE})*)?\]"
+    + _JSON_SPACE
+)
+_FLOAT_TEXT = r"(?:[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan))"
+#: Cells joined by commas: a chunk of a float or int column, checked in one pass.
+_FLOATS = re.compile(rf"{_FLOAT_TEXT}?(?:,{_FLOAT_TEXT}?)*", re.ASCII | re.IGNORECASE)
+_INTS = re.compile(r"(?:[-+]?[0-9]{1,18})?(?:,(?:[-+]?[0-9]{1,18})?)*", re.ASCII)
 
 
 class CellError(ValueError):
     """A cell that is not a value of its column's type (the message says where)."""
+
+
+def is_number(value: Any) -> str | None:
+    """None if a decoded JSON cell is a number (or null), else what is wrong with it."""
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return None
+    return "is not a number"
+
+
+def is_numbers(value: Any) -> str | None:
+    """None if a decoded JSON cell is a list of numbers (or nulls), else what is wrong with it."""
+    if isinstance(value, list) and all(is_number(v) is None for v in value):
+        return None
+    return "is not a list of numbers"
+
+
+def is_text(value: Any) -> str | None:
+    """None if a decoded JSON cell is a string (or null)."""
+    return None if value is None or isinstance(value, str) else "is not text"
+
+
+def is_object(value: Any) -> str | None:
+    """None if a decoded JSON cell is an object."""
+    return None if isinstance(value, dict) else "is not a JSON object"
+
+
+#: Checks whose JSON text a regular expression can vouch for without parsing it.
+_FAST_JSON = {is_number: _JSON_NUMBER_TEXT, is_numbers: _JSON_NUMBERS_TEXT}
 
 
 def _parse_int(text: str) -> int:
@@ -160,6 +206,49 @@ class _Column:
             values.append(self._shared(text))
         else:
             values.append(None if text == "" else guess(text))
+
+    def extend(self, cells: Sequence[str]) -> None:
+        """Append a chunk of cells; CellError (with ``index``, the cell's position) at the first bad one."""
+        kind = self.kind
+        try:
+            if kind == "float" and _FLOATS.fullmatch(",".join(cells)):
+                self.values.extend([float(c) if c else math.nan for c in cells])
+                return
+            if kind == "int" and _INTS.fullmatch(",".join(cells)):
+                start = len(self.values)
+                self.missing.update(start + i for i, c in enumerate(cells) if not c)
+                self.values.extend([int(c) if c else 0 for c in cells])
+                return
+            if kind == "bool" and set(cells) <= {"true", "false", ""}:
+                self.values.extend([_NONE if not c else c == "true" for c in cells])
+                return
+            if kind == "str":
+                shared = self._shared
+                self.values.extend([shared(c) if c else None for c in cells])
+                return
+            if kind == "json":
+                pattern = _FAST_JSON.get(self.check)
+                if pattern is not None:
+                    shared, values, append = self._shared, self.values, self.append
+                    for index, cell in enumerate(cells):
+                        if not cell:
+                            values.append(None)
+                        elif pattern.fullmatch(cell):
+                            values.append(shared(cell))
+                        else:
+                            self._append_at(index, cell)
+                    return
+        except ValueError:  # a float() the pattern let through ("1,2" is two numbers when joined)
+            pass
+        for index, cell in enumerate(cells):
+            self._append_at(index, cell)
+
+    def _append_at(self, index: int, cell: str) -> None:
+        try:
+            self.append(cell)
+        except CellError as error:
+            error.index = index
+            raise
 
     def _widen(self) -> None:
         """An int column with a value beyond 64 bits: keep Python ints."""
@@ -354,17 +443,16 @@ def _fields(text: str) -> list[str]:
     """The fields of one record; ValueError for a quote or carriage return where none may be."""
     if '"' not in text and "\r" not in text:
         return text.split(",")
-    fields = []
-    position = 0
+    if _RECORD.fullmatch(text):
+        return next(csv.reader([text], strict=True))
+    position = 0  # find and name the fault
     length = len(text)
-    match = _FIELD.match
     while True:
-        found = match(text, position)
+        found = _FIELD.match(text, position)
         quoted = found.group(1)
-        fields.append(quoted.replace('""', '"') if quoted is not None else found.group(2))
         position = found.end()
         if position == length:
-            return fields
+            raise ValueError("a field the CSV reader cannot split")  # not reached: the record matched
         if text[position] != ",":
             if quoted is not None:
                 raise ValueError(f"text after a closing quote (character {position + 1})")
@@ -372,9 +460,6 @@ def _fields(text: str) -> list[str]:
                 raise ValueError(f"a carriage return inside an unquoted field (character {position + 1})")
             raise ValueError(f"a quote inside an unquoted field (character {position + 1})")
         position += 1
-        if position == length:
-            fields.append("")
-            return fields
 
 
 def read_table(
@@ -394,12 +479,26 @@ def read_table(
     """
     warnings: list[str] = []
     checks = checks or {}
+    header: list[str] | None = None
+    columns: list[_Column] = []
+    chunk: list[list[str]] = []
+    where: list[tuple[int, int]] = []
+
+    def flush() -> None:
+        for column, name, cells in zip(columns, header, zip(*chunk)):
+            try:
+                column.extend(cells)
+            except CellError as error:
+                number, line = where[getattr(error, "index", 0)]
+                kind = column.kind if column.kind != "bigint" else "int"
+                raise ValueError(f"{path}: record {number} (line {line}), column {name!r} ({kind}): "
+                                 f"{error}") from None
+        chunk.clear()
+        where.clear()
+
     with open(path, "rb") as handle:
-        records = _records(handle, path, warnings)
-        header = None
-        columns: list[_Column] = []
         number = 0
-        for line, text in records:
+        for line, text in _records(handle, path, warnings):
             number += 1
             try:
                 fields = _fields(text)
@@ -414,13 +513,12 @@ def read_table(
             if len(fields) != len(header):
                 raise ValueError(f"{path}: record {number} (line {line}) has {len(fields)} fields, "
                                  f"the header has {len(header)}")
-            for column, name, cell in zip(columns, header, fields):
-                try:
-                    column.append(cell)
-                except CellError as error:
-                    kind = column.kind if column.kind != "bigint" else "int"
-                    raise ValueError(f"{path}: record {number} (line {line}), column {name!r} ({kind}): "
-                                     f"{error}") from None
+            chunk.append(fields)
+            where.append((number, line))
+            if len(chunk) == _CHUNK_RECORDS:
+                flush()
+        if chunk:
+            flush()
     if header is None:
         if not warnings:
             warnings.append(f"{path} is empty, not even a header line (memlab never writes such a file: "

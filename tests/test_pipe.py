@@ -112,15 +112,24 @@ def test_verify_catches_vmsplice_pages_reused_while_in_the_pipe():
     # pipe still references, again and again, before the reader (same CPU, batch
     # scheduling: it runs when the writer blocks on a full pipe) reads any of it. Every
     # chunk but the newest in the pipe then holds the wrong bytes, whatever the timing.
+    # Not quite whatever the timing: in 1 run of about 450 (measured over 1500 runs on a
+    # loaded 2-CPU guest) the writer was switched out after nearly every chunk anyway and
+    # the reader kept up for most of the transfer (errors in 20% of the bytes, not 75%).
+    # So up to five tries: the race must be caught by at least one (a miss rate near 1e-13).
     pipe_bytes = min(1 << 20, pipe.pipe_max_size() or 1 << 20)
     total = 8 << 20
-    with batch_scheduling():
-        m = pipe.run(writer="vmsplice", reader="read", buffer_size=4096, pipe_size=pipe_bytes,
-                     vmsplice_sections=1, total_bytes=total, verify=True,
-                     writer_cpu=CPUS[0], reader_cpu=CPUS[0], **SMALL)
-    assert m.median("bytes_received") == total
-    assert m.median("verify_errors") > total // 4
-    assert 0 <= m.median("first_bad_offset") < total
+    errors = []
+    for _ in range(5):
+        with batch_scheduling():
+            m = pipe.run(writer="vmsplice", reader="read", buffer_size=4096, pipe_size=pipe_bytes,
+                         vmsplice_sections=1, total_bytes=total, verify=True,
+                         writer_cpu=CPUS[0], reader_cpu=CPUS[0], **SMALL)
+        assert m.median("bytes_received") == total
+        errors.append(m.median("verify_errors"))
+        if errors[-1] > total // 4:
+            assert 0 <= m.median("first_bad_offset") < total
+            break
+    assert max(errors) > total // 4, errors
 
 
 def test_adapts_total_to_the_target_time():

@@ -112,10 +112,10 @@ def test_verify_catches_vmsplice_pages_reused_while_in_the_pipe():
     # pipe still references, again and again, before the reader (same CPU, batch
     # scheduling: it runs when the writer blocks on a full pipe) reads any of it. Every
     # chunk but the newest in the pipe then holds the wrong bytes, whatever the timing.
-    # Not quite whatever the timing: in 1 run of about 450 (measured over 1500 runs on a
-    # loaded 2-CPU guest) the writer was switched out after nearly every chunk anyway and
-    # the reader kept up for most of the transfer (errors in 20% of the bytes, not 75%).
-    # So up to five tries: the race must be caught by at least one (a miss rate near 1e-13).
+    # Not quite whatever the timing: in 2 runs of 1560 (a loaded 2-CPU guest, Linux 6.x) the
+    # writer was switched out after nearly every chunk anyway and the reader kept up for most
+    # of the transfer (errors in 20% of the bytes, not 75%). So up to five tries: the race
+    # must be caught in at least one (a miss rate near 1e-14 if the tries are independent).
     pipe_bytes = min(1 << 20, pipe.pipe_max_size() or 1 << 20)
     total = 8 << 20
     errors = []

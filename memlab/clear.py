@@ -26,6 +26,7 @@ from memlab._core import Kernel
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, check_number
 from memlab.grid import Sweep, grid
+from memlab.machine import populate_write_supported
 from memlab.measure import Measurement
 
 __all__ = [
@@ -274,15 +275,18 @@ ORDER_EXTENTS = (4 * 1024, 64 * 1024, 2 * MiB, 32 * MiB)
 def fault_sweep(quick: bool = False) -> Sweep:
     """clear_fault: every page kind x populate mode over 64 MiB ... 4 GiB,
     the touch offset within THP pages, and the pause before each sample."""
+    # MADV_POPULATE_WRITE came with Linux 5.14: older kernels measure the other modes.
+    populate_modes = [mode for mode in POPULATE_MODES
+                      if mode != "madvise_populate_write" or populate_write_supported()]
     if quick:
-        points = grid(region_bytes=[64 * MiB], pages=["4k", "thp"], populate=list(POPULATE_MODES))
+        points = grid(region_bytes=[64 * MiB], pages=["4k", "thp"], populate=populate_modes)
         points += grid(region_bytes=[64 * MiB], pages=["thp"], touch_offset=["middle", "last"])
         points += grid(region_bytes=[64 * MiB], pages=["thp"], pause_s=[1.0])
         return Sweep(name="quick", family="clear_fault", points=points, repeat=3, warmup=1,
                      description="fault-in speed, 64 MiB, 4k/THP, every populate mode")
     points = [
         point
-        for point in grid(region_bytes=list(FAULT_SIZES), pages=list(PAGE_KINDS), populate=list(POPULATE_MODES))
+        for point in grid(region_bytes=list(FAULT_SIZES), pages=list(PAGE_KINDS), populate=populate_modes)
         if point["region_bytes"] % PAGE_BYTES[point["pages"]] == 0
     ]
     points += grid(region_bytes=[1 * GiB], pages=["thp"], touch_offset=["middle", "last"])

@@ -14,7 +14,12 @@ Example::
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
+import functools
 import hashlib
+import mmap
 import os
 import platform
 import re
@@ -35,6 +40,7 @@ __all__ = [
     "format_facts",
     "machine_id",
     "parse_size",
+    "populate_write_supported",
 ]
 
 SIMD_FLAGS = (
@@ -207,8 +213,41 @@ def collect_caches(facts: dict, root: str = "/") -> None:
             facts["cache_line_bytes"] = lines.pop()
 
 
+MADV_POPULATE_WRITE = 23
+
+
+@functools.cache
+def populate_write_supported() -> bool:
+    """Whether this kernel has madvise(MADV_POPULATE_WRITE) (Linux 5.14+).
+
+    Probed once on one anonymous page: EINVAL means the kernel does not know
+    the advice.
+
+    >>> isinstance(populate_write_supported(), bool)
+    True
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    size = mmap.PAGESIZE
+    address = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                        mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if address in (None, ctypes.c_void_p(-1).value):
+        return False
+    try:
+        result = libc.madvise(address, size, MADV_POPULATE_WRITE)
+        error = ctypes.get_errno()
+    finally:
+        libc.munmap(address, size)
+    return result == 0 or error not in (errno.EINVAL, errno.ENOSYS)
+
+
 def collect_kernel(facts: dict, root: str = "/") -> None:
-    """kernel_release and os (from /proc or, on the real root, uname)."""
+    """kernel_release and os (from /proc or, on the real root, uname);
+    madvise_populate_write (whether the running kernel has it) on the real root."""
     release = _read(root, "/proc/sys/kernel/osrelease")
     if release is None and root == "/":
         release = platform.release() or None
@@ -224,6 +263,8 @@ def collect_kernel(facts: dict, root: str = "/") -> None:
         os_name = platform.system() or None
     if os_name:
         facts["os"] = os_name
+    if root == "/":
+        facts["madvise_populate_write"] = populate_write_supported()
 
 
 def _detect_virt(option: str) -> str | None:

@@ -16,7 +16,7 @@
 
 The reference kernels (naive, transposed, tiled and init with normal stores)
 are compiled with auto-vectorisation and loop interchange off
-(:data:`REFERENCE_FLAGS`), so each is the algorithm it is named after; the
+(:func:`reference_flags`), so each is the algorithm it is named after; the
 flags are in every result (``context_kernel_flags``).  Every product is
 checked against numpy after every sample (``max_abs_error``).
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -63,6 +64,7 @@ __all__ = [
     "MultiplyParams",
     "ORDERS",
     "REFERENCE_FLAGS",
+    "reference_flags",
     "STORES",
     "VARIANTS",
     "cache_line_bytes",
@@ -89,13 +91,24 @@ MAX_N = 1 << 20
 SIMD_DEFAULT_TILE = 256
 
 
-def _reference_flags() -> str:
+@functools.cache
+def reference_flags() -> str:
+    """How csrc/matrix.c keeps its reference kernels scalar and in loop order.
+
+    gcc: per-function optimize flags; clang: loop pragmas; as the C core
+    reports it (asked at first use, not at import).
+
+    >>> "vectorize" in reference_flags()
+    True
+    """
     return core_families()["matrix"]["description"].split("built with ", 1)[1]
 
 
-#: How csrc/matrix.c keeps its reference kernels scalar and in loop order (gcc:
-#: per-function optimize flags; clang: loop pragmas), as the C core reports it.
-REFERENCE_FLAGS = _reference_flags()
+def __getattr__(name: str) -> str:
+    # REFERENCE_FLAGS stays importable for existing code, computed at first use.
+    if name == "REFERENCE_FLAGS":
+        return reference_flags()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 #: Rows of the product recomputed at once by the numpy check (bounds its memory).
 _CHECK_CHUNK_BYTES = 1 << 20
 
@@ -463,7 +476,7 @@ class _MatrixFamily(Family):
             self.name, dataclasses.asdict(params), core="matrix_init", config=config,
             unit=self.unit, primary_metric=self.primary_metric, derive=derive, **options,
         )
-        measurement.context["kernel_flags"] = REFERENCE_FLAGS
+        measurement.context["kernel_flags"] = reference_flags()
         return measurement
 
 
@@ -471,7 +484,7 @@ def _kernel_flags(variant: str) -> str:
     build = build_info()["cflags"]
     if variant == "tiled_simd":
         return f"{build}; intrinsics with target attributes, ISA chosen at run time"
-    return f"{build} {REFERENCE_FLAGS}"
+    return f"{build} {reference_flags()}"
 
 
 def expected_init(n: int, rows: slice = slice(None)) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 import os
 import platform
+import re
 
 import pytest
 
@@ -109,6 +110,15 @@ def test_facts_present_on_this_machine():
         assert facts["thp_enabled"] in ("always", "madvise", "never")
     if os.path.exists("/proc/sys/fs/pipe-max-size"):
         assert facts["pipe_max_size_bytes"] >= 4096
+
+
+def test_populate_write_support_is_a_fact_of_the_running_kernel_only(fake_root):
+    facts = machine.collect(include_core=False)
+    assert facts["madvise_populate_write"] is machine.populate_write_supported()
+    release = tuple(int(part) for part in re.findall(r"\d+", platform.release())[:2])
+    if release >= (5, 14):
+        assert facts["madvise_populate_write"] is True
+    assert "madvise_populate_write" not in machine.collect(include_core=False, root=fake_root)
 
 
 def test_machine_id_is_stable_and_sensitive():

@@ -76,23 +76,16 @@ static int transfer_writer(const pipe_pair *pair, const ml_child_io *io, pipe_si
     size_t sections = vmsplice_sections(c, pair->pipe_bytes);
     int fd = pair->fd[io->index][0];
     pipe_buffer b;
-    ml_counting counting;
-    pipe_usage usage;
+    pipe_side_watch watch;
     if (pipe_buffer_map(&b, stride_bytes * sections, c->huge_pages, c->touch_pages, r) != 0)
         return -1;
     if (c->busy_loop && pipe_set_nonblocking(fd, r) != 0)
         return -1;
-    ml_counting_open(&counting, pair->ctx, 0);
-    if (ml_child_wait_start(io) != 0) {
-        pipe_side_fail(r, PIPE_STEP_START, 0);
-        return -1;
-    }
     unsigned int flags = c->busy_loop ? SPLICE_F_NONBLOCK : 0;
     uint64_t total = pair->count, sent = 0;
     size_t section = 0;
-    pipe_usage_start(&usage);
-    ml_counting_begin(&counting);
-    r->start_ns = ml_now_ns();
+    if (pipe_side_start(r, io, pair->ctx, &watch) != 0)
+        return -1;
     while (sent < total) {
         size_t len = total - sent < chunk_bytes ? (size_t)(total - sent) : chunk_bytes;
         unsigned char *p = b.base + section * stride_bytes;
@@ -126,9 +119,7 @@ static int transfer_writer(const pipe_pair *pair, const ml_child_io *io, pipe_si
         r->bytes = sent;
         section = section + 1 == sections ? 0 : section + 1;
     }
-    r->end_ns = ml_now_ns();
-    ml_counting_end(&counting, &r->counters);
-    pipe_usage_end(r, &usage);
+    pipe_side_stop(r, &watch);
     r->bytes = sent;
     close(fd); /* end of file for the reader before the slow smaps read */
     r->huge_bytes = ml_huge_bytes(b.base, b.bytes);
@@ -143,8 +134,7 @@ static int transfer_reader(const pipe_pair *pair, const ml_child_io *io, pipe_si
     int sink = -1;
     unsigned char *view = NULL; /* where the checked bytes land */
     pipe_buffer b;
-    ml_counting counting;
-    pipe_usage usage;
+    pipe_side_watch watch;
     r->huge_bytes = -1;
     r->first_bad = UINT64_MAX;
     if (c->reader == READER_READ) {
@@ -174,16 +164,10 @@ static int transfer_reader(const pipe_pair *pair, const ml_child_io *io, pipe_si
     }
     if (c->busy_loop && pipe_set_nonblocking(fd, r) != 0)
         return -1;
-    ml_counting_open(&counting, pair->ctx, 0);
-    if (ml_child_wait_start(io) != 0) {
-        pipe_side_fail(r, PIPE_STEP_START, 0);
-        return -1;
-    }
     unsigned int flags = SPLICE_F_MOVE | (c->busy_loop ? SPLICE_F_NONBLOCK : 0);
     uint64_t total = pair->count, received = 0;
-    pipe_usage_start(&usage);
-    ml_counting_begin(&counting);
-    r->start_ns = ml_now_ns();
+    if (pipe_side_start(r, io, pair->ctx, &watch) != 0)
+        return -1;
     while (received < total) {
         size_t want = total - received < chunk_bytes ? (size_t)(total - received) : chunk_bytes;
         ssize_t n;
@@ -215,9 +199,7 @@ static int transfer_reader(const pipe_pair *pair, const ml_child_io *io, pipe_si
         received += (uint64_t)n;
         r->bytes = received;
     }
-    r->end_ns = ml_now_ns();
-    ml_counting_end(&counting, &r->counters);
-    pipe_usage_end(r, &usage);
+    pipe_side_stop(r, &watch);
     r->bytes = received;
     if (c->reader == READER_READ)
         r->huge_bytes = ml_huge_bytes(b.base, b.bytes);

@@ -61,12 +61,19 @@ typedef struct pipe_buffer {
 int pipe_buffer_map(pipe_buffer *b, size_t bytes, int huge, int touch, pipe_side *r);
 int pipe_set_nonblocking(int fd, pipe_side *r);
 
-/* getrusage around the timed loop: context switches and page faults. */
-typedef struct pipe_usage {
+/* What an end measures around its timed loop: the counters (if asked) and
+ * getrusage (context switches, page faults). */
+typedef struct pipe_side_watch {
+    ml_counting counting;
     long voluntary_switches, involuntary_switches, minor_faults, major_faults;
-} pipe_usage;
-void pipe_usage_start(pipe_usage *before);
-void pipe_usage_end(pipe_side *r, const pipe_usage *before);
+} pipe_side_watch;
+
+/* The last step before the timed loop: open the counters, say ready, wait
+ * for the start, then start the watch and r->start_ns.  -1: the run was
+ * called off (r says so). */
+int pipe_side_start(pipe_side *r, const ml_child_io *io, const ml_context *ctx, pipe_side_watch *watch);
+/* Right after the timed loop: r->end_ns, the counters and the usage deltas. */
+void pipe_side_stop(pipe_side *r, pipe_side_watch *watch);
 
 /* ---- the pair: two ends run by children.c ------------------------------ */
 

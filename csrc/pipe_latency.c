@@ -59,21 +59,14 @@ static int latency_side(const pipe_pair *pair, const ml_child_io *io, pipe_side 
     int out_fd = pair->fd[io->index][0], in_fd = pair->fd[io->index][1];
     size_t message_bytes = (size_t)c->message_bytes;
     pipe_buffer b;
-    ml_counting counting;
-    pipe_usage usage;
+    pipe_side_watch watch;
     r->first_bad = UINT64_MAX;
     if (pipe_buffer_map(&b, message_bytes, 0, 1, r) != 0)
         return -1;
     if (c->busy_loop && (pipe_set_nonblocking(out_fd, r) != 0 || pipe_set_nonblocking(in_fd, r) != 0))
         return -1;
-    ml_counting_open(&counting, pair->ctx, 0);
-    if (ml_child_wait_start(io) != 0) {
-        pipe_side_fail(r, PIPE_STEP_START, 0);
+    if (pipe_side_start(r, io, pair->ctx, &watch) != 0)
         return -1;
-    }
-    pipe_usage_start(&usage);
-    ml_counting_begin(&counting);
-    r->start_ns = ml_now_ns();
     size_t stamp_bytes = message_bytes < 8 ? message_bytes : 8;
     for (uint64_t i = 0; i < pair->count; i++) {
         if (ping) {
@@ -96,9 +89,7 @@ static int latency_side(const pipe_pair *pair, const ml_child_io *io, pipe_side 
         }
         r->bytes = (i + 1) * message_bytes;
     }
-    r->end_ns = ml_now_ns();
-    ml_counting_end(&counting, &r->counters);
-    pipe_usage_end(r, &usage);
+    pipe_side_stop(r, &watch);
     return 0;
 }
 

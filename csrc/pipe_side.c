@@ -67,29 +67,44 @@ int pipe_set_nonblocking(int fd, pipe_side *r)
     return 0;
 }
 
-static void usage_now(pipe_usage *now)
+static void usage_now(long usage[4])
 {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
-    now->voluntary_switches = u.ru_nvcsw;
-    now->involuntary_switches = u.ru_nivcsw;
-    now->minor_faults = u.ru_minflt;
-    now->major_faults = u.ru_majflt;
+    usage[0] = u.ru_nvcsw;
+    usage[1] = u.ru_nivcsw;
+    usage[2] = u.ru_minflt;
+    usage[3] = u.ru_majflt;
 }
 
-void pipe_usage_start(pipe_usage *before)
+int pipe_side_start(pipe_side *r, const ml_child_io *io, const ml_context *ctx, pipe_side_watch *watch)
 {
-    usage_now(before);
+    ml_counting_open(&watch->counting, ctx, 0);
+    if (ml_child_wait_start(io) != 0) {
+        pipe_side_fail(r, PIPE_STEP_START, 0);
+        return -1;
+    }
+    long usage[4];
+    usage_now(usage);
+    watch->voluntary_switches = usage[0];
+    watch->involuntary_switches = usage[1];
+    watch->minor_faults = usage[2];
+    watch->major_faults = usage[3];
+    ml_counting_begin(&watch->counting);
+    r->start_ns = ml_now_ns();
+    return 0;
 }
 
-void pipe_usage_end(pipe_side *r, const pipe_usage *before)
+void pipe_side_stop(pipe_side *r, pipe_side_watch *watch)
 {
-    pipe_usage after;
-    usage_now(&after);
-    r->voluntary_switches = after.voluntary_switches - before->voluntary_switches;
-    r->involuntary_switches = after.involuntary_switches - before->involuntary_switches;
-    r->minor_faults = after.minor_faults - before->minor_faults;
-    r->major_faults = after.major_faults - before->major_faults;
+    r->end_ns = ml_now_ns();
+    ml_counting_end(&watch->counting, &r->counters);
+    long usage[4];
+    usage_now(usage);
+    r->voluntary_switches = usage[0] - watch->voluntary_switches;
+    r->involuntary_switches = usage[1] - watch->involuntary_switches;
+    r->minor_faults = usage[2] - watch->minor_faults;
+    r->major_faults = usage[3] - watch->major_faults;
 }
 
 /* ---- the pair ---------------------------------------------------------------- */

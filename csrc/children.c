@@ -53,9 +53,9 @@ int ml_shared_map(ml_shared *shared, int slots, size_t slot_bytes, ml_error *err
     shared->fd = -1;
     shared->slots = slots;
     shared->slot_bytes = ml_round_up(slot_bytes ? slot_bytes : 1, CHILDREN_SLOT_ALIGN);
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page_bytes = (size_t)sysconf(_SC_PAGESIZE);
     shared->map_bytes =
-        ml_round_up((size_t)slots * (shared->slot_bytes + sizeof(child_fate)), page);
+        ml_round_up((size_t)slots * (shared->slot_bytes + sizeof(child_fate)), page_bytes);
     int fd = memfd_create("memlab-children", MFD_CLOEXEC);
     if (fd < 0)
         return ml_fail(err, ML_ERR_OS, errno, "memfd_create for the children's reports: %s",

@@ -29,7 +29,7 @@ typedef struct clear_order_config {
 typedef struct clear_pass_plan {
     uint64_t *offsets;
     size_t calls;
-    size_t extent;
+    size_t extent_bytes;
 } clear_pass_plan;
 
 typedef struct clear_order_state {
@@ -75,7 +75,7 @@ static int clear_pass_plan_build(clear_pass_plan *pass, const clear_plan_config 
 {
     if (clear_plan_check(plan, err) < 0)
         return -1;
-    pass->extent = (size_t)plan->extent_bytes;
+    pass->extent_bytes = (size_t)plan->extent_bytes;
     pass->calls = clear_plan_calls(plan);
     pass->offsets = malloc(pass->calls * sizeof(*pass->offsets));
     if (!pass->offsets)
@@ -86,7 +86,7 @@ static int clear_pass_plan_build(clear_pass_plan *pass, const clear_plan_config 
 /* Calls are timed in groups covering at least one 2 MiB chunk each. */
 static size_t clear_group_calls(const clear_pass_plan *pass)
 {
-    return pass->extent >= CLEAR_CHUNK_BYTES ? 1 : CLEAR_CHUNK_BYTES / pass->extent;
+    return pass->extent_bytes >= CLEAR_CHUNK_BYTES ? 1 : CLEAR_CHUNK_BYTES / pass->extent_bytes;
 }
 
 static size_t clear_groups(const clear_pass_plan *pass)
@@ -108,7 +108,7 @@ typedef struct clear_pass_times {
 static clear_pass_times clear_order_pass(const clear_order_state *s, const clear_pass_plan *pass)
 {
     char *base = s->region.base;
-    size_t extent = pass->extent, region = s->region.bytes, per_group = clear_group_calls(pass);
+    size_t extent_bytes = pass->extent_bytes, region_bytes = s->region.bytes, per_group = clear_group_calls(pass);
     size_t groups = 0;
     clear_fn clear = s->clear;
     clear_pass_times times;
@@ -117,7 +117,7 @@ static clear_pass_times clear_order_pass(const clear_order_state *s, const clear
     size_t group_bytes = 0;
     for (size_t i = 0; i < pass->calls; i++) {
         size_t offset = (size_t)pass->offsets[i];
-        size_t bytes = region - offset < extent ? region - offset : extent;
+        size_t bytes = region_bytes - offset < extent_bytes ? region_bytes - offset : extent_bytes;
         clear(base + offset, bytes);
         group_bytes += bytes;
         if ((i + 1) % per_group == 0 || i + 1 == pass->calls) {

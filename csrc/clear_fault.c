@@ -125,14 +125,14 @@ static int64_t clear_resident_bytes(const ml_region *region)
 /* One write per page of the granted size, at the chosen subpage of each. */
 static void clear_fault_touch(const ml_region *region, int touch_offset)
 {
-    size_t page = region->page_bytes;
+    size_t page_bytes = region->page_bytes;
     size_t offset = 0;
-    if (page > CLEAR_SUBPAGE_BYTES && touch_offset == TOUCH_MIDDLE)
-        offset = page / 2;
-    else if (page > CLEAR_SUBPAGE_BYTES && touch_offset == TOUCH_LAST)
-        offset = page - CLEAR_SUBPAGE_BYTES;
+    if (page_bytes > CLEAR_SUBPAGE_BYTES && touch_offset == TOUCH_MIDDLE)
+        offset = page_bytes / 2;
+    else if (page_bytes > CLEAR_SUBPAGE_BYTES && touch_offset == TOUCH_LAST)
+        offset = page_bytes - CLEAR_SUBPAGE_BYTES;
     volatile char *base = region->base;
-    for (size_t at = offset; at < region->bytes; at += page)
+    for (size_t at = offset; at < region->bytes; at += page_bytes)
         base[at] = 1;
 }
 

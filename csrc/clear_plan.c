@@ -92,8 +92,8 @@ int clear_plan_check(const clear_plan_config *c, ml_error *err)
 
 size_t clear_plan_calls(const clear_plan_config *c)
 {
-    size_t extent = (size_t)c->extent_bytes, region = (size_t)c->region_bytes;
-    return (region + extent - 1) / extent;
+    size_t extent_bytes = (size_t)c->extent_bytes, region_bytes = (size_t)c->region_bytes;
+    return (region_bytes + extent_bytes - 1) / extent_bytes;
 }
 
 /* Offsets of the clear calls.  Extents below 2 MiB split each chunk into
@@ -104,29 +104,29 @@ size_t clear_plan_calls(const clear_plan_config *c)
  * order, the last call clearing what remains. */
 int clear_plan_build(const clear_plan_config *c, uint64_t *offsets, ml_context *ctx, ml_error *err)
 {
-    size_t extent = (size_t)c->extent_bytes, region = (size_t)c->region_bytes;
+    size_t extent_bytes = (size_t)c->extent_bytes, region_bytes = (size_t)c->region_bytes;
     size_t calls = clear_plan_calls(c);
 
-    if (extent >= CLEAR_CHUNK_BYTES) {
+    if (extent_bytes >= CLEAR_CHUNK_BYTES) {
         for (size_t i = 0; i < calls; i++)
-            offsets[i] = (uint64_t)(i * extent);
+            offsets[i] = (uint64_t)(i * extent_bytes);
         return 0;
     }
-    uint32_t units = (uint32_t)(CLEAR_CHUNK_BYTES / extent);
-    uint32_t target = (uint32_t)((size_t)c->target_subpage * CLEAR_SUBPAGE_BYTES / extent);
+    uint32_t units = (uint32_t)(CLEAR_CHUNK_BYTES / extent_bytes);
+    uint32_t target = (uint32_t)((size_t)c->target_subpage * CLEAR_SUBPAGE_BYTES / extent_bytes);
     uint32_t *order = malloc(units * sizeof(*order));
     if (!order)
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate the visiting order");
     uint64_t rng = (uint64_t)c->seed;
     size_t k = 0;
-    for (size_t chunk = 0; chunk < region; chunk += CLEAR_CHUNK_BYTES) {
+    for (size_t chunk = 0; chunk < region_bytes; chunk += CLEAR_CHUNK_BYTES) {
         if ((chunk & ((64u << 20) - 1)) == 0 && ml_interrupted(ctx)) {
             free(order);
             return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
         }
         clear_unit_order(order, units, c->order, target, &rng);
         for (uint32_t i = 0; i < units; i++)
-            offsets[k++] = (uint64_t)(chunk + (size_t)order[i] * extent);
+            offsets[k++] = (uint64_t)(chunk + (size_t)order[i] * extent_bytes);
     }
     free(order);
     return 0;

@@ -45,7 +45,7 @@ typedef struct pipe_config {
 typedef struct pipe_state {
     pipe_config config;
     ml_shared shared; /* the writer's and the reader's reports */
-    uint64_t next_total; /* adapted bytes per sample (total_bytes == 0) */
+    uint64_t next_total_bytes; /* adapted bytes per sample (total_bytes == 0) */
 } pipe_state;
 
 /* With vmsplice the pipe holds references to the writer's pages, so a
@@ -59,9 +59,9 @@ static size_t vmsplice_sections(const pipe_config *c, size_t pipe_bytes)
         return 1;
     if (c->vmsplice_sections > 0)
         return (size_t)c->vmsplice_sections;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t section_pages = ml_round_up((size_t)c->buffer_bytes, page) / page;
-    size_t slots = pipe_bytes / page;
+    size_t page_bytes = (size_t)sysconf(_SC_PAGESIZE);
+    size_t section_pages = ml_round_up((size_t)c->buffer_bytes, page_bytes) / page_bytes;
+    size_t slots = pipe_bytes / page_bytes;
     return 1 + (slots + section_pages - 1) / section_pages;
 }
 
@@ -70,9 +70,9 @@ static size_t vmsplice_sections(const pipe_config *c, size_t pipe_bytes)
 static int transfer_writer(const pipe_pair *pair, const ml_child_io *io, pipe_side *r)
 {
     const pipe_config *c = pair->config;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page_bytes = (size_t)sysconf(_SC_PAGESIZE);
     size_t chunk_bytes = (size_t)c->buffer_bytes;
-    size_t stride_bytes = ml_round_up(chunk_bytes, page);
+    size_t stride_bytes = ml_round_up(chunk_bytes, page_bytes);
     size_t sections = vmsplice_sections(c, pair->pipe_bytes);
     int fd = pair->fd[io->index][0];
     pipe_buffer b;
@@ -82,12 +82,12 @@ static int transfer_writer(const pipe_pair *pair, const ml_child_io *io, pipe_si
     if (c->busy_loop && pipe_set_nonblocking(fd, r) != 0)
         return -1;
     unsigned int flags = c->busy_loop ? SPLICE_F_NONBLOCK : 0;
-    uint64_t total = pair->count, sent = 0;
+    uint64_t total_bytes = pair->count, sent = 0;
     size_t section = 0;
     if (pipe_side_start(r, io, pair->ctx, &watch) != 0)
         return -1;
-    while (sent < total) {
-        size_t len = total - sent < chunk_bytes ? (size_t)(total - sent) : chunk_bytes;
+    while (sent < total_bytes) {
+        size_t len = total_bytes - sent < chunk_bytes ? (size_t)(total_bytes - sent) : chunk_bytes;
         unsigned char *p = b.base + section * stride_bytes;
         if (c->verify)
             pipe_pattern_fill(p, sent, len);
@@ -165,11 +165,11 @@ static int transfer_reader(const pipe_pair *pair, const ml_child_io *io, pipe_si
     if (c->busy_loop && pipe_set_nonblocking(fd, r) != 0)
         return -1;
     unsigned int flags = SPLICE_F_MOVE | (c->busy_loop ? SPLICE_F_NONBLOCK : 0);
-    uint64_t total = pair->count, received = 0;
+    uint64_t total_bytes = pair->count, received = 0;
     if (pipe_side_start(r, io, pair->ctx, &watch) != 0)
         return -1;
-    while (received < total) {
-        size_t want = total - received < chunk_bytes ? (size_t)(total - received) : chunk_bytes;
+    while (received < total_bytes) {
+        size_t want = total_bytes - received < chunk_bytes ? (size_t)(total_bytes - received) : chunk_bytes;
         ssize_t n;
         if (c->reader == READER_READ) {
             n = read(fd, view, want);
@@ -226,12 +226,12 @@ static int pipe_setup(const void *config, void **state_out, ml_context *ctx, ml_
 {
     (void)ctx;
     const pipe_config *c = config;
-    long page = sysconf(_SC_PAGESIZE);
+    long page_bytes = sysconf(_SC_PAGESIZE);
     long pipe_max = read_long_file("/proc/sys/fs/pipe-max-size");
     if (c->requested_pipe_bytes != 0) {
-        if (c->requested_pipe_bytes % page != 0)
+        if (c->requested_pipe_bytes % page_bytes != 0)
             return ml_fail(err, ML_ERR_VALUE, 0, "pipe_size=%lld is not a multiple of the page size %ld",
-                           (long long)c->requested_pipe_bytes, page);
+                           (long long)c->requested_pipe_bytes, page_bytes);
         if (pipe_max > 0 && c->requested_pipe_bytes > pipe_max)
             return ml_fail(err, ML_ERR_VALUE, 0,
                            "pipe_size=%lld is above the maximum %ld (/proc/sys/fs/pipe-max-size)",
@@ -242,10 +242,10 @@ static int pipe_setup(const void *config, void **state_out, ml_context *ctx, ml_
     if (!(c->timeout_s > 0))
         return ml_fail(err, ML_ERR_VALUE, 0, "timeout_s=%g must be above 0", c->timeout_s);
     /* F_SETPIPE_SZ rounds up to a power of two pages: at most twice the request */
-    size_t pipe_bound = c->requested_pipe_bytes ? 2 * (size_t)c->requested_pipe_bytes : ((size_t)1 << 20);
-    size_t stride_bytes = ml_round_up((size_t)c->buffer_bytes, (size_t)page);
+    size_t pipe_bound_bytes = c->requested_pipe_bytes ? 2 * (size_t)c->requested_pipe_bytes : ((size_t)1 << 20);
+    size_t stride_bytes = ml_round_up((size_t)c->buffer_bytes, (size_t)page_bytes);
     size_t sections = c->vmsplice_sections > 0 ? (size_t)c->vmsplice_sections
-                                               : 2 + pipe_bound / stride_bytes;
+                                               : 2 + pipe_bound_bytes / stride_bytes;
     size_t buffers_bytes = stride_bytes * (c->writer == WRITER_VMSPLICE ? sections + 1 : 2);
     if (ml_check_memory(buffers_bytes, "pipe buffers", err) != 0)
         return -1;
@@ -257,10 +257,10 @@ static int pipe_setup(const void *config, void **state_out, ml_context *ctx, ml_
         free(s);
         return -1;
     }
-    uint64_t first = PIPE_FIRST_TOTAL;
-    if (first < (uint64_t)c->buffer_bytes * 4)
-        first = (uint64_t)c->buffer_bytes * 4;
-    s->next_total = first;
+    uint64_t first_total_bytes = PIPE_FIRST_TOTAL;
+    if (first_total_bytes < (uint64_t)c->buffer_bytes * 4)
+        first_total_bytes = (uint64_t)c->buffer_bytes * 4;
+    s->next_total_bytes = first_total_bytes;
     *state_out = s;
     return 0;
 }
@@ -340,8 +340,8 @@ static int pipe_measure(void *state, ml_context *ctx, ml_measurement *out, ml_er
     pipe_state *s = state;
     const pipe_config *c = &s->config;
     const pipe_side *w = ml_shared_slot(&s->shared, 0), *r = ml_shared_slot(&s->shared, 1);
-    uint64_t target = ctx && ctx->target_ns ? ctx->target_ns : PIPE_DEFAULT_TARGET_NS;
-    uint64_t total = c->total_bytes ? (uint64_t)c->total_bytes : s->next_total;
+    uint64_t target_ns = ctx && ctx->target_ns ? ctx->target_ns : PIPE_DEFAULT_TARGET_NS;
+    uint64_t total = c->total_bytes ? (uint64_t)c->total_bytes : s->next_total_bytes;
     size_t pipe_bytes = 0;
     int runs = 0;
     for (;;) {
@@ -349,13 +349,13 @@ static int pipe_measure(void *state, ml_context *ctx, ml_measurement *out, ml_er
             return -1;
         runs++;
         uint64_t elapsed = pair_elapsed_ns(w, r);
-        if (c->total_bytes || elapsed >= target || runs >= PIPE_MAX_ADAPT_RUNS || total >= PIPE_MAX_TOTAL)
+        if (c->total_bytes || elapsed >= target_ns || runs >= PIPE_MAX_ADAPT_RUNS || total >= PIPE_MAX_TOTAL)
             break;
-        total = pipe_grow_count(total, elapsed, target, (uint64_t)c->buffer_bytes, PIPE_MAX_TOTAL);
+        total = pipe_grow_count(total, elapsed, target_ns, (uint64_t)c->buffer_bytes, PIPE_MAX_TOTAL);
         ML_CHECK_INTERRUPT(ctx, err);
     }
     if (!c->total_bytes)
-        s->next_total = total;
+        s->next_total_bytes = total;
     out->elapsed_ns = pair_elapsed_ns(w, r);
     out->bytes = (double)r->bytes;
     out->units = (double)((total + (uint64_t)c->buffer_bytes - 1) / (uint64_t)c->buffer_bytes);

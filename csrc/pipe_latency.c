@@ -158,7 +158,7 @@ static int latency_measure(void *state, ml_context *ctx, ml_measurement *out, ml
     latency_state *s = state;
     const latency_config *c = &s->config;
     const pipe_side *ping = ml_shared_slot(&s->shared, 0), *pong = ml_shared_slot(&s->shared, 1);
-    uint64_t target = ctx && ctx->target_ns ? ctx->target_ns : PIPE_DEFAULT_TARGET_NS;
+    uint64_t target_ns = ctx && ctx->target_ns ? ctx->target_ns : PIPE_DEFAULT_TARGET_NS;
     uint64_t count = c->round_trips ? (uint64_t)c->round_trips : s->next_round_trips;
     int runs = 0;
     for (;;) {
@@ -166,9 +166,9 @@ static int latency_measure(void *state, ml_context *ctx, ml_measurement *out, ml
             return -1;
         runs++;
         uint64_t elapsed = ping->end_ns - ping->start_ns;
-        if (c->round_trips || elapsed >= target || runs >= PIPE_MAX_ADAPT_RUNS)
+        if (c->round_trips || elapsed >= target_ns || runs >= PIPE_MAX_ADAPT_RUNS)
             break;
-        count = pipe_grow_count(count, elapsed, target, 1, (uint64_t)1 << 40);
+        count = pipe_grow_count(count, elapsed, target_ns, 1, (uint64_t)1 << 40);
         ML_CHECK_INTERRUPT(ctx, err);
     }
     if (!c->round_trips)

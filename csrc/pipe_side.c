@@ -33,9 +33,9 @@ void pipe_side_fail(pipe_side *r, int step, int errnum)
 
 int pipe_buffer_map(pipe_buffer *b, size_t bytes, int huge, int touch, pipe_side *r)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t page_bytes = (size_t)sysconf(_SC_PAGESIZE);
     memset(b, 0, sizeof *b);
-    b->bytes = huge ? ml_round_up(bytes, PIPE_HUGE_BYTES) : ml_round_up(bytes, page);
+    b->bytes = huge ? ml_round_up(bytes, PIPE_HUGE_BYTES) : ml_round_up(bytes, page_bytes);
     b->map_bytes = b->bytes + (huge ? PIPE_HUGE_BYTES : 0);
     void *p = mmap(NULL, b->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {

@@ -249,10 +249,10 @@ static int open_unnamed(const char *dir, ml_error *err)
 
 static int write_source(system_state *s, int fd, ml_context *ctx, ml_error *err)
 {
-    enum { CHUNK = 1 << 16 };
-    unsigned char *chunk = malloc(CHUNK);
+    enum { CHUNK_BYTES = 1 << 16 };
+    unsigned char *chunk = malloc(CHUNK_BYTES);
     if (!chunk)
-        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "file_copy: no memory for a %d byte buffer", CHUNK);
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "file_copy: no memory for a %d byte buffer", CHUNK_BYTES);
     uint64_t done = 0;
     int rc = 0;
     while (done < s->file_bytes) {
@@ -260,7 +260,7 @@ static int write_source(system_state *s, int fd, ml_context *ctx, ml_error *err)
             rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
             break;
         }
-        size_t n = s->file_bytes - done < CHUNK ? (size_t)(s->file_bytes - done) : CHUNK;
+        size_t n = s->file_bytes - done < CHUNK_BYTES ? (size_t)(s->file_bytes - done) : CHUNK_BYTES;
         fill_pattern(chunk, n, done);
         ssize_t put = pwrite(fd, chunk, n, (off_t)done);
         if (put <= 0) {

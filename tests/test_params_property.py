@@ -39,7 +39,7 @@ def maybe(strategy):
 #: ISAs this CPU may lack, left out: their refusal is tested where each family is).
 VALID = {
     "calibrate": dict(budget_ns=st.integers(1_000_000, 3_000_000)),
-    "region": dict(bytes=st.integers(1, 64).map(lambda n: n * 4 * KiB), pages=st.sampled_from(["4k", "thp"]),
+    "region": dict(region_bytes=st.integers(1, 64).map(lambda n: n * 4 * KiB), pages=st.sampled_from(["4k", "thp"]),
                    populate=st.sampled_from(["none", *POPULATE]), allow_fallback=st.booleans()),
     "chase": dict(working_set_bytes=st.integers(1, 64).map(lambda n: n * 4 * KiB), npad=st.sampled_from([0, 1, 7, 15]),
                   order=st.sampled_from(["sequential", "random", "random_blocks"]), block_pages=st.integers(1, 4),
@@ -48,7 +48,7 @@ VALID = {
                   helper_thread=st.booleans() if len(CPUS) > 1 else st.just(False),
                   helper_distance=st.integers(1, 64), pages=st.sampled_from(["4k", "thp"])),
     "pipe": dict(writer=st.sampled_from(["write", "vmsplice"]), reader=st.sampled_from(["read", "splice"]),
-                 buffer_size=st.integers(1, 64).map(lambda n: n * 4 * KiB), pipe_size=maybe(st.sampled_from([4096, 65536])),
+                 buffer_bytes=st.integers(1, 64).map(lambda n: n * 4 * KiB), pipe_size_bytes=maybe(st.sampled_from([4096, 65536])),
                  total_bytes=st.integers(1, 16).map(lambda n: n * 64 * KiB), touch_pages=st.booleans(),
                  verify=st.booleans(), writer_cpu=maybe(st.sampled_from(CPUS)), reader_cpu=maybe(st.sampled_from(CPUS)),
                  timeout_s=st.just(60.0)),
@@ -67,9 +67,9 @@ VALID = {
     "matrix_init": dict(n=st.integers(1, 96), order=st.sampled_from(["row", "column"]),
                         stores=st.sampled_from(["normal", "nontemporal"])),
     "system": dict(test=st.sampled_from(["spawn", "execl", "file_copy"]), duration_s=st.just(0.005),
-                   copies=st.integers(1, 2), iterations=st.integers(1, 3), buffer_size=st.sampled_from([256, 1024, 4096]),
+                   copies=st.integers(1, 2), iterations=st.integers(1, 3), buffer_bytes=st.sampled_from([256, 1024, 4096]),
                    max_blocks=st.integers(8, 64)),
-    "share": dict(threads=st.integers(1, 8), disp=st.integers(0, 16), atomic=st.booleans(),
+    "share": dict(threads=st.integers(1, 8), disp_longs=st.integers(0, 16), atomic=st.booleans(),
                   increments=st.integers(1, 10_000), pin=st.just(False)),
 }
 

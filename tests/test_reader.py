@@ -61,6 +61,17 @@ def norm(value):
 # ---- each way a file can be wrong ---------------------------------------------------------------
 
 
+def edit_sidecar(csv_path: Path, types: dict | None = None, untyped: str | None = None, **keys) -> None:
+    """Change the sidecar of the dataset at csv_path: column types, a column's type removed, keys."""
+    sidecar = csv_path.with_suffix(".json")
+    document = json.loads(sidecar.read_text())
+    document["column_types"].update(types or {})
+    if untyped:
+        del document["column_types"][untyped]
+    document.update(keys)
+    sidecar.write_text(json.dumps(document))
+
+
 def rewrite(path: Path, old: str, new: str, count: int = 1) -> None:
     text = path.read_text(encoding="utf-8")
     assert old in text
@@ -93,18 +104,14 @@ def test_a_duplicated_header_name_is_an_error_naming_it(saved):
 
 
 def test_a_sidecar_declaring_str_for_a_metric_is_refused(saved):
-    sidecar = json.loads(saved.with_suffix(".json").read_text())
-    sidecar["column_types"]["ns_per_element"] = "str"
-    saved.with_suffix(".json").write_text(json.dumps(sidecar))
+    edit_sidecar(saved, types={"ns_per_element": "str"})
     with pytest.raises(DatasetError, match=r"d\.json: column_types\['ns_per_element'\]='str'"):
         Dataset.load(saved)
 
 
 @pytest.mark.parametrize("column", ["ns_per_element_samples", "counters_missing", "family"])
 def test_schema_columns_must_have_their_types(saved, column):
-    sidecar = json.loads(saved.with_suffix(".json").read_text())
-    sidecar["column_types"][column] = "bool"
-    saved.with_suffix(".json").write_text(json.dumps(sidecar))
+    edit_sidecar(saved, types={column: "bool"})
     with pytest.raises(DatasetError, match=rf"column_types\['{column}'\]='bool'"):
         Dataset.load(saved)
 
@@ -187,9 +194,7 @@ def test_a_pipe_csv_beside_a_chase_sidecar_is_refused_and_not_resumed(saved, tmp
     ("column_types", {"n": "decimal"}, "column_types\\['n'\\]='decimal' is not one of"),
 ])
 def test_sidecar_keys_of_the_wrong_type_are_errors_naming_them(saved, key, value, expected):
-    sidecar = json.loads(saved.with_suffix(".json").read_text())
-    sidecar[key] = value
-    saved.with_suffix(".json").write_text(json.dumps(sidecar))
+    edit_sidecar(saved, **{key: value})
     with pytest.raises(DatasetError, match=r"d\.json: " + expected):
         Dataset.load(saved)
 
@@ -201,26 +206,20 @@ def test_a_deeply_nested_sidecar_is_an_error_not_a_recursion_crash(saved):
 
 
 def test_a_sidecar_listing_parameters_the_csv_lacks_is_refused(saved):
-    sidecar = json.loads(saved.with_suffix(".json").read_text())
-    sidecar["param_names"] = [*sidecar["param_names"], "threads"]
-    saved.with_suffix(".json").write_text(json.dumps(sidecar))
+    edit_sidecar(saved, param_names=[*META["param_names"], "threads"])
     with pytest.raises(DatasetError, match="lists parameter\\(s\\) 'threads' that the CSV has no column for"):
         Dataset.load(saved)
 
 
 def test_columns_without_a_type_are_guessed_with_a_warning(saved):
-    sidecar = json.loads(saved.with_suffix(".json").read_text())
-    del sidecar["column_types"]["context_cpu"]
-    saved.with_suffix(".json").write_text(json.dumps(sidecar))
+    edit_sidecar(saved, untyped="context_cpu")
     loaded = Dataset.load(saved)
     assert "gives no type for column(s) context_cpu" in loaded.metadata["load_warnings"][0]
 
 
 def test_types_for_columns_the_csv_lacks_are_ignored(saved):
     """The writer updates the sidecar before the CSV: a crash between them leaves this."""
-    sidecar = json.loads(saved.with_suffix(".json").read_text())
-    sidecar["column_types"]["not_yet_written"] = "float"
-    saved.with_suffix(".json").write_text(json.dumps(sidecar))
+    edit_sidecar(saved, types={"not_yet_written": "float"})
     assert norm(Dataset.load(saved).rows) == norm(ROWS)
 
 

@@ -18,6 +18,8 @@
     X(chase_trace)     \
     X(pipe)            \
     X(pipe_latency)    \
+    X(bandwidth)       \
+    X(bandwidth_pass)  \
     /* end */
 
 #endif

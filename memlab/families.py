@@ -21,6 +21,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "matrix",
     "system",
     "share",
+    "bandwidth",
 )
 
 __all__ = ["FAMILY_MODULES", "family", "family_module", "all_families"]

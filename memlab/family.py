@@ -50,6 +50,11 @@ class Family:
     default_repeat: int = 5
     default_warmup: int = 1
     default_target_seconds: float = 0.1
+    #: the family's standard figure (Dataset -> matplotlib Figure), its caption in
+    #: reports and the metrics worth a report column of their own
+    figure: Callable[..., Any] | None = None
+    caption: str = ""
+    report_columns: tuple[str, ...] = ()
 
     @property
     def param_names(self) -> list[str]:

@@ -10,6 +10,7 @@ so figures can be made in a loop, in a report or in a notebook.
 Example::
 
     >>> from memlab.dataset import Dataset
+from memlab.families import all_families
     >>> ds = Dataset([{"family": "calibrate", "budget_ns": 50_000_000, "core_GHz": 3.3}],
     ...              {"family": "calibrate", "param_names": ["budget_ns"]})
     >>> fig = figure(ds)                 # doctest: +SKIP (needs matplotlib)
@@ -812,7 +813,9 @@ def figure(data: Dataset | str | os.PathLike):
     require_matplotlib()
     if not ds.rows:
         raise ValueError("the dataset has no rows to plot")
-    draw = FIGURES.get(_family(ds))
+    name = _family(ds)
+    declared = all_families().get(name)
+    draw = FIGURES.get(name) or (declared.figure if declared is not None else None)
     return draw(ds) if draw is not None else _generic_figure(ds)
 
 

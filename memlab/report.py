@@ -10,6 +10,7 @@ file, and reflows to a phone's width.
 Example::
 
     >>> from memlab.dataset import Dataset
+from memlab.families import all_families
     >>> ds = Dataset([{"family": "calibrate", "budget_ns": 5e7, "core_GHz": 3.3}],
     ...              {"family": "calibrate", "param_names": ["budget_ns"]})
     >>> html_text = build_report([ds], command="memlab report calibrate.csv")
@@ -149,7 +150,9 @@ def _table(ds: Dataset) -> str:
     params = _param_names(ds)
     shown = _varying(ds.rows, params) or params
     family = str(ds.metadata.get("family") or "")
-    extras = [c for c in EXTRA_COLUMNS.get(family, ()) if c in set(ds.columns) and c != metric]
+    declared = all_families().get(family)
+    wanted = EXTRA_COLUMNS.get(family) or (declared.report_columns if declared is not None else ())
+    extras = [c for c in wanted if c in set(ds.columns) and c != metric]
     header = [*shown, f"{metric} (median)", "min … max", "n", *extras]
     lines = ["<div class=scroll><table>", "<thead><tr>"]
     lines += [f"<th>{_escape(h)}</th>" for h in header]
@@ -199,7 +202,9 @@ def _section(index: int, item: ReportItem) -> str:
         parts.append("<p class=meta>" + "<br>".join(map(_escape, facts)) + "</p>")
         if len(ds):
             parts.append(_figure_html(ds, item.title))
-            caption = CAPTIONS.get(str(meta.get("family") or ""))
+            name = str(meta.get("family") or "")
+            declared = all_families().get(name)
+            caption = CAPTIONS.get(name) or (declared.caption if declared is not None else "")
             if caption:
                 parts.append(f"<p>{_escape(caption)}</p>")
             parts.append(_table(ds))

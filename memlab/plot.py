@@ -10,7 +10,6 @@ so figures can be made in a loop, in a report or in a notebook.
 Example::
 
     >>> from memlab.dataset import Dataset
-from memlab.families import all_families
     >>> ds = Dataset([{"family": "calibrate", "budget_ns": 50_000_000, "core_GHz": 3.3}],
     ...              {"family": "calibrate", "param_names": ["budget_ns"]})
     >>> fig = figure(ds)                 # doctest: +SKIP (needs matplotlib)
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from memlab.dataset import Dataset
+from memlab.families import all_families
 
 __all__ = [
     "FIGURES",

@@ -10,7 +10,6 @@ file, and reflows to a phone's width.
 Example::
 
     >>> from memlab.dataset import Dataset
-from memlab.families import all_families
     >>> ds = Dataset([{"family": "calibrate", "budget_ns": 5e7, "core_GHz": 3.3}],
     ...              {"family": "calibrate", "param_names": ["budget_ns"]})
     >>> html_text = build_report([ds], command="memlab report calibrate.csv")
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from memlab.dataset import Dataset
+from memlab.families import all_families
 
 __all__ = ["CAPTIONS", "EXTRA_COLUMNS", "ReportItem", "build_report", "report_main", "write_report"]
 

@@ -896,7 +896,7 @@ static int bw_setup(const void *config, void **state_out, ml_context *ctx, ml_er
     if (check_cpus(s, cfg, err))
         goto fail;
     int measured_sets = cfg->shared ? 1 : s->threads;
-    s->n_sets = measured_sets + (cfg->background_op != BACKGROUND_NONE);
+    int n_sets = measured_sets + (cfg->background_op != BACKGROUND_NONE);
     size_t page = bw_page_kinds[cfg->pages] == ML_PAGES_4K ? 4096u : 2u << 20;
     size_t each = ((size_t)cfg->working_set_bytes + 2 * BW_GUARD_BYTES + page - 1) / page * page;
     size_t total = each * (size_t)measured_sets;
@@ -907,11 +907,12 @@ static int bw_setup(const void *config, void **state_out, ml_context *ctx, ml_er
              measured_sets > 1 ? "s" : "", (long long)cfg->working_set_bytes);
     if (ml_check_memory(total, what, err))
         goto fail;
-    s->sets = calloc((size_t)s->n_sets, sizeof *s->sets);
+    s->sets = calloc((size_t)n_sets, sizeof *s->sets);
     if (!s->sets) {
-        ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %d working sets", s->n_sets);
+        ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %d working sets", n_sets);
         goto fail;
     }
+    s->n_sets = n_sets;
     for (int i = 0; i < measured_sets; ++i)
         if (map_set(&s->sets[i], (size_t)cfg->working_set_bytes, s->op, cfg, s->cpus[i], err))
             goto fail;
@@ -1128,8 +1129,12 @@ typedef struct pass_config {
     int64_t chunk_bytes;
 } pass_config;
 
+/* The three ops, and "sum": the read's checking twin (ml_bw_sum_kernel). */
+enum { PASS_SUM = ML_BW_OP_COUNT };
+static const char *const pass_op_names[] = {"read", "write", "copy", "sum", NULL};
+
 static const ml_param pass_params[] = {
-    {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(pass_config, op), .choices = ml_bw_op_names},
+    {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(pass_config, op), .choices = pass_op_names},
     {.name = "width", .kind = ML_PARAM_CHOICE, .offset = offsetof(pass_config, width),
      .choices = bw_width_choices},
     {.name = "stores", .kind = ML_PARAM_CHOICE, .offset = offsetof(pass_config, stores),
@@ -1169,11 +1174,9 @@ static int pass_setup(const void *config, void **state_out, ml_context *ctx, ml_
 {
     (void)ctx;
     const pass_config *cfg = config;
-    ml_bw_op op = (ml_bw_op)cfg->op;
+    ml_bw_op op = cfg->op == PASS_SUM ? ML_BW_READ : (ml_bw_op)cfg->op;
     if (op != ML_BW_WRITE && check_pass_buffer(&cfg->src, "src", 0, err))
         return -1;
-    if (op != ML_BW_READ && !cfg->dst.writable)
-        return ml_fail(err, ML_ERR_VALUE, 0, "dst must be a writable buffer");
     if (op != ML_BW_READ &&
         check_pass_buffer(&cfg->dst, "dst", op == ML_BW_COPY ? cfg->src.bytes : 0, err))
         return -1;
@@ -1190,8 +1193,10 @@ static int pass_setup(const void *config, void **state_out, ml_context *ctx, ml_
         return -1;
     }
     s->kernel = ml_bw_kernel_for(op, s->width, (ml_bw_stores)cfg->stores, &why);
+    if (s->kernel && cfg->op == PASS_SUM)
+        s->kernel = ml_bw_sum_kernel(s->width);
     if (!s->kernel) {
-        ml_fail(err, ML_ERR_VALUE, 0, "op=%s with stores=%s and width=%s: %s", ml_bw_op_names[op],
+        ml_fail(err, ML_ERR_VALUE, 0, "op=%s with stores=%s and width=%s: %s", pass_op_names[cfg->op],
                 ml_bw_stores_names[cfg->stores], ml_bw_width_names[s->width], why);
         free(s);
         return -1;
@@ -1205,7 +1210,7 @@ static int pass_measure(void *state, ml_context *ctx, ml_measurement *out, ml_er
     (void)ctx, (void)err;
     pass_state *s = state;
     const pass_config *cfg = &s->cfg;
-    ml_bw_op op = (ml_bw_op)cfg->op;
+    ml_bw_op op = cfg->op == PASS_SUM ? ML_BW_READ : (ml_bw_op)cfg->op;
     ml_bw_worker w = {
         .kernel = s->kernel,
         .src = op == ML_BW_WRITE ? NULL : cfg->src.data,
@@ -1233,7 +1238,8 @@ static void pass_teardown(void *state) { free(state); }
 
 const ml_family ml_family_bandwidth_pass = {
     .name = "bandwidth_pass",
-    .description = "one bandwidth kernel (op x width x stores) over buffers given by the caller",
+    .description = "one bandwidth kernel (op x width x stores, or the read's summing twin) over "
+                   "buffers given by the caller",
     .config_size = sizeof(pass_config),
     .params = pass_params,
     .setup = pass_setup,

@@ -69,6 +69,7 @@ __all__ = [
     "LINE_BYTES",
     "OPS",
     "PAGE_KINDS",
+    "PASS_OPS",
     "PLACEMENTS",
     "STORES",
     "SWEEPS",
@@ -266,22 +267,30 @@ def run(params: BandwidthParams | dict | None = None, **options: Any) -> Measure
     return FAMILY.run(params, **options)
 
 
+#: What :func:`run_pass` runs: the three ops and the read's summing twin.
+PASS_OPS = (*OPS, "sum")
+
+
 def run_pass(op: str, src: Any = None, dst: Any = None, *, width: str = "auto",
              stores: str = "normal", value: int = 0, passes: int = 1, chunk_bytes: int = 0) -> int:
-    """Run one kernel over numpy arrays (or any C-contiguous buffers); the read's sum.
+    """Run one kernel over numpy arrays (or any C-contiguous buffers); returns the sum for ``sum``.
 
-    ``read`` returns the sum of src's 64-bit words over all passes (mod 2**64);
-    ``write`` stores ``value`` into every 64-bit word of dst; ``copy`` copies
-    src into dst (same size). Buffers start on a 64-byte boundary and hold a
-    multiple of 64 bytes. ``chunk_bytes`` > 0 runs the passes in chunks of
-    that size, as a team worker does.
+    ``read`` loads every vector of src (and returns 0); ``sum`` walks src the
+    same way adding up its 64-bit words and returns their sum over all
+    passes (mod 2**64); ``write`` stores ``value`` into every 64-bit word of
+    dst; ``copy`` copies src into dst (same size). Buffers start on a 64-byte
+    boundary and hold a multiple of 64 bytes (see :func:`aligned_array`).
+    ``chunk_bytes`` > 0 runs the passes in chunks of that size, as a team
+    worker does.
 
     >>> words = aligned_array(16); words[:] = 3
-    >>> run_pass("read", words)
-    48
+    >>> run_pass("sum", words, passes=2)
+    96
     """
-    check_choice("op", op, OPS)
-    if op in ("read", "copy") and src is None:
+    check_choice("op", op, PASS_OPS)
+    if op == "sum" and stores != "normal":
+        raise ValueError("stores='nontemporal' applies to write and copy: op='sum' makes no stores")
+    if op in ("read", "sum", "copy") and src is None:
         raise ValueError(f"op={op!r} needs src")
     if op in ("write", "copy") and dst is None:
         raise ValueError(f"op={op!r} needs dst")

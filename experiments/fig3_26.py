@@ -1,0 +1,16 @@
+"""Fig. 3.26 (seed 004): read, write and copy, one thread (Core 2 in the seed: reads near 16 B/cycle everywhere).
+
+Run: python experiments/fig3_26.py [--quick] [--out results/fig3_26.csv]
+"""
+
+import memlab.sweep
+from memlab import bandwidth
+
+
+def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+    """Fig. 3.26 (seed 004): read, write and copy, one thread (Core 2 in the seed: reads near 16 B/cycle everywhere)."""
+    return bandwidth.FAMILY.sweep("fig3_26" + ("_quick" if quick else ""))
+
+
+if __name__ == "__main__":
+    raise SystemExit(memlab.sweep.main(sweep))

@@ -1,0 +1,16 @@
+"""Fig. 3.29 (seed 004): two threads on two cores, one shared working set (Family 10h: shared writes go through L3).
+
+Run: python experiments/fig3_29.py [--quick] [--out results/fig3_29.csv]
+"""
+
+import memlab.sweep
+from memlab import bandwidth
+
+
+def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+    """Fig. 3.29 (seed 004): two threads on two cores, one shared working set (Family 10h: shared writes go through L3)."""
+    return bandwidth.FAMILY.sweep("fig3_29" + ("_quick" if quick else ""))
+
+
+if __name__ == "__main__":
+    raise SystemExit(memlab.sweep.main(sweep))

@@ -772,24 +772,23 @@ static void bw_teardown(void *state_)
     free(s);
 }
 
-/* Fill a set for its operation: the source with pattern words, the
- * destination with zeros, the guards with their word.  Run on the CPU of
- * the first worker that uses the set, so that its pages are local there. */
-static void fill_set(bw_set *set, ml_bw_op op)
+/* Fill a set: every word with the pattern (the source of a copy is its
+ * first half), the guards with their word.  Distinct non-zero words: pages
+ * of zeros may be merged by the hypervisor, and the first write to a merged
+ * page then pays for a copy.  Run on the CPU of the first worker that uses
+ * the set, so that its pages are local there. */
+static void fill_set(bw_set *set)
 {
     uint64_t *lead = (uint64_t *)(set->data - BW_GUARD_BYTES);
     uint64_t *trail = (uint64_t *)(set->data + set->bytes);
     for (size_t i = 0; i < BW_GUARD_BYTES / 8; ++i)
         lead[i] = trail[i] = BW_GUARD_WORD ^ i;
     uint64_t *words = (uint64_t *)set->data;
-    size_t source_words = op_pass_bytes(op, set->bytes) / 8;
-    if (op == ML_BW_WRITE)
-        source_words = 0;
     for (size_t i = 0; i < set->bytes / 8; ++i)
-        words[i] = i < source_words ? pattern_word(i) : 0;
+        words[i] = pattern_word(i);
 }
 
-static int map_set(bw_set *set, size_t bytes, ml_bw_op op, const bw_config *cfg, int cpu, ml_error *err)
+static int map_set(bw_set *set, size_t bytes, const bw_config *cfg, int cpu, ml_error *err)
 {
     size_t total = bytes + 2 * BW_GUARD_BYTES;
     if (ml_region_map(&set->region, total, bw_page_kinds[cfg->pages], 0, ML_POPULATE_NONE,
@@ -806,7 +805,7 @@ static int map_set(bw_set *set, size_t bytes, ml_bw_op op, const bw_config *cfg,
         moved = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
     }
     uint64_t start = ml_now_ns();
-    fill_set(set, op);
+    fill_set(set);
     set->region.populate_ns = ml_now_ns() - start;
     if (moved)
         pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
@@ -914,11 +913,11 @@ static int bw_setup(const void *config, void **state_out, ml_context *ctx, ml_er
     }
     s->n_sets = n_sets;
     for (int i = 0; i < measured_sets; ++i)
-        if (map_set(&s->sets[i], (size_t)cfg->working_set_bytes, s->op, cfg, s->cpus[i], err))
+        if (map_set(&s->sets[i], (size_t)cfg->working_set_bytes, cfg, s->cpus[i], err))
             goto fail;
     if (cfg->background_op != BACKGROUND_NONE &&
-        map_set(&s->sets[measured_sets], (size_t)cfg->background_working_set_bytes, s->background,
-                cfg, s->cpus[s->threads], err))
+        map_set(&s->sets[measured_sets], (size_t)cfg->background_working_set_bytes, cfg,
+                s->cpus[s->threads], err))
         goto fail;
     if (ml_bw_team_init(&s->team, s->workers, err))
         goto fail;

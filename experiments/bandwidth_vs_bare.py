@@ -8,7 +8,8 @@ memlab ...) pinned to one CPU, so that a noisy neighbour hits both alike:
    experiments/bandwidth_bare.c run from the shell (issue 14's target: within
    2%).
 2. ``tools``: at the main-memory working set, memlab's best read, write and
-   copy (every width, normal and non-temporal stores) against loops in the
+   copy (the widest width and SSE2, or every width with ``--all-widths``;
+   normal and non-temporal stores) against loops in the
    style of STREAM (copy, triad), tinymembench (SSE2 non-temporal fill and
    copy) and glibc's memset and memcpy, all in bandwidth_bare.c. Compared as
    traffic (bytes read plus bytes written per second, STREAM's count).
@@ -217,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-ms", type=float, default=100.0, help="duration of one sample")
     parser.add_argument("--loads-per-cycle", type=int, default=2)
     parser.add_argument("--parts", default="levels,tools,l1")
+    parser.add_argument("--all-widths", action="store_true",
+                        help="tools: memlab at every width (default: the widest and SSE2)")
     parser.add_argument("--out", default="results/bandwidth_vs_bare.csv")
     args = parser.parse_args(argv)
     parts = args.parts.split(",")
@@ -225,13 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--parts: unknown part(s) {', '.join(sorted(unknown))}")
     widest = bw.widest_width()
     widths = [widest] if args.quick else bw.supported_widths()
+    tool_widths = widths if args.all_widths else sorted({widest, "sse2"} & set(widths), key=widths.index)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         binary = compile_bare(tmp)
         if "levels" in parts:
             rows += part_levels(binary, args, widest)
         if "tools" in parts:
-            rows += part_tools(binary, args, widths)
+            rows += part_tools(binary, args, tool_widths)
         if "l1" in parts:
             rows += part_l1(binary, args, widths)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

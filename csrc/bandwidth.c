@@ -44,7 +44,10 @@ const char *const ml_bw_stores_names[] = {"normal", "nontemporal", NULL};
 
 #define BW_FIRST_CHUNK_BYTES (16u << 10)
 #define BW_SLICE_BYTES 4096u /* chunks inside a pass are cut at page multiples */
-#define BW_WAIT_NS 2000000L  /* how often the waiting thread looks at Ctrl-C */
+/* How often the waiting thread wakes to look at Ctrl-C (module.c looks at
+ * most every 10 ms anyway); rarely, so that it takes little from a worker
+ * that shares its CPU. */
+#define BW_WAIT_NS 10000000L
 
 static uint64_t thread_cpu_ns(void)
 {

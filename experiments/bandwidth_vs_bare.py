@@ -14,8 +14,9 @@ memlab ...) pinned to one CPU, so that a noisy neighbour hits both alike:
    copy) and glibc's memset and memcpy, all in bandwidth_bare.c. Compared as
    traffic (bytes read plus bytes written per second, STREAM's count).
 3. ``l1``: the read plateau in L1 at every width, in bytes per cycle of the
-   calibrated clock, against the load-port limit (``--loads-per-cycle``
-   loads of the vector width per cycle; 2 on current x86 cores).
+   calibrated clock, against the load-port limits: two loads of the vector
+   width per cycle (every current x86 core), three (Intel cores since Golden
+   Cove for loads of 32 bytes and less).
 
 Rates are medians of samples; "on-CPU" rates divide by the thread's CPU time
 instead of wall time, which leaves out time other processes took the CPU.
@@ -188,7 +189,7 @@ def part_tools(binary, args, widths) -> list[dict]:
 def part_l1(binary, args, widths) -> list[dict]:
     size = level_sizes(args.quick)[0][1]
     ghz = core_ghz()
-    print(f"== l1: read plateau at {size} B against {args.loads_per_cycle} loads of the width per cycle "
+    print(f"== l1: read plateau at {size} B against 2 and 3 loads of the width per cycle "
           f"(core clock {ghz:.3f} GHz, CPU {args.cpu}, load average {load_average()})", flush=True)
     rows = []
     for width in widths:
@@ -196,15 +197,18 @@ def part_l1(binary, args, widths) -> list[dict]:
         for _ in range(args.rounds):
             mc += memlab("read", width, "normal", size, args.repeat, args.target_ms, args.cpu)[1]
             bc += bare(binary, "read", width, size, args.repeat, args.target_ms, args.cpu)[1]
-        limit = args.loads_per_cycle * bw.VECTOR_BYTES[width]
+        limits = {loads: loads * bw.VECTOR_BYTES[width] for loads in (2, 3)}
         memlab_bpc, bare_bpc = statistics.median(mc) / ghz, statistics.median(bc) / ghz
         row = {"part": "l1", "width": width, "working_set_bytes": size, "memlab_bytes_per_cycle": memlab_bpc,
                "memlab_best_bytes_per_cycle": max(mc) / ghz, "bare_bytes_per_cycle": bare_bpc,
-               "limit_bytes_per_cycle": limit, "fraction_of_limit": memlab_bpc / limit,
+               "two_loads_bytes_per_cycle": limits[2], "three_loads_bytes_per_cycle": limits[3],
+               "fraction_of_two_loads": memlab_bpc / limits[2],
+               "fraction_of_three_loads": memlab_bpc / limits[3],
                "core_GHz": ghz, "load_average": load_average()}
         rows.append(row)
         print(f"{width:>7}: memlab {memlab_bpc:6.1f} B/cycle on-CPU (best sample {max(mc) / ghz:6.1f}), "
-              f"bare {bare_bpc:6.1f}; limit {limit} -> {row['fraction_of_limit']:.0%} of it", flush=True)
+              f"bare {bare_bpc:6.1f}; 2 loads/cycle = {limits[2]} ({row['fraction_of_two_loads']:.0%}), "
+              f"3 loads/cycle = {limits[3]} ({row['fraction_of_three_loads']:.0%})", flush=True)
     return rows
 
 
@@ -216,7 +220,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternations of memlab and bare per point")
     parser.add_argument("--repeat", type=int, default=5, help="samples per run")
     parser.add_argument("--target-ms", type=float, default=100.0, help="duration of one sample")
-    parser.add_argument("--loads-per-cycle", type=int, default=2)
     parser.add_argument("--parts", default="levels,tools,l1")
     parser.add_argument("--all-widths", action="store_true",
                         help="tools: memlab at every width (default: the widest and SSE2)")

@@ -241,16 +241,25 @@ def _derive(params: BandwidthParams, values: dict[str, float]) -> dict[str, floa
 
 
 class _BandwidthFamily(Family):
-    """The bandwidth family: ``cpu=`` pins the workers' placement to that one CPU."""
+    """The bandwidth family: ``cpu=`` puts the workers on that one CPU."""
 
     def run(self, params: Any = None, *, cpu: int | None = None, **options: Any) -> Measurement:
-        """Measure one point (see :func:`run`); with ``cpu`` every worker must fit on that CPU."""
+        """Measure one point (see :func:`run`); with ``cpu`` every worker must fit on that CPU.
+
+        The calling thread, which only waits and watches for Ctrl-C, is left
+        where it is, so that it does not wake up on the workers' CPU.
+        """
         if cpu is None:
             return super().run(params, **options)
         if isinstance(cpu, bool) or not isinstance(cpu, int):
             raise ValueError(f"cpu={cpu!r} must be an integer CPU number")
+        if cpu not in os.sched_getaffinity(0):
+            raise ValueError(f"cpu={cpu} is not among the CPUs this process may use "
+                             f"{sorted(os.sched_getaffinity(0))}")
         pinned = dataclasses.replace(self, to_core=functools.partial(_to_core, allowed={cpu}))
-        return Family.run(pinned, params, cpu=cpu, **options)
+        measurement = Family.run(pinned, params, **options)
+        measurement.context["cpu"] = cpu
+        return measurement
 
 
 def run(params: BandwidthParams | dict | None = None, **options: Any) -> Measurement:

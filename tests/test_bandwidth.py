@@ -188,6 +188,10 @@ def test_cpu_option_pins_a_one_thread_run():
     cpu = CPUS[-1]
     m = bw.run(working_set_bytes=1 << 14, cpu=cpu, **FAST)
     assert m.median("ran_on_cpu_0") == cpu
+    assert m.to_row()["context_cpu"] == cpu
+    assert sorted(os.sched_getaffinity(0)) == CPUS  # the calling thread was never pinned
+    with pytest.raises(ValueError, match="cpu=4096 is not among the CPUs this process may use"):
+        bw.run(working_set_bytes=1 << 14, cpu=4096, **FAST)
 
 
 def test_cpu_option_refuses_two_threads_on_one_cpu():

@@ -1060,7 +1060,7 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
     ml_metric_add(out, "GB_per_s_fastest_thread", rate_max);
     ml_metric_add(out, "on_cpu_GB_per_s", on_cpu_rate_sum / n);
     ml_metric_add(out, "cpu_fraction", cpu_fraction_sum / n);
-    ml_metric_add(out, "cpu_fraction_min", cpu_fraction_min);
+    ml_metric_add(out, "lowest_cpu_fraction", cpu_fraction_min);
     ml_metric_add(out, "overlap_fraction", common / (double)(last_end - first_start));
     ml_metric_add(out, "passes", bytes_sum / n / pass_bytes);
     ml_metric_add(out, "bytes_per_pass", pass_bytes);

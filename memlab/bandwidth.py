@@ -56,11 +56,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from memlab import _core, machine, plot
+from memlab import chart, machine
+from memlab._core import Kernel
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
-from memlab.sweep import Sweep, grid
 
 __all__ = [
     "BACKGROUND_OPS",
@@ -188,7 +189,7 @@ def width_support() -> dict[str, str | None]:
         config = {"op": "read", "width": width, "stores": "normal", "src": line, "dst": line,
                   "value": 0, "passes": 1, "chunk_bytes": 0}
         try:
-            _core.Kernel("bandwidth_pass", config).close()
+            Kernel("bandwidth_pass", config).close()
             support[width] = None
         except ValueError as error:
             text = str(error)
@@ -308,7 +309,7 @@ def run_pass(op: str, src: Any = None, dst: Any = None, *, width: str = "auto",
               "src": empty if src is None else src, "dst": empty if dst is None else dst,
               "value": value - (1 << 64) if value >= 1 << 63 else value,
               "passes": passes, "chunk_bytes": chunk_bytes}
-    with _core.Kernel("bandwidth_pass", config) as kernel:
+    with Kernel("bandwidth_pass", config) as kernel:
         sample = kernel.measure(target_ns=0, counters=False)
     metrics = sample["metrics"]
     return int(metrics["sum_low32"]) | int(metrics["sum_high32"]) << 32
@@ -345,23 +346,19 @@ def figure(data: Dataset | str | os.PathLike, metric: str = "bytes_per_cycle"):
 
     >>> fig = figure("memlab-tour/bandwidth.csv")   # doctest: +SKIP
     """
-    ds = data if isinstance(data, Dataset) else Dataset.load(data)
-    fig = plot.line_figure(ds, "working_set_bytes", metric, log2_x=True, caches=True,
-                           title="bandwidth: bytes per cycle per thread vs working set")
+    ds = chart.as_dataset(data)
+    fig = chart.line_figure(ds, "working_set_bytes", metric, log2_x=True, caches=True,
+                            title="bandwidth: bytes per cycle per thread vs working set")
     ax = fig.axes[0]
     ax.set_xlabel("working set (bytes, log2)")
     ax.set_ylabel("bytes per cycle (per thread)")
     ratios = [row["GB_per_s"] / row[metric] for row in ds.rows
-              if _positive(row.get("GB_per_s")) and _positive(row.get(metric))]
+              if chart.finite(row.get("GB_per_s")) and chart.finite(row.get(metric)) and row[metric] > 0]
     if ratios:
         ghz = statistics.median(ratios)
         secondary = ax.secondary_yaxis("right", functions=(lambda b: b * ghz, lambda g: g / ghz))
         secondary.set_ylabel(f"GB/s (at {ghz:.2f} GHz)")
     return fig
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 # ---- named sweeps: the seed's figures -------------------------------------------

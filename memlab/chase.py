@@ -26,10 +26,18 @@ import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+import numpy
+
+from memlab import chart
+from memlab._core import Kernel
+from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.grid import Sweep, grid
+from memlab.machine import cache_sizes, collect_caches
 from memlab.measure import Measurement
+from memlab.units import format_bytes, metric_label
 
 __all__ = [
     "ORDERS",
@@ -45,6 +53,7 @@ __all__ = [
     "reference_successors",
     "reference_pad0",
     "cache_levels",
+    "figure",
     "format_cache_levels",
     "SWEEPS",
     "fig3_10",
@@ -195,11 +204,11 @@ def run(params: ChaseParams | dict | None = None, **options: Any) -> Measurement
     cpu, target_seconds, counters) are parameters of :class:`ChaseParams`.
     Metrics besides the per-element times: ``elements``, ``laps``,
     ``build_ns`` (time to build the list), ``huge_page_fraction`` and, with
-    ``check=True``, ``check_visits_min``/``max`` and ``checksum``.
+    ``check=True``, ``check_visits_fewest``/``most`` and ``checksum``.
 
     >>> m = run(working_set_bytes=64 << 10, order="random", check=True, laps=2,
     ...         repeat=1, warmup=0)
-    >>> m.median("check_visits_min") == m.median("check_visits_max") == 2
+    >>> m.median("check_visits_fewest") == m.median("check_visits_most") == 2
     True
     """
     return FAMILY.run(params, **options)
@@ -219,15 +228,11 @@ def trace(params: ChaseParams | dict | None = None, **overrides: Any) -> dict[st
     >>> t["successors"][:3].tolist()
     [1, 2, 3]
     """
-    import numpy
-
-    from memlab import _core
-
     p = FAMILY.params(params, **overrides)
     n = element_count(p)
     out = numpy.zeros(2 * n, dtype=numpy.uint64)
     config = dict(_to_core(p), out=out)
-    with _core.Kernel("chase_trace", config) as kernel:
+    with Kernel("chase_trace", config) as kernel:
         sample = kernel.measure(target_ns=0, counters=False)
     chain = n // p.chains
     return {
@@ -407,8 +412,6 @@ def _best_segmentation(values: list[float], segments: int, min_points: int) -> l
 
 
 def _sysfs_levels(metadata: Mapping[str, Any] | None) -> list[tuple[str, int]]:
-    from memlab.machine import cache_sizes, collect_caches
-
     facts = (metadata or {}).get("machine") if metadata else None
     if not isinstance(facts, Mapping) or "caches" not in facts:
         facts = {}
@@ -495,12 +498,7 @@ def format_cache_levels(levels: Sequence[Mapping[str, Any]]) -> str:
     """
 
     def size(value: Any) -> str:
-        if value is None:
-            return "-"
-        for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-            if value >= 1 << shift:
-                return f"{value / (1 << shift):.3g} {unit}"
-        return f"{value} B"
+        return "-" if value is None else format_bytes(value)
 
     lines = [f"{'level':<7}{'measured plateau':<30}{'latency ns':<12}{'cycles':<9}sysfs size"]
     for lv in levels:
@@ -526,9 +524,7 @@ def _sizes(low_log2: int, high_log2: int, per_octave: int = 1) -> list[int]:
     return sorted(set(sizes))
 
 
-def _sweep(name: str, points: list[dict[str, Any]], quick: bool, description: str, repeat: int = 5):
-    from memlab.sweep import Sweep
-
+def _sweep(name: str, points: list[dict[str, Any]], quick: bool, description: str, repeat: int = 5) -> Sweep:
     return Sweep(
         name=name + ("_quick" if quick else ""),
         family="chase",
@@ -546,8 +542,6 @@ def fig3_10(quick: bool = False):
     >>> fig3_10(quick=True).name
     'fig3_10_quick'
     """
-    from memlab.sweep import grid
-
     sizes = _sizes(10, 20, 1)[::2] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_10", grid(working_set_bytes=sizes, npad=[0], order=["sequential"]), quick,
                   fig3_10.__doc__)
@@ -559,8 +553,6 @@ def fig3_11(quick: bool = False):
     >>> fig3_11(quick=True).name
     'fig3_11_quick'
     """
-    from memlab.sweep import grid
-
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_11", grid(npad=[0, 7, 15, 31], working_set_bytes=sizes, order=["sequential"]),
                   quick, fig3_11.__doc__)
@@ -572,8 +564,6 @@ def fig3_12(quick: bool = False):
     >>> fig3_12(quick=True).name
     'fig3_12_quick'
     """
-    from memlab.sweep import grid
-
     sizes = [1 << 10, 1 << 13, 1 << 16] if quick else _sizes(10, 24, 2)
     return _sweep("fig3_12", grid(layout=["packed", "page_per_element"], working_set_bytes=sizes,
                                   npad=[7], order=["sequential"]), quick, fig3_12.__doc__)
@@ -585,8 +575,6 @@ def fig3_13(quick: bool = False):
     >>> fig3_13(quick=True).name
     'fig3_13_quick'
     """
-    from memlab.sweep import grid
-
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_13", grid(op=list(OPS), working_set_bytes=sizes, npad=[1], order=["sequential"]),
                   quick, fig3_13.__doc__)
@@ -598,8 +586,6 @@ def fig3_15(quick: bool = False):
     >>> fig3_15(quick=True).name
     'fig3_15_quick'
     """
-    from memlab.sweep import grid
-
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_15", grid(order=["sequential", "random"], working_set_bytes=sizes, npad=[0]),
                   quick, fig3_15.__doc__)
@@ -611,8 +597,6 @@ def fig3_17(quick: bool = False):
     >>> fig3_17(quick=True).name
     'fig3_17_quick'
     """
-    from memlab.sweep import grid
-
     if quick:
         blocks = grid(order=["random_blocks"], block_pages=[1, 64], working_set_bytes=[1 << 16, 1 << 22])
         whole = grid(order=["random"], working_set_bytes=[1 << 16, 1 << 22])
@@ -631,8 +615,6 @@ def fig6_7(quick: bool = False):
     >>> fig6_7(quick=True).name
     'fig6_7_quick'
     """
-    from memlab.sweep import grid
-
     sizes = [1 << 14, 1 << 22] if quick else _sizes(10, 28, 1)
     return _sweep("fig6_7", grid(prefetch_distance=[0, 5], working_set_bytes=sizes, npad=[31],
                                  order=["random"], work_cycles=[160]), quick, fig6_7.__doc__)
@@ -644,8 +626,6 @@ def fig6_8(quick: bool = False):
     >>> fig6_8(quick=True).name
     'fig6_8_quick'
     """
-    from memlab.sweep import grid
-
     sizes = [1 << 14, 1 << 22] if quick else _sizes(10, 28, 1)
     plain = grid(prefetch_distance=[0, 5], working_set_bytes=sizes)
     helper = grid(helper_thread=[True], working_set_bytes=sizes)
@@ -659,8 +639,6 @@ def fig7_9(quick: bool = False):
     >>> fig7_9(quick=True).name
     'fig7_9_quick'
     """
-    from memlab.sweep import grid
-
     sizes = [1 << 16, 1 << 20, 1 << 24] if quick else _sizes(10, 28, 1)
     return _sweep("fig7_9", grid(pages=list(PAGE_KINDS), working_set_bytes=sizes, npad=[0],
                                  order=["random"]), quick, fig7_9.__doc__)
@@ -668,8 +646,6 @@ def fig7_9(quick: bool = False):
 
 def _quick():
     """Quick tour: random and sequential NPAD=7 from L1 to main memory (the family's "quick")."""
-    from memlab.sweep import Sweep, grid
-
     return Sweep(
         name="quick",
         family="chase",
@@ -703,6 +679,45 @@ def _named(fn, quick: bool):
     return factory
 
 
+# ---- the standard figure --------------------------------------------------------
+
+
+def figure(data: Dataset | str, metric: str | None = None, x: str = "working_set_bytes"):
+    """Latency per element (ns) vs working set on a log2 axis, cache sizes marked.
+
+    One line per variant (every other parameter that varies: npad, order,
+    pages ...); the vertical dashed lines are the L1d, L2 and L3 sizes of the
+    machine the dataset was measured on. A right-hand axis gives cycles per
+    element when the dataset has them (Drepper's figures 3.10-3.15 plot cycles).
+
+    >>> fig = figure("results/chase-quick.csv")   # doctest: +SKIP
+    """
+    ds = chart.as_dataset(data)
+    metric = metric or ds.primary_metric(("ns_per_element",))
+    fig = chart.line_figure(ds, x, metric, log2_x=True, caches=True,
+                            title=f"{chart.family_of(ds)}: {metric_label(metric)} vs working set")
+    ax = fig.axes[0]
+    ax.set_xlabel("working set (bytes, log2)")
+    values = [r[metric] for r in ds.rows if chart.finite(r.get(metric)) and r[metric] > 0]
+    if values and max(values) / min(values) > 20:
+        lows = [r.get(f"{metric}_min") for r in ds.rows]
+        low = min([v for v in lows if chart.finite(v) and v > 0] + values)
+        ax.set_ylim(low / 1.5, None)
+        ax.set_yscale("log")  # as Drepper's figure 3.15: L1 and DRAM latency on one plot
+    ratios = sorted(
+        r["cycles_per_element"] / r[metric]
+        for r in ds.rows
+        if metric == "ns_per_element" and chart.finite(r.get("cycles_per_element"))
+        and chart.finite(r.get(metric)) and r[metric] > 0
+    )
+    if ratios:
+        ghz = ratios[len(ratios) // 2]
+        if ghz > 0:
+            secondary = ax.secondary_yaxis("right", functions=(lambda ns: ns * ghz, lambda c: c / ghz))
+            secondary.set_ylabel(f"cycles per element (at {ghz:.2f} GHz)")
+    return fig
+
+
 FAMILY = Family(
     name="chase",
     params_type=ChaseParams,
@@ -720,4 +735,9 @@ FAMILY = Family(
     default_repeat=5,
     default_warmup=1,
     default_target_seconds=0.1,
+    figure=figure,
+    caption="Time per element of a walk through a linked list: flat while the list fits in a cache, "
+            "a step up past each cache size (dashed lines). Random order pays the full latency of "
+            "wherever the list lives; sequential order is hidden by the prefetcher (Drepper 3.3.2).",
+    report_columns=("cycles_per_element",),
 )

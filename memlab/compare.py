@@ -4,49 +4,54 @@
 their parameters (the metadata's ``param_names``, plus ``family``), and for
 every point in both reports the ratio of the medians of one metric, a
 bootstrap confidence interval of that ratio, and a two-sided Mann-Whitney U
-test on the raw ``<metric>_samples``. A point is a regression (or an
-improvement) only when the test is significant *and* the change is at least
-the minimum effect size (default 5%). Before any verdict each point is
-checked for noise: when the coefficient of variation of either side exceeds
-half the threshold, the point is reported as ``too noisy`` instead; when the
-sample counts are too small for the test to ever reach ``alpha``, as
-``too few samples``. Points found in only one dataset are listed, and machine
-facts that differ (CPU model, kernel, THP setting) are shown as warnings.
+test on the raw ``<metric>_samples``. The verdict follows from where that
+interval lies against the minimum effect size (default 5%): entirely beyond
+it, a regression or an improvement (the U test must agree, p < alpha),
+however large the spread of the samples; entirely inside it, unchanged;
+across it, ``too noisy``, with the number of samples per side that would
+decide it. When the sample counts are too small for the test to ever reach
+``alpha``, the point is ``too few samples``. Points found in only one
+dataset are listed; a different machine (CPU model, core count, kernel,
+memory) and different memory settings (THP) are shown as warnings.
 
-``memlab compare A B`` is :func:`compare_main`; it exits 0 when no
-significant regression beyond ``--fail-above`` exists, 1 when one does, and
-2 when the input cannot be compared (unreadable file, unknown metric
-direction, no point in common).
+``memlab compare A B`` (in :mod:`memlab.cli`) prints :meth:`Comparison.format`;
+it exits 0 when no significant regression beyond ``--fail-above`` exists, 1
+when one does, and 2 when the input cannot be compared (unreadable file,
+unknown metric direction, no point in common).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from memlab.machine import FINGERPRINT_FACTS, fingerprint
+from memlab.dataset import SAMPLES, Dataset, key_value, paths_for, point_key, statistic_column
+from memlab.dataset import param_names as schema_param_names
 from memlab.significance import (
     clean_samples,
     coefficient_of_variation,
     mann_whitney_u,
     median_ratio_interval,
+    repetitions_to_decide,
     smallest_two_sided_p,
 )
+from memlab.units import format_number, format_plain
 
 __all__ = [
     "Comparison",
     "DatasetReadError",
     "MACHINE_FACTS",
+    "SETTING_FACTS",
     "PointComparison",
     "compare",
-    "compare_main",
     "load_dataset",
+    "metadata_fingerprint",
     "metric_direction",
     "parse_fraction",
 ]
@@ -59,18 +64,13 @@ TOO_FEW_SAMPLES = "too few samples"
 NOT_COMPARABLE = "not comparable"
 VERDICTS = (REGRESSION, IMPROVEMENT, UNCHANGED, TOO_NOISY, TOO_FEW_SAMPLES, NOT_COMPARABLE)
 
-MACHINE_FACTS = (
-    "cpu_model",
-    "cpu_count",
-    "kernel_release",
-    "thp_enabled",
-    "thp_defrag",
-    "virtualization",
-)
-"""Keys of ``metadata["machine"]`` that, when they differ, make a warning."""
+MACHINE_FACTS = FINGERPRINT_FACTS
+"""Keys of the machine fingerprint (``memlab.machine.fingerprint``): when
+they differ, the two datasets come from different machines."""
 
-_ROW_BOOKKEEPING = {"family", "counters_missing", "counters_scope", "repeat", "warmup_samples"}
-_STAT_SUFFIXES = ("_min", "_max", "_mean", "_stdev", "_iqr", "_samples")
+SETTING_FACTS = ("thp_enabled", "thp_defrag", "virtualization")
+"""Keys of ``metadata["machine"]`` that are settings of a machine rather than
+its identity; when they differ, a warning says so."""
 
 _LOWER_PREFIXES = ("ns_per_", "cycles_per_", "seconds_per_", "us_per_", "ms_per_")
 _HIGHER_SUFFIXES = ("_per_s", "_per_second")
@@ -158,9 +158,11 @@ class PointComparison:
     ``ratio - 1`` (a signed fraction: +0.2 means the metric grew by 20%);
     ``ci_low``/``ci_high`` bound the ratio; ``p_value`` is the two-sided
     Mann-Whitney U test on the raw samples; ``*_cv`` are coefficients of
-    variation; ``verdict`` is one of ``regression``, ``improvement``,
-    ``unchanged``, ``too noisy``, ``too few samples``, ``not comparable``
-    and ``reason`` explains it in words.
+    variation (shown, not used for the verdict); ``verdict`` is one of
+    ``regression``, ``improvement``, ``unchanged``, ``too noisy``, ``too few
+    samples``, ``not comparable`` and ``reason`` explains it in words;
+    ``repeats_needed`` is, for a ``too noisy`` point, the samples per side
+    that would likely decide it (None otherwise, or when none would).
     """
 
     family: str | None
@@ -177,6 +179,7 @@ class PointComparison:
     candidate_cv: float
     baseline_samples: int
     candidate_samples: int
+    repeats_needed: int | None
     verdict: str
     reason: str
 
@@ -184,7 +187,7 @@ class PointComparison:
     def label(self) -> str:
         """The point in words: ``chase working_set_bytes=4096 order=random``."""
         parts = [self.family] if self.family else []
-        parts.extend(f"{name}={_format_value(value)}" for name, value in self.params.items())
+        parts.extend(f"{name}={format_plain(value)}" for name, value in self.params.items())
         return " ".join(parts)
 
 
@@ -194,9 +197,12 @@ class Comparison:
 
     ``points``: the points in both datasets; ``only_in_baseline`` and
     ``only_in_candidate``: parameter dicts of unmatched points;
-    ``machine_differences``: (fact, baseline value, candidate value);
-    ``warnings``: other things a reader should know (duplicate points,
-    different parameter names, different primary metrics).
+    ``machine_differences``: (fact, baseline value, candidate value) for the
+    machine fingerprint (CPU model, core count, kernel, memory);
+    ``machine_unknown``: the sides ("baseline", "candidate") that record no
+    fingerprint; ``setting_differences``: the same triples for machine
+    settings (THP); ``warnings``: other things a reader should know
+    (duplicate points, different parameter names, different primary metrics).
     """
 
     metric: str
@@ -209,9 +215,35 @@ class Comparison:
     only_in_candidate: list[dict[str, Any]]
     machine_differences: list[tuple[str, Any, Any]]
     warnings: list[str] = field(default_factory=list)
+    machine_unknown: list[str] = field(default_factory=list)
+    setting_differences: list[tuple[str, Any, Any]] = field(default_factory=list)
     param_names: list[str] = field(default_factory=list)
     baseline_label: str = "baseline"
     candidate_label: str = "candidate"
+
+    @property
+    def same_machine(self) -> bool:
+        """True when both sides record a fingerprint and the fingerprints agree."""
+        return not self.machine_differences and not self.machine_unknown
+
+    def machine_notes(self) -> list[str]:
+        """One sentence per machine difference, missing fingerprint or setting difference."""
+        notes = [
+            f"machine differs: {fact}: {format_plain(base_value)} (baseline) "
+            f"vs {format_plain(cand_value)} (candidate)"
+            for fact, base_value, cand_value in self.machine_differences
+        ]
+        notes.extend(
+            f"the {side} records no machine fingerprint: cannot tell whether both "
+            f"were measured on the same machine"
+            for side in self.machine_unknown
+        )
+        notes.extend(
+            f"setting differs: {fact}: {format_plain(base_value)} (baseline) "
+            f"vs {format_plain(cand_value)} (candidate)"
+            for fact, base_value, cand_value in self.setting_differences
+        )
+        return notes
 
     def by_verdict(self, verdict: str) -> list[PointComparison]:
         """The points with this verdict (e.g. ``"regression"``)."""
@@ -229,13 +261,16 @@ class Comparison:
         return [p for p in self.points if p.verdict in (TOO_NOISY, TOO_FEW_SAMPLES)]
 
     def failing(self, fail_above: float | None = None) -> list[PointComparison]:
-        """Significant regressions whose change is at least ``fail_above``.
+        """Regressions whose whole interval lies at least ``fail_above`` on the worse side.
 
         ``fail_above`` is a fraction (0.05 = 5%) and defaults to the
-        comparison's threshold. Noisy points never fail: they have no verdict.
+        comparison's threshold (every regression then fails). Noisy points
+        never fail: they have no verdict.
         """
         limit = self.threshold if fail_above is None else fail_above
-        return [p for p in self.regressions if abs(p.change) >= limit]
+        if self.better == "lower":
+            return [p for p in self.regressions if p.ci_low >= 1.0 + limit]
+        return [p for p in self.regressions if p.ci_high <= 1.0 - limit]
 
     @property
     def geometric_mean_ratio(self) -> float:
@@ -275,11 +310,7 @@ class Comparison:
             f"baseline:  {self.baseline_label}",
             f"candidate: {self.candidate_label}",
         ]
-        for fact, base_value, cand_value in self.machine_differences:
-            lines.append(
-                f"WARNING: machine differs: {fact}: {_format_value(base_value)} (baseline) "
-                f"vs {_format_value(cand_value)} (candidate)"
-            )
+        lines.extend(f"WARNING: {note}" for note in self.machine_notes())
         lines.extend(f"WARNING: {warning}" for warning in self.warnings)
         if self.points:
             lines.append("")
@@ -307,13 +338,13 @@ class Comparison:
         rows = []
         for point in self.points:
             cells = [point.family or ""] if has_family else []
-            cells.extend(_format_value(point.params.get(name, "")) for name in self.param_names)
+            cells.extend(format_plain(point.params.get(name, "")) for name in self.param_names)
             cells.extend([
-                _format_number(point.baseline_median),
-                _format_number(point.candidate_median),
-                _format_number(point.ratio, "{:.3f}"),
-                f"[{_format_number(point.ci_low, '{:.3f}')}, {_format_number(point.ci_high, '{:.3f}')}]",
-                _format_number(point.p_value, "{:.3g}"),
+                _cell(point.baseline_median),
+                _cell(point.candidate_median),
+                _cell(point.ratio, "{:.3f}"),
+                f"[{_cell(point.ci_low, '{:.3f}')}, {_cell(point.ci_high, '{:.3f}')}]",
+                _cell(point.p_value, "{:.3g}"),
                 f"{point.verdict}: {point.reason}",
             ])
             rows.append(cells)
@@ -350,6 +381,8 @@ class Comparison:
             "only_in_baseline": self.only_in_baseline,
             "only_in_candidate": self.only_in_candidate,
             "machine_differences": [list(d) for d in self.machine_differences],
+            "machine_unknown": list(self.machine_unknown),
+            "setting_differences": [list(d) for d in self.setting_differences],
             "warnings": list(self.warnings),
         }
 
@@ -360,8 +393,6 @@ def load_dataset(path: str | os.PathLike[str], role: str = "dataset") -> Any:
     A missing or unreadable file raises :class:`DatasetReadError` whose
     message names the role ("baseline", "candidate") and the path.
     """
-    from memlab.dataset import Dataset, paths_for
-
     text = os.fspath(path)
     if not any(os.path.exists(candidate) for candidate in paths_for(text)):
         raise DatasetReadError(text, f"{role} dataset {text} does not exist")
@@ -449,7 +480,17 @@ def compare(
         points=points,
         only_in_baseline=[p for k, (p, _, _) in base_points.items() if k not in cand_points],
         only_in_candidate=[p for k, (p, _, _) in cand_points.items() if k not in base_points],
-        machine_differences=_machine_differences(base_meta, cand_meta),
+        machine_differences=_differences(
+            metadata_fingerprint(base_meta) or {}, metadata_fingerprint(cand_meta) or {},
+            MACHINE_FACTS,
+        ),
+        machine_unknown=[
+            side for side, meta in (("baseline", base_meta), ("candidate", cand_meta))
+            if not metadata_fingerprint(meta)
+        ],
+        setting_differences=_differences(
+            base_meta.get("machine") or {}, cand_meta.get("machine") or {}, SETTING_FACTS
+        ),
         warnings=warnings,
         param_names=param_names,
         baseline_label=base_label,
@@ -485,8 +526,8 @@ def _compare_point(
     if not (math.isfinite(base_median) and math.isfinite(cand_median)) or base_median <= 0:
         return PointComparison(
             **common, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, change=math.nan,
-            p_value=math.nan, test_method="none", verdict=NOT_COMPARABLE,
-            reason=f"medians {_format_number(base_median)} and {_format_number(cand_median)} "
+            p_value=math.nan, test_method="none", repeats_needed=None, verdict=NOT_COMPARABLE,
+            reason=f"medians {_cell(base_median)} and {_cell(cand_median)} "
             f"give no ratio (the baseline must be finite and positive)",
         )
     ratio = cand_median / base_median
@@ -503,30 +544,85 @@ def _compare_point(
     smallest_p = smallest_two_sided_p(n_base, n_cand)
     if n_base < 2 or n_cand < 2 or smallest_p >= alpha:
         return PointComparison(
-            **common, verdict=TOO_FEW_SAMPLES,
+            **common, repeats_needed=None, verdict=TOO_FEW_SAMPLES,
             reason=f"{n_base} and {n_cand} samples: the U test cannot reach p<{alpha:g} "
             f"(smallest possible p {smallest_p:.3g})",
         )
-    noise_limit = threshold / 2.0
-    noisy = [
-        f"{side} CV {cv:.1%}" for side, cv in (("baseline", base_cv), ("candidate", cand_cv))
-        if not cv <= noise_limit
-    ]
-    if noisy:
+    return _decide(common, ratio, change, ci_low, ci_high, p_value, max(n_base, n_cand),
+                   direction=direction, threshold=threshold, alpha=alpha)
+
+
+def _decide(
+    common: dict[str, Any],
+    ratio: float,
+    change: float,
+    ci_low: float,
+    ci_high: float,
+    p_value: float,
+    samples_per_side: int,
+    *,
+    direction: str,
+    threshold: float,
+    alpha: float,
+) -> PointComparison:
+    """The verdict from where the interval of the ratio lies against the threshold.
+
+    Edges at ratio 1 - threshold and 1 + threshold split the ratio axis into
+    "down by at least the threshold", "within the threshold" and "up by at
+    least the threshold". An interval entirely in one region decides, however
+    wide the samples' spread: beyond an edge it is a regression or an
+    improvement (when the U test agrees, p < alpha), inside both edges it is
+    unchanged. An interval that straddles an edge is too noisy, with the
+    number of samples per side that would shrink it clear of the edge.
+    """
+    lower_edge, upper_edge = 1.0 - threshold, 1.0 + threshold
+    interval = f"interval [{_cell(ci_low, '{:.3f}')}, {_cell(ci_high, '{:.3f}')}]"
+    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
         return PointComparison(
-            **common, verdict=TOO_NOISY,
-            reason=f"{', '.join(noisy)} above {noise_limit:.1%} (half the threshold); "
-            f"change {change:+.1%} not judged",
+            **common, repeats_needed=None, verdict=NOT_COMPARABLE,
+            reason=f"no {interval} of the ratio (a resampled baseline median is not positive)",
         )
-    worse = change > 0 if direction == "lower" else change < 0
-    if p_value >= alpha:
-        verdict, reason = UNCHANGED, f"change {change:+.1%} not significant (p={p_value:.3g})"
-    elif abs(change) < threshold:
-        verdict, reason = UNCHANGED, f"change {change:+.1%} below the {threshold:.1%} minimum"
+    beyond = ci_low >= upper_edge or ci_high <= lower_edge
+    within = lower_edge < ci_low and ci_high < upper_edge
+    if beyond and p_value < alpha:
+        worse = change > 0 if direction == "lower" else change < 0
+        return PointComparison(
+            **common, repeats_needed=None, verdict=REGRESSION if worse else IMPROVEMENT,
+            reason=f"{change:+.1%} ({_change_words(change, direction)}), {interval} "
+            f"beyond the {threshold:.1%} threshold",
+        )
+    if within:
+        significance = (
+            f"significant (p={p_value:.3g}) but" if p_value < alpha else "not significant and"
+        )
+        return PointComparison(
+            **common, repeats_needed=None, verdict=UNCHANGED,
+            reason=f"change {change:+.1%} {significance} {interval} within the "
+            f"{threshold:.1%} threshold",
+        )
+    if beyond:
+        # The interval clears the threshold but the rank test does not agree
+        # (heavily overlapping samples); more samples settle the test.
+        needed = 2 * samples_per_side
+        return PointComparison(
+            **common, repeats_needed=needed, verdict=TOO_NOISY,
+            reason=f"change {change:+.1%}, {interval} beyond the threshold but p={p_value:.3g} "
+            f"is not below {alpha:g}; about {needed} samples per side would decide it",
+        )
+    needed = repetitions_to_decide(samples_per_side, ratio, ci_low, ci_high,
+                                   (lower_edge, upper_edge))
+    if needed is None:
+        advice = "the change sits on the threshold itself: no number of samples decides it"
+    elif needed > 100 * samples_per_side:
+        advice = (f"about {needed} samples per side would decide it (the change is very close "
+                  f"to the threshold)")
     else:
-        verdict = REGRESSION if worse else IMPROVEMENT
-        reason = f"{change:+.1%} ({_change_words(change, direction)})"
-    return PointComparison(**common, verdict=verdict, reason=reason)
+        advice = f"about {needed} samples per side (now {samples_per_side}) would decide it"
+    return PointComparison(
+        **common, repeats_needed=needed, verdict=TOO_NOISY,
+        reason=f"change {change:+.1%}, {interval} straddles the {threshold:.1%} threshold; "
+        f"{advice}",
+    )
 
 
 def _unpack(data: Any, role: str) -> tuple[list[Mapping[str, Any]], dict[str, Any], str]:
@@ -547,9 +643,11 @@ def _unpack(data: Any, role: str) -> tuple[list[Mapping[str, Any]], dict[str, An
 
 
 def _check_metric_present(metric: str, rows: Sequence[Mapping[str, Any]], role: str) -> None:
-    if not rows or any(metric in row or f"{metric}_samples" in row for row in rows):
+    samples = statistic_column(metric, SAMPLES)
+    if not rows or any(metric in row or samples in row for row in rows):
         return
-    known = sorted({c[: -len("_samples")] for row in rows for c in row if c.endswith("_samples")})
+    suffix = statistic_column("", SAMPLES)
+    known = sorted({c[: -len(suffix)] for row in rows for c in row if c.endswith(suffix)})
     raise ValueError(
         f"metric={metric!r} is not a column of the {role} dataset "
         f"(metrics with samples: {', '.join(known) or 'none'})"
@@ -563,8 +661,8 @@ def _param_names(
     cand_meta: Mapping[str, Any],
     warnings: list[str],
 ) -> list[str]:
-    base_names = list(base_meta.get("param_names") or _infer_param_names(base_rows))
-    cand_names = list(cand_meta.get("param_names") or _infer_param_names(cand_rows))
+    base_names = schema_param_names(base_rows, base_meta)
+    cand_names = schema_param_names(cand_rows, cand_meta)
     names = [n for n in base_names if n != "family"]
     names += [n for n in cand_names if n not in names and n != "family"]
     only_base = [n for n in base_names if n not in cand_names]
@@ -575,24 +673,6 @@ def _param_names(
             f"only in baseline {only_base or 'none'}, only in candidate {only_cand or 'none'}; "
             "points are matched on all of them, so points differing there do not match"
         )
-    return names
-
-
-def _infer_param_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Columns that are neither metrics, their statistics, counters nor context."""
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(c for c in row if c not in columns)
-    metrics = {c[: -len("_samples")] for c in columns if c.endswith("_samples")}
-    names = []
-    for column in columns:
-        if column in _ROW_BOOKKEEPING or column in metrics:
-            continue
-        if column.startswith(("counter_", "context_")):
-            continue
-        if column.endswith(_STAT_SUFFIXES) and column.rsplit("_", 1)[0] in metrics:
-            continue
-        names.append(column)
     return names
 
 
@@ -607,8 +687,8 @@ def _index_rows(
     for row in rows:
         params = {"family": row.get("family")} if row.get("family") is not None else {}
         params.update({name: row.get(name) for name in param_names})
-        key = (params.get("family"),) + tuple(_normalize(row.get(name)) for name in param_names)
-        samples = clean_samples(_sample_list(row.get(f"{metric}_samples")))
+        key = point_key(row, param_names)
+        samples = clean_samples(_sample_list(row.get(statistic_column(metric, SAMPLES))))
         value = _to_float(row.get(metric))
         if key in points:
             _, earlier, earlier_value = points[key]
@@ -621,18 +701,36 @@ def _index_rows(
     return points
 
 
-def _machine_differences(
-    base_meta: Mapping[str, Any], cand_meta: Mapping[str, Any]
+def metadata_fingerprint(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The machine fingerprint a dataset's metadata records, or None.
+
+    ``metadata["machine_fingerprint"]`` when present, else the fingerprint of
+    ``metadata["machine"]`` (datasets written before fingerprints existed).
+
+    >>> metadata_fingerprint({"machine": {"cpu_model": "Example CPU", "cpuinfo_mhz": 2100.0}})
+    {'cpu_model': 'Example CPU'}
+    """
+    recorded = metadata.get("machine_fingerprint")
+    if isinstance(recorded, Mapping) and recorded:
+        return dict(recorded)
+    machine = metadata.get("machine")
+    if isinstance(machine, Mapping):
+        return fingerprint(dict(machine)) or None
+    return None
+
+
+def _differences(
+    base: Mapping[str, Any], cand: Mapping[str, Any], facts: Sequence[str]
 ) -> list[tuple[str, Any, Any]]:
-    base_machine = base_meta.get("machine") or {}
-    cand_machine = cand_meta.get("machine") or {}
     differences = []
-    for fact in MACHINE_FACTS:
-        if fact not in base_machine and fact not in cand_machine:
+    if not base or not cand:
+        return differences
+    for fact in facts:
+        if fact not in base and fact not in cand:
             continue
-        base_value = base_machine.get(fact, "unknown")
-        cand_value = cand_machine.get(fact, "unknown")
-        if _normalize(base_value) != _normalize(cand_value):
+        base_value = base.get(fact, "unknown")
+        cand_value = cand.get(fact, "unknown")
+        if key_value(base_value) != key_value(cand_value):
             differences.append((fact, base_value, cand_value))
     return differences
 
@@ -660,22 +758,6 @@ def _to_float(value: Any) -> float:
         return math.nan
 
 
-def _normalize(value: Any) -> Any:
-    """Make 4096, 4096.0 and "4096" (a CSV round trip) the same key."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    if isinstance(value, (list, tuple)):
-        return tuple(_normalize(v) for v in value)
-    return str(value)
-
-
 def _check_fraction(name: str, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
         raise ValueError(f"{name}={value!r} is outside (0, 1)")
@@ -688,22 +770,14 @@ def _change_words(change: float, direction: str) -> str:
     return f"{abs(change):.1%} {'worse' if worse else 'better'}"
 
 
-def _format_value(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return str(value)
-
-
-def _format_number(value: float, pattern: str = "{:.4g}") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return pattern.format(value)
+def _cell(value: float, pattern: str = "{:.4g}") -> str:
+    return format_number(value, pattern, missing="n/a")
 
 
 def _params_words(params: Mapping[str, Any]) -> str:
     parts = []
     for name, value in params.items():
-        parts.append(str(value) if name == "family" else f"{name}={_format_value(value)}")
+        parts.append(str(value) if name == "family" else f"{name}={format_plain(value)}")
     return " ".join(parts) or "(no parameters)"
 
 
@@ -711,93 +785,3 @@ def _json_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="memlab compare",
-        description=(
-            "Compare two memlab datasets point by point: ratio of medians with a "
-            "confidence interval, Mann-Whitney U test on the raw samples, minimum "
-            "effect size. Exit status: 0 no significant regression beyond --fail-above, "
-            "1 at least one, 2 the datasets cannot be compared."
-        ),
-    )
-    parser.add_argument("baseline", help="baseline dataset file")
-    parser.add_argument("candidate", help="candidate dataset file")
-    parser.add_argument("--metric", help="metric to compare (default: the baseline's primary metric)")
-    parser.add_argument(
-        "--better", choices=("lower", "higher"),
-        help="whether lower or higher values are better (default: from the metric's name)",
-    )
-    parser.add_argument(
-        "--threshold", default=None,
-        help="minimum effect size that counts as a change, e.g. 5%% (default: --fail-above, else 5%%)",
-    )
-    parser.add_argument(
-        "--fail-above", default=None,
-        help="exit 1 when a significant regression of at least this much exists (default: the threshold)",
-    )
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    parser.add_argument(
-        "--confidence", type=float, default=0.95,
-        help="confidence of the ratio interval (default 0.95)",
-    )
-    parser.add_argument(
-        "--fail-on-noise", action="store_true",
-        help="also exit 1 when a point gets no verdict (too noisy or too few samples)",
-    )
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    return parser
-
-
-def compare_main(argv: Sequence[str] | None = None) -> int:
-    """``memlab compare BASELINE CANDIDATE``: print the report, return the exit status.
-
-    0: no significant regression of at least ``--fail-above``; 1: at least
-    one (or, with ``--fail-on-noise``, a point without a verdict); 2: bad arguments or datasets that cannot be compared (missing or
-    corrupt file, unknown metric direction, no point in common).
-
-    Example (shell): ``memlab compare base.csv new.csv --fail-above 5%``
-    """
-    parser = _build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_request:
-        return int(exit_request.code or 0)
-    try:
-        fail_above = parse_fraction("fail_above", args.fail_above) if args.fail_above else None
-        if args.threshold:
-            threshold = parse_fraction("threshold", args.threshold)
-        else:
-            threshold = fail_above if fail_above is not None and fail_above < 1 else 0.05
-        comparison = compare(
-            args.baseline, args.candidate, metric=args.metric, better=args.better,
-            threshold=threshold, alpha=args.alpha, confidence=args.confidence,
-        )
-    except ValueError as error:
-        print(f"memlab compare: error: {error}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(comparison.to_dict(), indent=2, default=str))
-    else:
-        print(comparison.format())
-    if not comparison.points:
-        print("memlab compare: error: the datasets have no point in common", file=sys.stderr)
-        return 2
-    failing = comparison.failing(fail_above)
-    if failing:
-        limit = comparison.threshold if fail_above is None else fail_above
-        print(
-            f"memlab compare: {len(failing)} significant regression(s) of at least {limit:.1%}",
-            file=sys.stderr,
-        )
-        return 1
-    if args.fail_on_noise and comparison.unjudged:
-        print(
-            f"memlab compare: {len(comparison.unjudged)} point(s) without a verdict "
-            f"(too noisy or too few samples) and --fail-on-noise",
-            file=sys.stderr,
-        )
-        return 1
-    return 0

@@ -14,14 +14,25 @@ Example::
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
+import functools
 import hashlib
+import mmap
 import os
 import platform
 import re
 import shutil
 import socket
 import subprocess
+from importlib import metadata
 from typing import Any, Callable
+
+import numpy
+
+from memlab._core import build_info, counters_probe
+from memlab.units import format_bytes
 
 __all__ = [
     "PLACEMENTS",
@@ -29,11 +40,13 @@ __all__ = [
     "caches_shared_by",
     "collect",
     "cpu_topology",
+    "fingerprint",
     "format_facts",
     "machine_id",
     "parse_cpu_list",
     "parse_size",
     "placement_cpus",
+    "populate_write_supported",
 ]
 
 SIMD_FLAGS = (
@@ -216,8 +229,41 @@ def collect_caches(facts: dict, root: str = "/") -> None:
             facts["cache_line_bytes"] = lines.pop()
 
 
+MADV_POPULATE_WRITE = 23
+
+
+@functools.cache
+def populate_write_supported() -> bool:
+    """Whether this kernel has madvise(MADV_POPULATE_WRITE) (Linux 5.14+).
+
+    Probed once on one anonymous page: EINVAL means the kernel does not know
+    the advice.
+
+    >>> isinstance(populate_write_supported(), bool)
+    True
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    size = mmap.PAGESIZE
+    address = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                        mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if address in (None, ctypes.c_void_p(-1).value):
+        return False
+    try:
+        result = libc.madvise(address, size, MADV_POPULATE_WRITE)
+        error = ctypes.get_errno()
+    finally:
+        libc.munmap(address, size)
+    return result == 0 or error not in (errno.EINVAL, errno.ENOSYS)
+
+
 def collect_kernel(facts: dict, root: str = "/") -> None:
-    """kernel_release and os (from /proc or, on the real root, uname)."""
+    """kernel_release and os (from /proc or, on the real root, uname);
+    madvise_populate_write (whether the running kernel has it) on the real root."""
     release = _read(root, "/proc/sys/kernel/osrelease")
     if release is None and root == "/":
         release = platform.release() or None
@@ -233,6 +279,8 @@ def collect_kernel(facts: dict, root: str = "/") -> None:
         os_name = platform.system() or None
     if os_name:
         facts["os"] = os_name
+    if root == "/":
+        facts["madvise_populate_write"] = populate_write_supported()
 
 
 def _detect_virt(option: str) -> str | None:
@@ -316,15 +364,8 @@ def collect_software(facts: dict, root: str = "/") -> None:
     """python_version, numpy_version, memlab_version (if installed), hostname."""
     facts["python_version"] = platform.python_version()
     facts["python_implementation"] = platform.python_implementation()
+    facts["numpy_version"] = numpy.__version__
     try:
-        import numpy
-
-        facts["numpy_version"] = numpy.__version__
-    except ImportError:
-        pass
-    try:
-        from importlib import metadata
-
         facts["memlab_version"] = metadata.version("memlab")
     except Exception:  # PackageNotFoundError, or broken metadata
         pass
@@ -336,17 +377,13 @@ def collect_software(facts: dict, root: str = "/") -> None:
 
 
 def collect_core(facts: dict) -> None:
-    """counters and core_build from the C extension, when it is importable."""
+    """counters and core_build from the C extension."""
     try:
-        from memlab import _core
-    except ImportError:
-        return
-    try:
-        facts["counters"] = dict(_core.counters_probe())
+        facts["counters"] = dict(counters_probe())
     except (AttributeError, OSError, RuntimeError):
         pass
     try:
-        facts["core_build"] = dict(_core.build_info())
+        facts["core_build"] = dict(build_info())
     except (AttributeError, OSError, RuntimeError):
         pass
 
@@ -370,7 +407,7 @@ COLLECTORS: tuple[Callable[..., None], ...] = (
 def collect(include_core: bool = True, root: str = "/") -> dict:
     """All machine facts as one dict; a fact the machine does not expose is absent.
 
-    With ``include_core`` and the C extension importable, adds ``counters``
+    With ``include_core``, adds ``counters``
     ({event: {"available": bool, "reason": str}}) and ``core_build``.
 
     >>> facts = collect(include_core=False)
@@ -537,12 +574,33 @@ def machine_id(facts: dict) -> str:
     return hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:12]
 
 
-def _format_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            value = size / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{size} B"
+FINGERPRINT_FACTS = ("cpu_model", "cpu_count", "kernel_release", "memory_total_GiB")
+"""The stable facts that say which machine measured: they change when the
+hardware, the VM size or the kernel change, not from one run to the next
+(unlike the measured clock, the free memory or the load)."""
+
+
+def fingerprint(facts: dict) -> dict[str, Any]:
+    """The machine's stable identity out of its facts: CPU model, CPU count, kernel, memory.
+
+    Memory is ``memory_total_GiB`` rounded to a whole GiB, so that the few MiB
+    a kernel reserves differently between boots do not make a new machine.
+    Facts the machine does not expose are absent. Baselines record this
+    dict; a comparison against a baseline with another fingerprint warns.
+
+    >>> fingerprint({"cpu_model": "Example CPU", "cpu_count": 2, "kernel_release": "6.1.0",
+    ...              "memory_total_bytes": 25_100_000_000, "cpuinfo_mhz": 2100.0})
+    {'cpu_model': 'Example CPU', 'cpu_count': 2, 'kernel_release': '6.1.0', 'memory_total_GiB': 23}
+    """
+    result: dict[str, Any] = {}
+    for key in ("cpu_model", "cpu_count", "kernel_release"):
+        if facts.get(key) not in (None, ""):
+            result[key] = facts[key]
+    if facts.get("memory_total_GiB") is not None:
+        result["memory_total_GiB"] = facts["memory_total_GiB"]
+    elif isinstance(facts.get("memory_total_bytes"), (int, float)):
+        result["memory_total_GiB"] = int(round(facts["memory_total_bytes"] / 2**30))
+    return result
 
 
 def format_facts(facts: dict) -> str:
@@ -569,7 +627,7 @@ def format_facts(facts: dict) -> str:
             add(label, facts[key])
     for cache in facts.get("caches", []):
         name = f"L{cache.get('level', '?')} {cache.get('type', '')}".strip()
-        detail = [_format_bytes(cache["size_bytes"])] if "size_bytes" in cache else []
+        detail = [format_bytes(cache["size_bytes"])] if "size_bytes" in cache else []
         if "ways" in cache:
             detail.append(f"{cache['ways']}-way")
         if "line_bytes" in cache:
@@ -587,13 +645,13 @@ def format_facts(facts: dict) -> str:
         if key in facts:
             add(label, facts[key])
     for name, pool in facts.get("hugetlb_pools", {}).items():
-        add(f"hugetlb {_format_bytes(pool['page_bytes'])}",
+        add(f"hugetlb {format_bytes(pool['page_bytes'])}",
             f"{pool.get('nr_hugepages', '?')} reserved, {pool.get('free_hugepages', '?')} free")
     for key, label in (("pipe_max_size_bytes", "pipe max size"),
                        ("memory_total_bytes", "memory total"),
                        ("memory_available_bytes", "memory available")):
         if key in facts:
-            add(label, _format_bytes(facts[key]))
+            add(label, format_bytes(facts[key]))
     for key, label in (
         ("perf_event_paranoid", "perf paranoid"),
         ("python_version", "python"),

@@ -12,22 +12,32 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import resource
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-from memlab import _core
+from memlab.check import conditions_warning, read_cpu_times, steal_fraction
+from memlab._core import Kernel
+from memlab.dataset import (
+    SAMPLES,
+    STATISTICS,
+    context_column,
+    counter_column,
+    metric_column,
+    statistic_column,
+)
 
 __all__ = [
     "Measurement",
     "core_ghz",
+    "cpu_seconds",
+    "core_ghz_detail",
     "measure",
     "pinned",
     "summarize",
 ]
-
-STAT_NAMES = ("min", "max", "mean", "stdev", "iqr")
 
 _last_measurement_end: float | None = None
 _core_ghz: float | None = None
@@ -53,6 +63,22 @@ class Measurement:
     context: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def on_cpu_fraction(self) -> float:
+        """CPU time of the kept samples over their wall time (NaN when unknown)."""
+        return _float(self.context.get("on_cpu_fraction"))
+
+    @property
+    def steal_fraction(self) -> float:
+        """Stolen share of the busy CPU time during the kept samples (NaN when unknown)."""
+        return _float(self.context.get("steal_fraction"))
+
+    @property
+    def conditions_warning(self) -> str:
+        """Why this measurement's numbers are suspect ("" when they are not):
+        less than 90% of its wall time on CPU, or more than 2% steal."""
+        return conditions_warning(self.on_cpu_fraction, self.steal_fraction)
+
+    @property
     def metric_names(self) -> list[str]:
         names: list[str] = []
         for sample in self.samples:
@@ -76,29 +102,34 @@ class Measurement:
         return self.median(metric)
 
     def to_row(self) -> dict[str, Any]:
-        """Flatten into one dataset row (see docs/dataset.md)."""
+        """Flatten into one dataset row (the row schema of memlab.dataset, docs/dataset.md).
+
+        A metric whose name the schema reserves (``core_GHz_min`` would be
+        ``core_GHz``'s minimum) is a ValueError naming the family.
+        """
         row: dict[str, Any] = {"family": self.family}
         row.update(self.params)
         for name, stat in self.stats.items():
-            # A metric named like a parameter (a run's actual laps, say) must
-            # not overwrite the parameter: rows are keyed by their parameters.
-            column = f"measured_{name}" if name in self.params else name
+            try:
+                column = metric_column(name, self.params)
+            except ValueError as error:
+                raise ValueError(f"family {self.family!r}: {error}") from None
             row[column] = stat["median"]
-            for stat_name in STAT_NAMES:
-                row[f"{column}_{stat_name}"] = stat[stat_name]
-            row[f"{column}_samples"] = [s.get(name, math.nan) for s in self.samples]
+            for stat_name in STATISTICS:
+                row[statistic_column(column, stat_name)] = stat[stat_name]
+            row[statistic_column(column, SAMPLES)] = [s.get(name, math.nan) for s in self.samples]
         counter_names: list[str] = []
         for sample in self.counters:
             counter_names.extend(n for n in sample if n not in counter_names)
         for name in counter_names:
             values = [c[name] for c in self.counters if name in c]
-            row[f"counter_{name}"] = statistics.median(values) if values else math.nan
+            row[counter_column(name)] = statistics.median(values) if values else math.nan
         row["counters_missing"] = dict(self.counters_missing)
         row["counters_scope"] = self.counters_scope
         row["repeat"] = len(self.samples)
         row["warmup_samples"] = [s.get(self.primary_metric, math.nan) for s in self.warmup_samples]
         for key, value in self.context.items():
-            row[f"context_{key}"] = value
+            row[context_column(key)] = value
         return row
 
     def __repr__(self) -> str:
@@ -115,7 +146,7 @@ def summarize(values: list[float]) -> dict[str, float]:
     """Median, min, max, mean, sample stdev and interquartile range."""
     clean = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     if not clean:
-        return {"median": math.nan, **{name: math.nan for name in STAT_NAMES}}
+        return {"median": math.nan, **{name: math.nan for name in STATISTICS}}
     if len(clean) >= 2:
         quartiles = statistics.quantiles(clean, n=4, method="inclusive")
         iqr = quartiles[2] - quartiles[0]
@@ -155,7 +186,7 @@ def core_ghz(refresh: bool = False) -> float:
     """The core clock in GHz, measured once per process with an add chain."""
     global _core_ghz, _core_ghz_detail
     if _core_ghz is None or refresh:
-        with _core.Kernel("calibrate", {"budget_ns": 200_000_000}) as kernel:
+        with Kernel("calibrate", {"budget_ns": 200_000_000}) as kernel:
             sample = kernel.measure(target_ns=0, counters=False)
         _core_ghz_detail = dict(sample["metrics"])
         _core_ghz = float(sample["metrics"]["core_GHz"])
@@ -163,6 +194,7 @@ def core_ghz(refresh: bool = False) -> float:
 
 
 def core_ghz_detail() -> dict[str, Any]:
+    """Every metric of the clock measurement behind :func:`core_ghz` (GHz and its cross-checks)."""
     core_ghz()
     return dict(_core_ghz_detail or {})
 
@@ -233,8 +265,11 @@ def measure(
     scope = "none"
     started = time.time()
     started_monotonic = time.monotonic()
+    watch = _ConditionsWatch(cpu)
     with pinned(cpu), _kernel(core, config) as kernel:
         for index in range(warmup + repeat):
+            if index == warmup:
+                watch.start()
             if kernel is not None:
                 raw = kernel.measure(target_ns=target_ns, counters=counters)
             else:
@@ -249,6 +284,7 @@ def measure(
             counter_samples.append(dict(raw.get("counters", {})))
             missing.update(raw.get("counters_missing", {}))
             scope = raw.get("counters_scope", scope)
+        watch.stop()
     _last_measurement_end = time.monotonic()
     context: dict[str, Any] = {
         "cpu": cpu if cpu is not None else "",
@@ -258,6 +294,7 @@ def measure(
     }
     if ghz:
         context["core_GHz"] = round(ghz, 4)
+    context.update(watch.result())
     return Measurement(
         family=family,
         params=dict(params),
@@ -271,12 +308,63 @@ def measure(
     )
 
 
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process's threads and of its waited-for children, in s.
+
+    Children count because some families measure in child processes (pipe,
+    system); a kernel waits for them before its sample returns.
+    """
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+class _ConditionsWatch:
+    """On-CPU fraction and steal share over the kept samples of one measurement.
+
+    on_cpu_fraction: :func:`cpu_seconds` over the wall time (above 1 when
+    several threads or processes worked at once). steal_fraction: from
+    /proc/stat, of the pinned CPU when there is one, else of all CPUs; absent
+    when /proc/stat cannot be read or too few busy ticks passed.
+    """
+
+    def __init__(self, cpu: int | None) -> None:
+        self.line = f"cpu{cpu}" if cpu is not None else "cpu"
+        self.begin: tuple[float, float, dict] | None = None
+        self.end: tuple[float, float, dict] | None = None
+
+    def start(self) -> None:
+        self.begin = (time.monotonic(), cpu_seconds(), read_cpu_times())
+
+    def stop(self) -> None:
+        if self.begin is not None:
+            self.end = (time.monotonic(), cpu_seconds(), read_cpu_times())
+
+    def result(self) -> dict[str, float]:
+        if self.begin is None or self.end is None:
+            return {}
+        wall = self.end[0] - self.begin[0]
+        values: dict[str, float] = {}
+        if wall > 0:
+            values["on_cpu_fraction"] = round((self.end[1] - self.begin[1]) / wall, 4)
+        steal = steal_fraction(self.begin[2], self.end[2], self.line)
+        if steal is not None:
+            values["steal_fraction"] = steal
+        return values
+
+
 @contextlib.contextmanager
 def _kernel(core: str | None, config: Mapping[str, Any] | None) -> Iterator[Any]:
     if core is None:
         yield None
         return
-    with _core.Kernel(core, dict(config or {})) as kernel:
+    with Kernel(core, dict(config or {})) as kernel:
         yield kernel
 
 

@@ -23,7 +23,7 @@ from conftest import thp_mode
 from memlab import _core, machine, plot
 from memlab import bandwidth as bw
 from memlab.dataset import Dataset
-from memlab.families import all_families
+from memlab.registry import all_families
 from memlab.report import build_report, ReportItem
 
 CPUS = sorted(os.sched_getaffinity(0))

@@ -233,17 +233,20 @@ def main(argv: list[str] | None = None) -> int:
     widths = [widest] if args.quick else bw.supported_widths()
     tool_widths = widths if args.all_widths else sorted({widest, "sse2"} & set(widths), key=widths.index)
     rows: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        binary = compile_bare(tmp)
-        if "levels" in parts:
-            rows += part_levels(binary, args, widest)
-        if "tools" in parts:
-            rows += part_tools(binary, args, tool_widths)
-        if "l1" in parts:
-            rows += part_l1(binary, args, widths)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Dataset(rows, metadata={"experiment": "bandwidth_vs_bare", "cpu": args.cpu,
-                            "machine": machine.collect(include_core=False)}).save(args.out)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            binary = compile_bare(tmp)
+            if "levels" in parts:
+                rows += part_levels(binary, args, widest)
+            if "tools" in parts:
+                rows += part_tools(binary, args, tool_widths)
+            if "l1" in parts:
+                rows += part_l1(binary, args, widths)
+    finally:  # the parts finished before a Ctrl-C or a failure are kept
+        if rows:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Dataset(rows, metadata={"experiment": "bandwidth_vs_bare", "cpu": args.cpu,
+                                    "machine": machine.collect(include_core=False)}).save(args.out)
     levels = [r for r in rows if r["part"] == "levels"]
     if levels:
         worst = max(levels, key=lambda r: abs(r["ratio_on_cpu"] - 1))

@@ -9,8 +9,9 @@ core, fig. 3.25; two cores, figs. 3.27 and 3.29: writes collapse when both
 threads write the same lines) and a second worker on a working set of its
 own (fig. 3.31: what sharing a cache costs).
 
-- ``op``: ``read`` (load every word and add it into accumulators), ``write``
-  (store a 64-bit pattern into every word), ``copy`` (the first half of the
+- ``op``: ``read`` (load every vector into a register and do nothing with
+  it, as Drepper's test), ``write`` (store a 64-bit pattern into every
+  word), ``copy`` (the first half of the
   working set into the second half: ``working_set_bytes`` is all the memory
   touched, so the cache sizes mark the same places on every curve).
 - ``width``: ``scalar`` (8-byte general registers), ``sse2`` (16 B, the
@@ -52,7 +53,7 @@ import math
 import os
 import statistics
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

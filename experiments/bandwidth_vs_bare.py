@@ -20,7 +20,11 @@ memlab ...) pinned to one CPU, so that a noisy neighbour hits both alike:
 
 Rates are medians of samples; "on-CPU" rates divide by the thread's CPU time
 instead of wall time, which leaves out time other processes took the CPU.
-The load average is printed with each part.
+The load average is printed with each part. In main memory both sides take
+samples of about a second (``--dram-target-ms``): the bare program times
+whole passes, and samples of equal length see the same mix of bursts of
+other processes' memory traffic (short samples of a bursty rate have a lower
+median than long ones).
 
 Run: python experiments/bandwidth_vs_bare.py [--quick] [--cpu 1] [--rounds 3] [--repeat 5]
                                              [--parts levels,tools,l1] [--out results/bandwidth_vs_bare.csv]
@@ -103,17 +107,18 @@ def part_levels(binary, args, width) -> list[dict]:
     print(f"== levels: memlab vs bare at each cache level (width {width}, CPU {args.cpu}, "
           f"load average {load_average()})", flush=True)
     for level, size in level_sizes(args.quick):
+        target_ms = args.dram_target_ms if level == "DRAM" else args.target_ms
         for op in ("read", "write", "copy"):
             mw, mc, bwall, bcpu = [], [], [], []
             for round_index in range(args.rounds):
                 order = (0, 1) if round_index % 2 == 0 else (1, 0)
                 for which in order:
                     if which == 0:
-                        w, c = memlab(op, width, "normal", size, args.repeat, args.target_ms, args.cpu)
+                        w, c = memlab(op, width, "normal", size, args.repeat, target_ms, args.cpu)
                         mw += w
                         mc += c
                     else:
-                        w, c = bare(binary, op, width, size, args.repeat, args.target_ms, args.cpu)
+                        w, c = bare(binary, op, width, size, args.repeat, target_ms, args.cpu)
                         bwall += w
                         bcpu += c
             row = {"part": "levels", "level": level, "working_set_bytes": size, "op": op, "width": width,
@@ -145,9 +150,9 @@ def part_tools(binary, args, widths) -> list[dict]:
         ordered = candidates if round_index % 2 == 0 else candidates[::-1]
         for who, op, width, stores in ordered:
             if who == "memlab":
-                w, c = memlab(op, width, stores, size, args.repeat, args.target_ms, args.cpu)
+                w, c = memlab(op, width, stores, size, args.repeat, args.dram_target_ms, args.cpu)
             else:
-                w, c = bare(binary, op, "sse2", size, args.repeat, args.target_ms, args.cpu)
+                w, c = bare(binary, op, "sse2", size, args.repeat, args.dram_target_ms, args.cpu)
             results[(who, op, width, stores)][0].extend(w)
             results[(who, op, width, stores)][1].extend(c)
     rows = []
@@ -219,7 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))
     parser.add_argument("--rounds", type=int, default=3, help="alternations of memlab and bare per point")
     parser.add_argument("--repeat", type=int, default=5, help="samples per run")
-    parser.add_argument("--target-ms", type=float, default=100.0, help="duration of one sample")
+    parser.add_argument("--target-ms", type=float, default=100.0, help="duration of one sample in the caches")
+    parser.add_argument("--dram-target-ms", type=float, default=1000.0,
+                        help="duration of one sample in main memory: the bare loop times whole passes, "
+                             "so both sides get samples of a few passes and see the same mix of "
+                             "other processes' memory traffic")
     parser.add_argument("--parts", default="levels,tools,l1")
     parser.add_argument("--all-widths", action="store_true",
                         help="tools: memlab at every width (default: the widest and SSE2)")

@@ -49,14 +49,6 @@ const char *const ml_bw_stores_names[] = {"normal", "nontemporal", NULL};
  * that shares its CPU. */
 #define BW_WAIT_NS 10000000L
 
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void cpu_relax(void)
 {
 #if BW_X86
@@ -465,7 +457,7 @@ static void worker_loop(ml_bw_worker *w, atomic_int *stop)
     char *dst = w->dst;
     const char *src = w->src;
     uint64_t done = 0, busy = 0, sum = 0, chunks = 0;
-    uint64_t cpu_start = thread_cpu_ns();
+    uint64_t cpu_start = ml_thread_cpu_ns();
     w->start_ns = ml_now_ns();
     for (;;) {
         if (stop && atomic_load_explicit(stop, memory_order_relaxed))
@@ -516,7 +508,7 @@ static void worker_loop(ml_bw_worker *w, atomic_int *stop)
             break;
     }
     w->end_ns = ml_now_ns();
-    w->cpu_ns = thread_cpu_ns() - cpu_start;
+    w->cpu_ns = ml_thread_cpu_ns() - cpu_start;
     w->bytes_done = done;
     w->busy_ns = busy;
     w->sum = sum;
@@ -899,8 +891,8 @@ static int bw_setup(const void *config, void **state_out, ml_context *ctx, ml_er
         goto fail;
     int measured_sets = cfg->shared ? 1 : s->threads;
     int n_sets = measured_sets + (cfg->background_op != BACKGROUND_NONE);
-    size_t page = bw_page_kinds[cfg->pages] == ML_PAGES_4K ? 4096u : 2u << 20;
-    size_t each = ((size_t)cfg->working_set_bytes + 2 * BW_GUARD_BYTES + page - 1) / page * page;
+    size_t page = ml_page_kind_bytes(bw_page_kinds[cfg->pages]);
+    size_t each = ml_round_up((uint64_t)cfg->working_set_bytes + 2 * BW_GUARD_BYTES, page);
     size_t total = each * (size_t)measured_sets;
     if (cfg->background_op != BACKGROUND_NONE)
         total += (size_t)cfg->background_working_set_bytes + 2 * BW_GUARD_BYTES;
@@ -1009,20 +1001,11 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
 {
     bw_state *s = state_;
     uint64_t target = ctx && ctx->target_ns ? ctx->target_ns : 100000000ull;
-    ml_counters counters;
-    int counting = ctx && ctx->counters;
-    if (counting) {
-        ml_counters_open(&counters, 0, 1); /* inherit: the worker threads are counted */
-        ml_counters_start(&counters);
-    }
+    ml_counting counting;
+    ml_counting_open(&counting, ctx, 1); /* inherit: the worker threads are counted */
+    ml_counting_begin(&counting);
     int rc = ml_bw_team_run(&s->team, target, ctx, err);
-    if (counting) {
-        ml_counters_stop(&counters);
-        ml_counters_read(&counters, &out->counters);
-        ml_counters_close(&counters);
-    } else {
-        ml_counter_values_missing(&out->counters, 0);
-    }
+    ml_counting_end(&counting, &out->counters);
     if (rc)
         return rc;
 
@@ -1107,7 +1090,7 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
     return 0;
 }
 
-const ml_family ml_family_bandwidth = {
+ML_FAMILY(bandwidth) = {
     .name = "bandwidth",
     .description = "read / write / copy loops over a working set at a chosen vector width, one "
                    "or more pinned threads (Drepper 3.5.1, 3.5.3)",
@@ -1238,7 +1221,7 @@ static int pass_measure(void *state, ml_context *ctx, ml_measurement *out, ml_er
 
 static void pass_teardown(void *state) { free(state); }
 
-const ml_family ml_family_bandwidth_pass = {
+ML_FAMILY(bandwidth_pass) = {
     .name = "bandwidth_pass",
     .description = "one bandwidth kernel (op x width x stores, or the read's summing twin) over "
                    "buffers given by the caller",

@@ -129,12 +129,14 @@ def part_levels(binary, args, width) -> list[dict]:
             row["ratio_wall"] = row["memlab_GB_per_s"] / row["bare_GB_per_s"]
             row["ratio_on_cpu"] = row["memlab_on_cpu_GB_per_s"] / row["bare_on_cpu_GB_per_s"]
             row["ratio_of_maxima"] = max(mw) / max(bwall)
+            row["ratio_of_means_on_cpu"] = statistics.fmean(mc) / statistics.fmean(bcpu)
             rows.append(row)
             print(f"{level:>5} {size:>12} B {op:>5}: memlab {row['memlab_GB_per_s']:8.2f} "
                   f"[{min(mw):.2f}..{max(mw):.2f}]  bare {row['bare_GB_per_s']:8.2f} [{min(bwall):.2f}..{max(bwall):.2f}] "
                   f"GB/s  memlab/bare wall {row['ratio_wall']:.4f}, on-CPU {row['ratio_on_cpu']:.4f} "
                   f"({row['memlab_on_cpu_GB_per_s']:.2f}/{row['bare_on_cpu_GB_per_s']:.2f}), "
-                  f"best samples {row['ratio_of_maxima']:.4f}", flush=True)
+                  f"best samples {row['ratio_of_maxima']:.4f}, means on-CPU {row['ratio_of_means_on_cpu']:.4f}",
+                  flush=True)
     return rows
 
 

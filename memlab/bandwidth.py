@@ -370,20 +370,31 @@ def _largest_cache_bytes() -> int:
     return max([size for name, size in sizes.items() if not name.endswith("i")] or [32 << 20])
 
 
+def _memory_cap_log2() -> int:
+    """log2 of the largest working set the sweeps use: an eighth of the memory available
+    (two private sets and a background set must fit beside the rest of the machine)."""
+    facts: dict[str, Any] = {}
+    machine.collect_meminfo(facts)
+    available = facts.get("memory_available_bytes") or (4 << 30)
+    return max(20, int(math.log2(available // 8)))
+
+
 def sizes(quick: bool = False, per_octave: int = 2) -> list[int]:
     """Working sets from 1 KiB to past the last cache: 2**28 or 4x the largest cache.
 
-    Rounded to 128 bytes (every op, copy included, takes them). ``quick``:
-    one L1, one L2, one L3-sized set and one twice the largest cache.
+    Rounded to 128 bytes (every op, copy included, takes them), and at most
+    an eighth of the memory available. ``quick``: one L1, one L2, one
+    L3-sized set and one twice the largest cache.
 
     >>> sizes()[0]
     1024
     """
     largest = _largest_cache_bytes()
+    cap = _memory_cap_log2()
     if quick:
-        beyond = max(64 << 20, 1 << math.ceil(math.log2(2 * largest)))
-        return [16 << 10, 256 << 10, 4 << 20, beyond]
-    top = max(28, math.ceil(math.log2(4 * largest)))
+        beyond = min(max(26, math.ceil(math.log2(2 * largest))), cap)
+        return sorted({16 << 10, 256 << 10, 4 << 20, 1 << beyond})
+    top = min(max(28, math.ceil(math.log2(4 * largest))), cap)
     points = {int(round(2 ** (k / per_octave) / 128)) * 128 for k in range(10 * per_octave, top * per_octave + 1)}
     return sorted(points)
 

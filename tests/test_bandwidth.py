@@ -5,6 +5,7 @@ and the kernels' machine code (unrolled, the right width, the right stores)."""
 from __future__ import annotations
 
 import array
+import math
 import os
 import re
 import shutil
@@ -535,9 +536,11 @@ def test_sizes_run_from_1_kib_past_the_largest_cache():
     sizes = bw.sizes()
     assert sizes[0] == 1024 and sizes == sorted(set(sizes))
     assert all(size % 128 == 0 for size in sizes)
-    assert sizes[-1] >= max(1 << 28, 4 * bw._largest_cache_bytes()) * 0.99
+    cap = 1 << bw._memory_cap_log2()
+    largest = bw._largest_cache_bytes()
+    assert sizes[-1] == min(cap, max(1 << 28, 1 << math.ceil(math.log2(4 * largest))))
     quick = bw.sizes(quick=True)
-    assert len(quick) == 4 and quick[-1] >= 2 * bw._largest_cache_bytes()
+    assert len(quick) == 4 and quick[-1] == min(cap, max(1 << 26, 1 << math.ceil(math.log2(2 * largest))))
 
 
 def test_every_named_sweep_builds_or_says_why_not():

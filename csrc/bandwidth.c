@@ -391,33 +391,20 @@ size_t ml_bw_vector_bytes(ml_bw_width width)
 
 int ml_bw_width_supported(ml_bw_width width, const char **why)
 {
+    static const ml_cpu_feature needs[ML_BW_WIDTH_COUNT] = {
+        [ML_BW_SSE2] = ML_CPU_SSE2, [ML_BW_AVX2] = ML_CPU_AVX2, [ML_BW_AVX512] = ML_CPU_AVX512F};
+    static const char *const missing_text[ML_BW_WIDTH_COUNT] = {
+        [ML_BW_SSE2] = "this CPU has no SSE2",
+        [ML_BW_AVX2] = "this CPU has no AVX2 and FMA",
+        [ML_BW_AVX512] = "this CPU has no AVX-512F"};
     const char *missing = NULL;
-    switch (width) {
-    case ML_BW_SCALAR:
-        break;
-#if BW_X86
-    case ML_BW_SSE2:
-        break; /* every x86-64 */
-    case ML_BW_AVX2:
-        __builtin_cpu_init();
-        if (!__builtin_cpu_supports("avx2"))
-            missing = "this CPU has no AVX2 (or the OS does not save its registers)";
-        break;
-    case ML_BW_AVX512:
-        __builtin_cpu_init();
-        if (!__builtin_cpu_supports("avx512f"))
-            missing = "this CPU has no AVX-512F (or the OS does not save its registers)";
-        break;
-#else
-    case ML_BW_SSE2:
-    case ML_BW_AVX2:
-    case ML_BW_AVX512:
-        missing = "vector widths are x86-64 only in this build";
-        break;
-#endif
-    default:
+    if ((unsigned)width >= ML_BW_WIDTH_COUNT)
         missing = "no such width";
-    }
+    else if (width != ML_BW_SCALAR && !BW_X86)
+        missing = "vector widths are x86-64 only in this build";
+    else if (width != ML_BW_SCALAR && !ml_cpu_supports(needs[width]))
+        missing = missing_text[width]; /* or its OS does not save the registers, or
+                                          MEMLAB_HIDE_CPU_FEATURES hides it */
     if (why)
         *why = missing;
     return missing == NULL;

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import thp_mode
+from conftest import python_with_hidden_features, thp_mode
 from memlab import _core, machine, plot
 from memlab import bandwidth as bw
 from memlab.dataset import Dataset
@@ -237,11 +237,35 @@ def test_widths_are_reported_with_a_reason_for_each_missing_one():
     assert m.median("vector_bytes") == bw.VECTOR_BYTES[bw.widest_width()]
     missing = [w for w, reason in support.items() if reason]
     if not missing:
-        pytest.skip("this CPU runs every width the kernels have: the refusal cannot be shown")
+        pytest.skip("this CPU runs every width the kernels have (the refusal is shown with a hidden one)")
     for width in missing:
         assert support[width]
         with pytest.raises(ValueError, match=f"width='{width}' cannot run here: "):
             bw.BandwidthParams(width=width)
+
+
+HIDE = {"avx512": "avx512f", "avx2": "avx2", "sse2": "sse2"}
+NARROWER = {"avx512": "avx2", "avx2": "sse2", "sse2": "scalar"}
+
+
+@pytest.mark.parametrize("width", ["avx512", "avx2", "sse2"])
+def test_a_hidden_width_is_refused_and_auto_takes_the_next_narrower(width):
+    # MEMLAB_HIDE_CPU_FEATURES: this host plays a CPU without the width, whatever it really has
+    needs_width(width)
+    script = textwrap.dedent(f"""
+        from memlab import bandwidth as bw
+        fast = dict(repeat=1, warmup=0, target_seconds=0.001)
+        print("support:", bw.width_support()[{width!r}])
+        try:
+            bw.run(working_set_bytes=4096, width={width!r}, **fast)
+        except ValueError as error:
+            print("refused:", error)
+        print("auto:", bw.run(working_set_bytes=4096, check=True, **fast).median("vector_bytes"))
+    """)
+    out = python_with_hidden_features(script, HIDE[width])
+    assert f"refused: width={width!r} cannot run here: this CPU has no" in out, out
+    assert f"(this CPU runs {', '.join(list(bw.VECTOR_BYTES)[:list(bw.VECTOR_BYTES).index(width)])})" in out, out
+    assert f"auto: {float(bw.VECTOR_BYTES[NARROWER[width]])}" in out, out
 
 
 def make_sysfs(root: Path, cores: list[tuple[int, int, list[int]]]) -> None:

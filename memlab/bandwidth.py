@@ -60,7 +60,7 @@ import numpy as np
 from memlab import chart, machine
 from memlab._core import Kernel
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 
@@ -139,6 +139,7 @@ class BandwidthParams:
     check: bool = False
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_choice("op", self.op, OPS)
         _check_working_set("working_set_bytes", self.working_set_bytes, self.op)
         check_choice("width", self.width, WIDTHS)

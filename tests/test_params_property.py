@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from memlab import machine
+from memlab import bandwidth, machine
 from memlab.family import Family
 from memlab.registry import all_families
 
@@ -71,6 +71,14 @@ VALID = {
                    max_blocks=st.integers(8, 64)),
     "share": dict(threads=st.integers(1, 8), disp_longs=st.integers(0, 16), atomic=st.booleans(),
                   increments=st.integers(1, 10_000), pin=st.just(False)),
+    "bandwidth": dict(working_set_bytes=st.integers(1, 64).map(lambda n: n * 2 * 64 * 8),
+                      op=st.sampled_from(["read", "write", "copy"]),
+                      width=st.sampled_from(["auto", "scalar", *bandwidth.supported_widths()]),
+                      stores=st.sampled_from(["normal", "nontemporal"]), threads=st.integers(1, min(2, len(CPUS))),
+                      placement=st.sampled_from(["cores", "unpinned"]), shared=st.booleans(),
+                      pages=st.sampled_from(["4k", "thp"]), background_op=st.sampled_from(["none", "read", "copy"]),
+                      background_working_set_bytes=st.integers(1, 16).map(lambda n: n * 4 * KiB),
+                      check=st.booleans()),
 }
 
 #: Values no parameter takes (each is tried in every parameter).

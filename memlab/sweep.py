@@ -175,6 +175,14 @@ def run_sweep(
     meta.update(metadata or {})
     bar = Progress(len(points), f"{sweep.family}:{sweep.name}", enabled=progress)
     warn = warn or bar.note
+    if out is not None:  # refused before the machine check says anything about the machine
+        csv_path, json_path = paths_for(out)
+        check_output_file(csv_path, "--out")
+        if not resume and _has_rows(csv_path) and not force:
+            raise OutputError(
+                f"{csv_path} already holds a dataset; not resuming starts a fresh one: "
+                "add --force to move the old one aside (or choose another --out)"
+            )
     start = check(planned_bytes=largest_bytes(points), steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
     since = (time.monotonic(), read_cpu_times())
     meta["check_start"] = start.to_dict()
@@ -184,14 +192,7 @@ def run_sweep(
     dataset = Dataset(rows=[], metadata=meta)
     writer = None
     if out is not None:
-        csv_path, json_path = paths_for(out)
-        check_output_file(csv_path, "--out")
         if not resume and _has_rows(csv_path):
-            if not force:
-                raise OutputError(
-                    f"{csv_path} already holds a dataset; not resuming starts a fresh one: "
-                    "add --force to move the old one aside (or choose another --out)"
-                )
             move_aside(csv_path)
         writer = DatasetWriter(out, meta, defaults=family.defaults())
     done: set[tuple] = set()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import memlab.family
+import memlab.sweep
 from memlab import cli
 from memlab.dataset import Dataset, DatasetError, DatasetWriter
 from memlab.grid import Sweep
@@ -74,7 +75,8 @@ def test_run_out_creates_its_directory(tmp_path):
     assert len(Dataset.load(out)) == 1
 
 
-def test_no_resume_refuses_an_existing_dataset_and_force_moves_it_aside(tmp_path, measured, capsys):
+def test_no_resume_refuses_an_existing_dataset_and_force_moves_it_aside(tmp_path, measured, capsys, monkeypatch):
+    real_check = memlab.sweep.check
     script = tmp_path / "s.py"
     script.write_text("from memlab.grid import Sweep\n"
                       "def sweep(quick=False):\n"
@@ -87,8 +89,11 @@ def test_no_resume_refuses_an_existing_dataset_and_force_moves_it_aside(tmp_path
     first = target.read_bytes()
     measured.clear()
     capsys.readouterr()
+    checks = []
+    monkeypatch.setattr(memlab.sweep, "check", lambda *a, **k: checks.append(a) or real_check(*a, **k))
     assert cli.main(args) == 2  # before: appended, 4 rows of which 2 unique, "2 rows" printed
     assert "already holds a dataset" in capsys.readouterr().err and measured == []
+    assert checks == []  # refused before the machine check (its warnings would precede the refusal)
     assert target.read_bytes() == first
     assert cli.main([*args, "--force"]) == 0
     assert len(Dataset.load(target)) == 2

@@ -711,7 +711,11 @@ def _load_table(csv_path: str, json_path: str, metadata: dict, types: dict[str, 
                 )
     listed = metadata.get("param_names") or []
     if len(table):
-        absent = [name for name in listed if name not in table.index]
+        # a column under its old name holds the parameter too (an earlier memlab's resume wrote the
+        # sidecar's names new and kept the CSV's header old)
+        renamed = column_renames(table.names, family or _only_family(table.rows()))
+        present = set(table.index) | set(renamed.values())
+        absent = [name for name in listed if name not in present]
         if absent:
             raise DatasetError(
                 f"{csv_path}: {json_path} lists parameter(s) {', '.join(map(repr, absent))} that the CSV "
@@ -997,9 +1001,9 @@ class DatasetWriter:
                     row[name] = value
             self.existing_rows = existing.rows
             self._rows = list(existing.rows)
-            header = _read_header(self.csv_path)
-            renames = column_renames(header, existing.metadata.get("family") or _only_family(self._rows))
-            header = [renames.get(name, name) for name in header]
+            on_disk = _read_header(self.csv_path)
+            renames = column_renames(on_disk, existing.metadata.get("family") or _only_family(self._rows))
+            header = [renames.get(name, name) for name in on_disk]
             self._columns = _union_columns(self._rows, header)
             self._types = _infer_types(self._rows, self._columns)
             created = existing.metadata.get("created")
@@ -1007,7 +1011,7 @@ class DatasetWriter:
             self.metadata = {**previous, **new_metadata}
             if created:
                 self.metadata["created"] = created
-            if "load_warnings" in existing.metadata or header != self._columns:
+            if "load_warnings" in existing.metadata or on_disk != self._columns:
                 # repair a truncated tail, write renamed or filled columns, before appending
                 self._write_sidecar()
                 self._rewrite()

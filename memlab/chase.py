@@ -60,9 +60,12 @@ __all__ = [
 
 ORDERS = ("sequential", "random", "random_blocks")
 LAYOUTS = ("packed", "page_per_element")
-OPS = ("follow", "inc", "addnext0")
+OPS = ("follow", "inc", "addnext0", "addnextlast", "addpair")
 PAGE_KINDS = ("4k", "thp", "hugetlb-2m")
+THREAD_LISTS = ("shared", "own")
 MAX_CHAINS = 16
+MAX_THREADS = 64
+DEFAULT_NPAD = 7
 PAGE_BYTES = 4096
 LINE_BYTES = 64
 _MASK64 = (1 << 64) - 1
@@ -70,24 +73,44 @@ _MASK64 = (1 << 64) - 1
 
 @dataclass(frozen=True)
 class ChaseParams:
-    """Parameters of one chase; every combination is allowed.
+    """Parameters of one chase.
 
-    - ``working_set_bytes``: bytes of elements (the page_per_element layout
-      maps one 4 KiB page per element on top and does not count the rest).
-    - ``npad``: pad words per element (0, 7, 15, 31 give 8, 64, 128, 256 B).
+    - ``working_set_bytes``: bytes of elements per list (the page_per_element
+      layout and ``element_distance`` map more memory and do not count it).
+    - ``npad``: pad words per element (0, 7, 15, 31 give 8, 64, 128, 256 B;
+      default 7). ``element_bytes`` asks for the element size in bytes
+      instead (a multiple of 8; 0: from npad) and sets npad to match: the
+      source's 32-bit NPAD=31 is ``element_bytes=128``.
     - ``order``, ``block_pages`` (random_blocks only), ``layout``.
     - ``op``: ``follow``; ``inc`` (pad[0]++); ``addnext0``
-      (pad[0] += next->pad[0]); the last two need npad >= 1.
+      (pad[0] += next->pad[0]); ``addnextlast`` (pad[0] += the next
+      element's last pad word); ``addpair`` (adds pad[0] and word
+      ``pair_word`` of the same element into a register). All but follow
+      need npad >= 1, addpair npad >= 2.
     - ``work_cycles``: dependent one-cycle adds per element before moving on.
     - ``prefetch_distance``: software prefetch of every line of the element
       this many elements ahead (0: off).
-    - ``helper_thread``: a second thread, pinned to ``helper_cpu`` (-1: any
-      other CPU), walks up to ``helper_distance`` elements ahead reading every
-      line of each element.
+    - ``helper_thread``: a second thread walks up to ``helper_distance``
+      elements ahead reading every line of each element, pinned to
+      ``helper_cpu`` (-1: the walking CPU's SMT sibling where there is one,
+      else another CPU; the row says which).
     - ``pages``: ``4k``, ``thp`` or ``hugetlb-2m``; ``strict_pages`` makes a
       refused hugetlb request an error instead of a fallback to 4 KiB pages.
     - ``chains``: independent lists (the working set split between them)
       walked interleaved in one loop: memory-level parallelism.
+    - ``pointer_word``: the word of each element that holds ``next`` (0: the
+      first; npad: the last, fig. 3.30's critical word); follow only.
+    - ``misalign_bytes``: every element starts this many bytes past its
+      natural place (0..63, fig. 6.4).
+    - ``element_distance``: element slots from one element to the next (1:
+      packed; 64 with 64-byte elements puts them 4 KiB apart, fig. 6.5).
+    - ``threads``: walking threads, each pinned to its own CPU (one per core
+      first); ``thread_lists``: ``shared`` (all walk the one list from evenly
+      spaced starts, as the source) or ``own`` (a list of working_set_bytes
+      each). The time reported is the fastest thread's, as in the source.
+    - ``walk_cpu``: pin the walking thread to this CPU (-1: where it runs).
+    - ``memory_node``: bind the list's memory to this NUMA node with mbind
+      (-1: the kernel's default, first touch).
     - ``seed``: the shuffle's seed. ``laps``: fixed laps per sample (0:
       adapt the step count to the sample's target duration).
     - ``check``: after each sample, count visits on two laps and report
@@ -95,7 +118,7 @@ class ChaseParams:
     """
 
     working_set_bytes: int = 1 << 20
-    npad: int = 7
+    npad: int | None = None
     order: str = "random"
     block_pages: int = 1
     layout: str = "packed"
@@ -111,10 +134,19 @@ class ChaseParams:
     seed: int = 1
     laps: int = 0
     check: bool = False
+    element_bytes: int = 0
+    pair_word: int = 2
+    pointer_word: int = 0
+    misalign_bytes: int = 0
+    element_distance: int = 1
+    threads: int = 1
+    thread_lists: str = "shared"
+    walk_cpu: int = -1
+    memory_node: int = -1
 
     def __post_init__(self) -> None:
-        check_int("working_set_bytes", self.working_set_bytes, 1024, 1 << 46)
-        check_int("npad", self.npad, 0, 65535)
+        check_int("working_set_bytes", self.working_set_bytes, 8, 1 << 46)
+        self._resolve_npad()
         check_choice("order", self.order, ORDERS)
         check_int("block_pages", self.block_pages, 1, 1 << 40)
         check_choice("layout", self.layout, LAYOUTS)
@@ -130,6 +162,34 @@ class ChaseParams:
         check_int("seed", self.seed, 0, (1 << 63) - 1)
         check_int("laps", self.laps, 0, 1 << 40)
         check_bool("check", self.check)
+        check_int("pair_word", self.pair_word, 2, 65535)
+        check_int("pointer_word", self.pointer_word, 0, 65535)
+        check_int("misalign_bytes", self.misalign_bytes, 0, LINE_BYTES - 1)
+        check_int("element_distance", self.element_distance, 1, 1 << 16)
+        check_int("threads", self.threads, 1, MAX_THREADS)
+        check_choice("thread_lists", self.thread_lists, THREAD_LISTS)
+        check_int("walk_cpu", self.walk_cpu, -1, 1023)
+        check_int("memory_node", self.memory_node, -1, 1023)
+        self._check_combinations()
+
+    def _resolve_npad(self) -> None:
+        """npad from element_bytes when asked in bytes; the two must agree when both are given."""
+        check_int("element_bytes", self.element_bytes, 0, 8 << 16)
+        if self.element_bytes and self.element_bytes % 8:
+            raise ValueError(f"element_bytes={self.element_bytes} is not a multiple of 8 "
+                             "(an element is 8-byte words: next and npad pad words)")
+        if self.npad is not None:
+            check_int("npad", self.npad, 0, 65535)
+        if self.element_bytes:
+            implied = self.element_bytes // 8 - 1
+            if self.npad is not None and self.npad != implied:
+                raise ValueError(f"element_bytes={self.element_bytes} means npad={implied}, "
+                                 f"not npad={self.npad}; give one of the two")
+            object.__setattr__(self, "npad", implied)
+        elif self.npad is None:
+            object.__setattr__(self, "npad", DEFAULT_NPAD)
+
+    def _check_combinations(self) -> None:
         size = element_bytes(self.npad)
         if self.working_set_bytes < size:
             raise ValueError(
@@ -142,8 +202,21 @@ class ChaseParams:
                 f"{self.working_set_bytes // size} elements of {size} bytes, "
                 f"fewer than chains={self.chains}"
             )
-        if self.op != "follow" and self.npad < 1:
+        if self.op in ("inc", "addnext0", "addnextlast") and self.npad < 1:
             raise ValueError(f"op={self.op} needs npad >= 1 (it writes pad[0]); npad={self.npad}")
+        if self.op == "addpair" and not 2 <= self.pair_word <= self.npad:
+            raise ValueError(f"op=addpair adds pad[0] (word 1) and word pair_word={self.pair_word}, "
+                             f"which must be in 2..{self.npad} for npad={self.npad}")
+        if self.pointer_word > self.npad:
+            raise ValueError(f"pointer_word={self.pointer_word} is outside the element's words "
+                             f"0..{self.npad} (npad={self.npad})")
+        if self.pointer_word and (self.op != "follow" or self.prefetch_distance or self.helper_thread):
+            raise ValueError(f"pointer_word={self.pointer_word} needs op=follow without prefetch or "
+                             "helper thread (they address the element from its first word)")
+        if self.element_distance > 1 and self.layout != "packed":
+            raise ValueError(f"element_distance={self.element_distance} needs layout=packed")
+        if self.threads > 1 and self.helper_thread:
+            raise ValueError(f"helper_thread=True needs threads=1 (threads={self.threads})")
 
 
 def element_bytes(npad: int) -> int:
@@ -155,19 +228,32 @@ def element_bytes(npad: int) -> int:
     return 8 * (npad + 1)
 
 
+def total_chains(params: ChaseParams | Mapping[str, Any]) -> int:
+    """Lists in memory: ``chains``, times ``threads`` when each thread has its own.
+
+    >>> total_chains({"chains": 2, "threads": 2, "thread_lists": "own"})
+    4
+    """
+    p = FAMILY.params(params)
+    return p.chains * (p.threads if p.thread_lists == "own" else 1)
+
+
 def element_count(params: ChaseParams | Mapping[str, Any]) -> int:
-    """Elements in the list(s): the working set's worth, equal per chain.
+    """Elements in memory: the working set's worth per list, equal per chain.
 
     >>> element_count({"working_set_bytes": 1000 * 64, "npad": 7, "chains": 3})
     999
     """
     p = FAMILY.params(params)
     per_chain = p.working_set_bytes // element_bytes(p.npad) // p.chains
-    return per_chain * p.chains
+    return per_chain * total_chains(p)
 
 
 def _to_core(params: ChaseParams) -> dict[str, Any]:
-    return dataclasses.asdict(params)
+    """The C config: every parameter but element_bytes (npad already says it)."""
+    config = dataclasses.asdict(params)
+    del config["element_bytes"]
+    return config
 
 
 def _derive(params: ChaseParams, values: dict[str, float]) -> dict[str, float]:
@@ -213,11 +299,15 @@ def trace(params: ChaseParams | dict | None = None, **overrides: Any) -> dict[st
 
     Returns ``successors`` (numpy uint64: the index each element links to),
     ``pad0`` (each element's pad[0] after the walk; it starts at index + 1),
-    ``chain_starts`` and ``positions`` (where each chain stopped).
+    ``element_offsets`` (bytes from the region's line-aligned start to each
+    element's first byte), ``chain_starts`` (first element of every list in
+    memory), and per walking chain (thread t's chain c is number
+    t * chains + c) ``walk_starts`` and ``positions`` (where it started and
+    stopped).
 
     >>> t = trace(working_set_bytes=4096, npad=7, order="sequential", laps=1)
-    >>> t["successors"][:3].tolist()
-    [1, 2, 3]
+    >>> t["successors"][:3].tolist(), t["element_offsets"][:3].tolist()
+    ([1, 2, 3], [0, 64, 128])
     """
     import numpy
 
@@ -225,17 +315,22 @@ def trace(params: ChaseParams | dict | None = None, **overrides: Any) -> dict[st
 
     p = FAMILY.params(params, **overrides)
     n = element_count(p)
-    out = numpy.zeros(2 * n, dtype=numpy.uint64)
+    out = numpy.zeros(3 * n, dtype=numpy.uint64)
     config = dict(_to_core(p), out=out)
     with _core.Kernel("chase_trace", config) as kernel:
         sample = kernel.measure(target_ns=0, counters=False)
-    chain = n // p.chains
+    metrics = sample["metrics"]
+    chain = n // total_chains(p)
+    walking = range(p.threads * p.chains)
     return {
         "successors": out[:n].copy(),
-        "pad0": out[n:].copy(),
-        "chain_starts": [c * chain for c in range(p.chains)],
-        "positions": [int(sample["metrics"][f"position_{c}"]) for c in range(p.chains)],
-        "steps_per_chain": int(sample["metrics"]["steps_per_chain"]),
+        "pad0": out[n:2 * n].copy(),
+        "element_offsets": out[2 * n:].copy(),
+        "base_line_offset": int(metrics["base_line_offset"]),
+        "chain_starts": [c * chain for c in range(total_chains(p))],
+        "walk_starts": [int(metrics[f"start_{c}"]) for c in walking if f"start_{c}" in metrics],
+        "positions": [int(metrics[f"position_{c}"]) for c in walking if f"position_{c}" in metrics],
+        "steps_per_chain": int(metrics["steps_per_chain"]),
     }
 
 
@@ -285,14 +380,15 @@ def reference_successors(params: ChaseParams | dict | None = None, **overrides: 
     """
     p = FAMILY.params(params, **overrides)
     n = element_count(p)
-    chain = n // p.chains
+    chains = total_chains(p)
+    chain = n // chains
     stride = element_bytes(p.npad)
     if p.layout == "page_per_element":
         stride = -(-stride // PAGE_BYTES) * PAGE_BYTES
     block = max(1, p.block_pages * PAGE_BYTES // stride)
     rng = _Random(p.seed)
     successor = list(range(n))
-    for c in range(p.chains):
+    for c in range(chains):
         lo = c * chain
         if p.order == "sequential":
             for i in range(chain):
@@ -315,7 +411,9 @@ def reference_pad0(params: ChaseParams | dict | None, successors: Sequence[int],
     """pad[0] of every element after ``laps`` laps of ``op``, computed in Python.
 
     pad[0] starts at index + 1; ``inc`` adds 1 per visit, ``addnext0`` adds
-    the next element's pad[0] (modulo 2**64), ``follow`` changes nothing.
+    the next element's pad[0] (modulo 2**64), ``addnextlast`` the next
+    element's last pad word (which stays 0 when npad >= 2), ``follow`` and
+    ``addpair`` change nothing.
 
     >>> reference_pad0({"working_set_bytes": 1024, "npad": 63, "op": "inc",
     ...                 "order": "sequential"}, [1, 0], laps=3)
@@ -324,16 +422,22 @@ def reference_pad0(params: ChaseParams | dict | None, successors: Sequence[int],
     p = FAMILY.params(params)
     n = len(successors)
     pad = [i + 1 for i in range(n)]
-    if p.op == "follow":
+    if p.op in ("follow", "addpair"):
         return pad
-    chain = n // p.chains
-    for c in range(p.chains):
+    if p.threads > 1 and p.thread_lists == "shared":
+        raise ValueError("threads > 1 on one shared list update pad[0] in a race: no reference exists")
+    chains = total_chains(p)
+    chain = n // chains
+    last = [0] * n  # the pad words after pad[0] start at 0 (npad >= 2), or are pad[0] (npad == 1)
+    for c in range(chains):
         i = c * chain
         for _ in range(laps * chain):
             if p.op == "inc":
                 pad[i] = (pad[i] + 1) & _MASK64
-            else:
+            elif p.op == "addnext0" or (p.op == "addnextlast" and p.npad == 1):
                 pad[i] = (pad[i] + pad[successors[i]]) & _MASK64
+            else:
+                pad[i] = (pad[i] + last[successors[i]]) & _MASK64
             i = successors[i]
     return pad
 
@@ -588,7 +692,7 @@ def fig3_13(quick: bool = False):
     from memlab.sweep import grid
 
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
-    return _sweep("fig3_13", grid(op=list(OPS), working_set_bytes=sizes, npad=[1], order=["sequential"]),
+    return _sweep("fig3_13", grid(op=["follow", "inc", "addnext0"], working_set_bytes=sizes, npad=[1], order=["sequential"]),
                   quick, fig3_13.__doc__)
 
 

@@ -238,7 +238,7 @@ def test_hugetlb_pages_are_used_when_reserved(reserved_hugetlb_2m):
 BAD = [
     (dict(working_set_bytes=0), "working_set_bytes=0"),
     (dict(working_set_bytes=-4096), "working_set_bytes=-4096"),
-    (dict(working_set_bytes=100), "working_set_bytes=100 is below the minimum 1024"),
+    (dict(working_set_bytes=4), "working_set_bytes=4 is below the minimum 8"),
     (dict(npad=-1), "npad=-1"),
     (dict(order="zigzag"), "order='zigzag'"),
     (dict(op="double"), "op='double'"),
@@ -265,7 +265,7 @@ def test_bad_parameters_raise_value_error_naming_them(params, message):
 
 
 C_BAD = [
-    (dict(working_set_bytes=100), "working_set_bytes"),
+    (dict(working_set_bytes=4), "working_set_bytes"),
     (dict(npad=-1), "npad"),
     (dict(order="zigzag"), "order"),
     (dict(npad=255, working_set_bytes=1024), "smaller than one element"),
@@ -286,7 +286,7 @@ def test_trace_buffer_too_small_or_of_the_wrong_type():
     import numpy
 
     config = core_config(working_set_bytes=4096, npad=7)
-    with pytest.raises(ValueError, match="needs 1024"):
+    with pytest.raises(ValueError, match="needs 1536"):
         _core.Kernel("chase_trace", dict(config, out=numpy.zeros(10, dtype=numpy.uint64)))
     with pytest.raises(ValueError, match="uint64"):
         _core.Kernel("chase_trace", dict(config, out=numpy.zeros(1024, dtype=numpy.uint8)))

@@ -1332,9 +1332,10 @@ static int chase_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     ml_metric_add(out, "laps", (double)sample.steps / (double)s->chain_elements);
     ml_metric_add(out, "thread_cpu_ns", (double)sample.thread_cpu_ns);
     if (sample.steps % s->chain_elements == 0) {
+        /* every thread that walked whole laps is back where it started */
         int at_start = 1;
         for (int t = 0; t < s->threads; t++)
-            for (int c = 0; c < s->k; c++)
+            for (int c = 0; c < s->k && s->walkers[t].steps % s->chain_elements == 0; c++)
                 at_start &= s->walkers[t].walk.pos[c] == s->walkers[t].start[c];
         ml_metric_add(out, "end_at_start", at_start);
     }

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.machine import numa_nodes, smt_siblings
 from memlab.measure import Measurement
 
 __all__ = [
@@ -66,6 +68,8 @@ THREAD_LISTS = ("shared", "own")
 MAX_CHAINS = 16
 MAX_THREADS = 64
 DEFAULT_NPAD = 7
+#: Fig. 3.17's block sizes in 4 KiB pages: 60, 120, 240 ... 61440.
+FIG3_17_BLOCK_PAGES = [60 << k for k in range(11)]
 PAGE_BYTES = 4096
 LINE_BYTES = 64
 _MASK64 = (1 << 64) - 1
@@ -654,7 +658,7 @@ def fig3_10(quick: bool = False):
 
     sizes = _sizes(10, 20, 1)[::2] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_10", grid(working_set_bytes=sizes, npad=[0], order=["sequential"]), quick,
-                  fig3_10.__doc__)
+                  _doc(fig3_10))
 
 
 def fig3_11(quick: bool = False):
@@ -667,7 +671,7 @@ def fig3_11(quick: bool = False):
 
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_11", grid(npad=[0, 7, 15, 31], working_set_bytes=sizes, order=["sequential"]),
-                  quick, fig3_11.__doc__)
+                  quick, _doc(fig3_11))
 
 
 def fig3_12(quick: bool = False):
@@ -680,7 +684,7 @@ def fig3_12(quick: bool = False):
 
     sizes = [1 << 10, 1 << 13, 1 << 16] if quick else _sizes(10, 24, 2)
     return _sweep("fig3_12", grid(layout=["packed", "page_per_element"], working_set_bytes=sizes,
-                                  npad=[7], order=["sequential"]), quick, fig3_12.__doc__)
+                                  npad=[7], order=["sequential"]), quick, _doc(fig3_12))
 
 
 def fig3_13(quick: bool = False):
@@ -693,7 +697,7 @@ def fig3_13(quick: bool = False):
 
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_13", grid(op=["follow", "inc", "addnext0"], working_set_bytes=sizes, npad=[1], order=["sequential"]),
-                  quick, fig3_13.__doc__)
+                  quick, _doc(fig3_13))
 
 
 def fig3_15(quick: bool = False):
@@ -706,11 +710,37 @@ def fig3_15(quick: bool = False):
 
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_15", grid(order=["sequential", "random"], working_set_bytes=sizes, npad=[0]),
-                  quick, fig3_15.__doc__)
+                  quick, _doc(fig3_15))
+
+
+def fig3_4(quick: bool = False):
+    """Fig. 3.4: random writes (inc, 64-byte elements): cycles per element by cache level, log scale.
+
+    >>> fig3_4(quick=True).name
+    'fig3_4_quick'
+    """
+    from memlab.sweep import grid
+
+    sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
+    return _sweep("fig3_4", grid(working_set_bytes=sizes, npad=[7], order=["random"], op=["inc"]), quick,
+                  _doc(fig3_4))
+
+
+def fig3_16(quick: bool = False):
+    """Fig. 3.16 / table 3.2: last-level cache miss ratio of sequential and random NPAD=0 walks (PMU).
+
+    >>> fig3_16(quick=True).name
+    'fig3_16_quick'
+    """
+    from memlab.sweep import grid
+
+    sizes = [1 << 14, 1 << 20, 1 << 24] if quick else _sizes(10, 29, 1)
+    return _sweep("fig3_16", grid(order=["sequential", "random"], working_set_bytes=sizes, npad=[0]), quick,
+                  _doc(fig3_16) + _counter_note())
 
 
 def fig3_17(quick: bool = False):
-    """Fig. 3.17: random within blocks of k pages, NPAD=7 (k = 1 .. 2**16, and the whole list).
+    """Fig. 3.17: random within blocks of 60 .. 61440 pages (x2 each), NPAD=7, and the whole list (inf).
 
     >>> fig3_17(quick=True).name
     'fig3_17_quick'
@@ -718,19 +748,174 @@ def fig3_17(quick: bool = False):
     from memlab.sweep import grid
 
     if quick:
-        blocks = grid(order=["random_blocks"], block_pages=[1, 64], working_set_bytes=[1 << 16, 1 << 22])
+        blocks = grid(order=["random_blocks"], block_pages=[60, 960], working_set_bytes=[1 << 16, 1 << 22])
         whole = grid(order=["random"], working_set_bytes=[1 << 16, 1 << 22])
     else:
         sizes = _sizes(10, 28, 1)
-        blocks = grid(order=["random_blocks"], block_pages=[2**k for k in range(0, 17, 2)] + [60],
-                      working_set_bytes=sizes)
+        blocks = grid(order=["random_blocks"], block_pages=FIG3_17_BLOCK_PAGES, working_set_bytes=sizes)
         whole = grid(order=["random"], working_set_bytes=sizes)
     points = [dict(p, npad=7) for p in blocks + whole]
-    return _sweep("fig3_17", points, quick, fig3_17.__doc__)
+    return _sweep("fig3_17", points, quick, _doc(fig3_17))
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity), sorted.
+
+    >>> len(usable_cpus()) >= 1
+    True
+    """
+    return sorted(os.sched_getaffinity(0))
+
+
+def _thread_counts(wanted: Sequence[int] = (1, 2, 4)) -> tuple[list[int], str]:
+    """The source's thread counts this machine can run, and a note naming the others."""
+    cpus = len(usable_cpus())
+    counts = [t for t in wanted if t <= cpus]
+    missing = [t for t in wanted if t > cpus]
+    note = ""
+    if missing:
+        note = (f" Not measured here: threads={', '.join(map(str, missing))} "
+                f"(this process may use {cpus} CPU{'s' if cpus != 1 else ''}).")
+    return counts, note
+
+
+def _threads_sweep(name: str, doc: str, quick: bool, **point: Any):
+    from memlab.sweep import grid
+
+    counts, note = _thread_counts()
+    sizes = [1 << 14, 1 << 20, 1 << 25] if quick else _sizes(10, 28, 1)
+    points = [dict(p, element_bytes=128, thread_lists="shared", **point)
+              for p in grid(threads=counts, working_set_bytes=sizes)]
+    return _sweep(name, points, quick, doc + note)
+
+
+def fig3_19(quick: bool = False):
+    """Fig. 3.19: sequential read of 128-byte elements by 1, 2 and 4 threads on one list (fastest thread).
+
+    >>> fig3_19(quick=True).name
+    'fig3_19_quick'
+    """
+    return _threads_sweep("fig3_19", _doc(fig3_19), quick, order="sequential", op="follow")
+
+
+def fig3_20(quick: bool = False):
+    """Fig. 3.20: sequential increment (inc) of 128-byte elements by 1, 2 and 4 threads on one list.
+
+    >>> fig3_20(quick=True).name
+    'fig3_20_quick'
+    """
+    return _threads_sweep("fig3_20", _doc(fig3_20), quick, order="sequential", op="inc")
+
+
+def fig3_21(quick: bool = False):
+    """Fig. 3.21 (with 3.22 and table 3.3): random addnextlast on 128-byte elements by 1, 2 and 4 threads.
+
+    >>> fig3_21(quick=True).name
+    'fig3_21_quick'
+    """
+    return _threads_sweep("fig3_21", _doc(fig3_21), quick, order="random", op="addnextlast")
+
+
+def fig3_30(quick: bool = False):
+    """Fig. 3.30: the critical word: next pointer in the first vs the last word of a 64-byte element.
+
+    >>> fig3_30(quick=True).name
+    'fig3_30_quick'
+    """
+    from memlab.sweep import grid
+
+    sizes = [1 << 14, 1 << 20, 1 << 26] if quick else _sizes(10, 28, 1)
+    # pointer_word varies fastest: the two placements of one size are measured back to back
+    points = grid(order=["sequential", "random"], working_set_bytes=sizes, pointer_word=[0, 7])
+    return _sweep("fig3_30", [dict(p, npad=7) for p in points], quick, _doc(fig3_30), repeat=9)
+
+
+def _numa_pairs() -> tuple[list[dict[str, Any]], str]:
+    """(walk_cpu, memory_node) for every node with usable CPUs against every node with memory."""
+    nodes = numa_nodes()
+    allowed = set(usable_cpus())
+    memory = [n["node"] for n in nodes if n["has_memory"]]
+    pairs = []
+    for node in nodes:
+        cpus = sorted(allowed & set(node["cpus"]))
+        if cpus:
+            pairs += [{"walk_cpu": cpus[0], "memory_node": target} for target in memory]
+    if len(memory) == 1:
+        note = (f" This machine has one NUMA node with memory (node {memory[0]}): there is no remote "
+                "memory, so only node-local access (0 hops) is measured.")
+    else:
+        note = f" Nodes with memory: {', '.join(map(str, memory))}; hops are ranked from the SLIT distances."
+    return pairs, note
+
+
+def fig5_3(quick: bool = False):
+    """Figs. 5.3/5.4: read (follow) and write (inc) cost by NUMA distance, memory bound with mbind.
+
+    >>> fig5_3(quick=True).name
+    'fig5_3_quick'
+    """
+    from memlab.sweep import grid
+
+    pairs, note = _numa_pairs()
+    sizes = [1 << 14, 1 << 24] if quick else _sizes(10, 28, 1)
+    points = [dict(pair, **p, npad=7) for pair in pairs
+              for p in grid(op=["follow", "inc"], order=["random", "sequential"], working_set_bytes=sizes)]
+    return _sweep("fig5_3", points, quick, _doc(fig5_3) + note)
+
+
+def fig6_2(quick: bool = False):
+    """Fig. 6.2: two values added from one element: both in its first line vs first and last line.
+
+    >>> fig6_2(quick=True).name
+    'fig6_2_quick'
+    """
+    sizes = [1 << 14, 1 << 20, 1 << 26] if quick else _sizes(10, 28, 1)
+    points = []
+    for order, lines in (("sequential", 4), ("random", 2), ("random", 4)):
+        element = lines * LINE_BYTES
+        for size in sizes:
+            for pair_word in (2, (element - LINE_BYTES) // 8):
+                points.append(dict(order=order, element_bytes=element, working_set_bytes=size, op="addpair",
+                                   pair_word=pair_word))
+    return _sweep("fig6_2", points, quick, _doc(fig6_2), repeat=7)
+
+
+def fig6_4(quick: bool = False):
+    """Fig. 6.4: inc on 16-byte elements, aligned vs 4 bytes off (a quarter of the pad[0]s straddle lines).
+
+    >>> fig6_4(quick=True).name
+    'fig6_4_quick'
+    """
+    from memlab.sweep import grid
+
+    sizes = [1 << 14, 1 << 20, 1 << 26] if quick else _sizes(10, 28, 1)
+    points = grid(order=["sequential", "random"], working_set_bytes=sizes, misalign_bytes=[0, 4])
+    return _sweep("fig6_4", [dict(p, npad=1, op="inc") for p in points], quick, _doc(fig6_4), repeat=7)
+
+
+#: Fig. 6.5's quick distances: around one and two 4 KiB ways, and a few others.
+FIG6_5_DISTANCES_QUICK = (1, 2, 3, 8, 16, 32, 48, 63, 64, 65, 96, 127, 128)
+
+
+def fig6_5(quick: bool = False):
+    """Fig. 6.5: lists of 1..16 64-byte elements placed 1..128 elements apart: L1d sets and ways.
+
+    >>> fig6_5(quick=True).name
+    'fig6_5_quick'
+    """
+    from memlab.sweep import Sweep, grid
+
+    distances = list(FIG6_5_DISTANCES_QUICK if quick else range(1, 129))
+    points = [dict(element_distance=p["element_distance"], working_set_bytes=64 * p["length"], npad=7,
+                   order="sequential")
+              for p in grid(element_distance=distances, length=range(1, 17))]
+    return Sweep(name="fig6_5_quick" if quick else "fig6_5", family="chase", points=points,
+                 repeat=2 if quick else 3, warmup=1, target_seconds=0.004 if quick else 0.01,
+                 description=_doc(fig6_5))
 
 
 def fig6_7(quick: bool = False):
-    """Fig. 6.7: random NPAD=31 with 160 cycles of work per element, software prefetch 0 vs 5.
+    """Fig. 6.7: random 128-byte elements (the source's NPAD=31 on 32 bits), 160 cycles of work, prefetch 0 vs 5.
 
     >>> fig6_7(quick=True).name
     'fig6_7_quick'
@@ -738,12 +923,12 @@ def fig6_7(quick: bool = False):
     from memlab.sweep import grid
 
     sizes = [1 << 14, 1 << 22] if quick else _sizes(10, 28, 1)
-    return _sweep("fig6_7", grid(prefetch_distance=[0, 5], working_set_bytes=sizes, npad=[31],
-                                 order=["random"], work_cycles=[160]), quick, fig6_7.__doc__)
+    return _sweep("fig6_7", grid(prefetch_distance=[0, 5], working_set_bytes=sizes, element_bytes=[128],
+                                 order=["random"], work_cycles=[160]), quick, _doc(fig6_7))
 
 
 def fig6_8(quick: bool = False):
-    """Fig. 6.8: fig. 6.7 plus a helper thread ~100 elements ahead reading every line.
+    """Fig. 6.8: fig. 6.7 plus a helper thread ~100 elements ahead, on the SMT sibling where there is one.
 
     >>> fig6_8(quick=True).name
     'fig6_8_quick'
@@ -753,21 +938,53 @@ def fig6_8(quick: bool = False):
     sizes = [1 << 14, 1 << 22] if quick else _sizes(10, 28, 1)
     plain = grid(prefetch_distance=[0, 5], working_set_bytes=sizes)
     helper = grid(helper_thread=[True], working_set_bytes=sizes)
-    points = [dict(p, npad=31, order="random", work_cycles=160) for p in plain + helper]
-    return _sweep("fig6_8", points, quick, fig6_8.__doc__)
+    points = [dict(p, element_bytes=128, order="random", work_cycles=160) for p in plain + helper]
+    return _sweep("fig6_8", points, quick, _doc(fig6_8) + _smt_note())
+
+
+def _smt_note() -> str:
+    cpus = usable_cpus()
+    with_sibling = [c for c in cpus if (set(smt_siblings(c)) & set(cpus)) - {c}]
+    if with_sibling:
+        return " The helper runs on the walking CPU's SMT sibling, as in the source."
+    return (" This machine has no usable SMT sibling: the helper runs on another core "
+            "(the source ran it on the sibling hyper-thread).")
+
+
+def _counter_note() -> str:
+    return (" Needs the hardware counters (cycles, instructions, cache references/misses); where the PMU "
+            "refuses them the walk is still measured and the figure says which are missing and why.")
+
+
+def fig7_1(quick: bool = False):
+    """Figs. 7.1-7.3: cycles per instruction and cache/TLB misses per instruction, random and sequential NPAD=0.
+
+    >>> fig7_1(quick=True).name
+    'fig7_1_quick'
+    """
+    from memlab.sweep import grid
+
+    sizes = [1 << 14, 1 << 20, 1 << 24] if quick else _sizes(10, 28, 1)
+    return _sweep("fig7_1", grid(order=["random", "sequential"], working_set_bytes=sizes, npad=[0]), quick,
+                  _doc(fig7_1) + _counter_note())
 
 
 def fig7_9(quick: bool = False):
-    """Fig. 7.9: random NPAD=0 with 4 KiB pages, THP and hugetlb 2 MiB (falls back if none reserved).
+    """Fig. 7.9: random NPAD=0 with 4 KiB pages, THP and hugetlb 2 MiB, 2**10 .. 2**29 (memory permitting).
 
     >>> fig7_9(quick=True).name
     'fig7_9_quick'
     """
     from memlab.sweep import grid
 
-    sizes = [1 << 16, 1 << 20, 1 << 24] if quick else _sizes(10, 28, 1)
+    sizes = [1 << 16, 1 << 20, 1 << 24] if quick else _sizes(10, 29, 1)
     return _sweep("fig7_9", grid(pages=list(PAGE_KINDS), working_set_bytes=sizes, npad=[0],
-                                 order=["random"]), quick, fig7_9.__doc__)
+                                 order=["random"]), quick, _doc(fig7_9))
+
+
+def _doc(fn) -> str:
+    """A sweep's description: the first line of its docstring."""
+    return (fn.__doc__ or "").strip().splitlines()[0]
 
 
 def _quick():
@@ -787,14 +1004,25 @@ def _quick():
 
 
 SWEEPS = {
+    "fig3_4": fig3_4,
     "fig3_10": fig3_10,
     "fig3_11": fig3_11,
     "fig3_12": fig3_12,
     "fig3_13": fig3_13,
     "fig3_15": fig3_15,
+    "fig3_16": fig3_16,
     "fig3_17": fig3_17,
+    "fig3_19": fig3_19,
+    "fig3_20": fig3_20,
+    "fig3_21": fig3_21,
+    "fig3_30": fig3_30,
+    "fig5_3": fig5_3,
+    "fig6_2": fig6_2,
+    "fig6_4": fig6_4,
+    "fig6_5": fig6_5,
     "fig6_7": fig6_7,
     "fig6_8": fig6_8,
+    "fig7_1": fig7_1,
     "fig7_9": fig7_9,
 }
 
@@ -820,7 +1048,7 @@ FAMILY = Family(
         **{name: _named(fn, False) for name, fn in SWEEPS.items()},
         **{f"{name}_quick": _named(fn, True) for name, fn in SWEEPS.items()},
     },
-    description="pointer chase through a circular list (Drepper 3.3.2, 6.3, 7.5)",
+    description="pointer chase through a circular list (Drepper 3.3, 3.5.2, 5.4, 6.2, 6.3, 7.1, 7.5)",
     default_repeat=5,
     default_warmup=1,
     default_target_seconds=0.1,

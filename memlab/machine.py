@@ -26,9 +26,12 @@ from typing import Any, Callable
 __all__ = [
     "cache_sizes",
     "collect",
+    "cpu_list",
     "format_facts",
     "machine_id",
+    "numa_nodes",
     "parse_size",
+    "smt_siblings",
 ]
 
 SIMD_FLAGS = (
@@ -118,6 +121,25 @@ def _cpu_list_count(text: str | None) -> int | None:
     except ValueError:
         return None
     return count
+
+
+def cpu_list(text: str | None) -> list[int]:
+    """The CPUs (or nodes) of a sysfs list such as ``0-3,6``; [] when unreadable.
+
+    >>> cpu_list("0-2,5")
+    [0, 1, 2, 5]
+    """
+    if not text:
+        return []
+    found: list[int] = []
+    try:
+        for part in text.strip().split(","):
+            if part:
+                low, _, high = part.partition("-")
+                found.extend(range(int(low), int(high or low) + 1))
+    except ValueError:
+        return []
+    return found
 
 
 # --------------------------------------------------------------------------
@@ -336,8 +358,32 @@ def collect_core(facts: dict) -> None:
         pass
 
 
+def collect_topology(facts: dict, root: str = "/") -> None:
+    """numa_nodes (node, cpus, has_memory, distances) and smt_threads_per_core, from sysfs."""
+    nodes = []
+    with_memory = _read(root, "/sys/devices/system/node/has_memory")
+    memory_nodes = set(cpu_list(with_memory)) if with_memory else None
+    for entry in sorted(_listdir(root, "/sys/devices/system/node"), key=lambda e: (len(e), e)):
+        if not re.fullmatch(r"node\d+", entry):
+            continue
+        node = int(entry[4:])
+        distances = (_read(root, f"/sys/devices/system/node/{entry}/distance") or "").split()
+        nodes.append({
+            "node": node,
+            "cpus": _read(root, f"/sys/devices/system/node/{entry}/cpulist") or "",
+            "has_memory": node in memory_nodes if memory_nodes is not None else True,
+            "distances": [int(d) for d in distances if d.isdigit()],
+        })
+    if nodes:
+        facts["numa_nodes"] = nodes
+    siblings = _read(root, "/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+    if siblings:
+        facts["smt_threads_per_core"] = len(cpu_list(siblings))
+
+
 COLLECTORS: tuple[Callable[..., None], ...] = (
     collect_cpu,
+    collect_topology,
     collect_tsc,
     collect_caches,
     collect_kernel,
@@ -368,6 +414,30 @@ def collect(include_core: bool = True, root: str = "/") -> dict:
     if include_core:
         collect_core(facts)
     return facts
+
+
+def numa_nodes(facts: dict | None = None, root: str = "/") -> list[dict[str, Any]]:
+    """NUMA nodes with their CPUs (a list), memory flag and distances; one node 0 if sysfs has none.
+
+    >>> numa_nodes({"numa_nodes": [{"node": 0, "cpus": "0-1", "has_memory": True, "distances": [10]}]})
+    [{'node': 0, 'cpus': [0, 1], 'has_memory': True, 'distances': [10]}]
+    """
+    if facts is None or "numa_nodes" not in facts:
+        facts = {}
+        collect_topology(facts, root=root)
+    nodes = facts.get("numa_nodes") or [
+        {"node": 0, "cpus": f"0-{(os.cpu_count() or 1) - 1}", "has_memory": True, "distances": [10]}]
+    return [dict(node, cpus=cpu_list(node["cpus"])) for node in nodes]
+
+
+def smt_siblings(cpu: int, root: str = "/") -> list[int]:
+    """The hardware threads sharing ``cpu``'s core (itself included), from sysfs.
+
+    >>> 0 in smt_siblings(0)
+    True
+    """
+    text = _read(root, f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+    return cpu_list(text) or [cpu]
 
 
 def cache_sizes(facts: dict | None = None, root: str = "/") -> dict[str, int]:
@@ -426,6 +496,12 @@ def format_facts(facts: dict) -> str:
         add("cpus", f"{facts['cpu_count']} (online {facts.get('cpu_online', '?')})")
     if "cpu_flags_simd" in facts:
         add("simd", " ".join(facts["cpu_flags_simd"]) or "-")
+    if "smt_threads_per_core" in facts:
+        add("smt", f"{facts['smt_threads_per_core']} thread(s) per core")
+    for node in facts.get("numa_nodes", []):
+        memory = "memory" if node.get("has_memory") else "no memory"
+        add(f"numa node {node['node']}", f"cpus {node.get('cpus') or '-'}, {memory}, "
+            f"distances {' '.join(map(str, node.get('distances', []))) or '?'}")
     for key, label in (("cpuinfo_mhz", "cpuinfo MHz"), ("tsc_mhz", "TSC MHz"), ("clocksource", "clocksource")):
         if key in facts:
             add(label, facts[key])

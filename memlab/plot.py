@@ -475,6 +475,13 @@ def latency_figure(data: Dataset | str | os.PathLike, metric: str | None = None,
 chase_figure = latency_figure
 
 
+def _chase_sweep_figure(ds: Dataset):
+    """A chase dataset's figure, chosen by its sweep (memlab.chase_views; plot.py imports no family)."""
+    from memlab.chase_views import figure as chase_views_figure
+
+    return chase_views_figure(ds)
+
+
 def _rung_label(row: Mapping[str, Any]) -> str:
     label = f"{row.get('writer', '?')}/{row.get('reader', '?')}"
     if row.get("huge_pages"):
@@ -790,7 +797,7 @@ def region_figure(data: Dataset | str | os.PathLike, metric: str = "GB_per_s"):
 FIGURES: dict[str, Callable[..., Any]] = {
     "calibrate": calibrate_figure,
     "region": region_figure,
-    "chase": latency_figure,
+    "chase": _chase_sweep_figure,
     "pipe": pipe_figure,
     "pipe_latency": pipe_latency_figure,
     "clear_fault": clear_fault_figure,

@@ -19,7 +19,7 @@ from memlab.sweep import Sweep
 from conftest import hugetlb_free_pages, thp_mode
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
-FIGURES = ("fig3_10", "fig3_11", "fig3_12", "fig3_13", "fig3_15", "fig3_17", "fig6_7", "fig6_8", "fig7_9")
+FIGURES = tuple(chase.SWEEPS)
 
 
 def one_sample(**params):
@@ -402,6 +402,7 @@ def test_every_figure_has_a_script_and_a_quick_sweep_of_valid_points(name):
     for quick in (False, True):
         sweep = load_experiment(name).sweep(quick=quick)
         assert isinstance(sweep, Sweep) and sweep.family == "chase"
+        assert sweep.name == name + ("_quick" if quick else "")
         for point in sweep.points:
             chase.FAMILY.params(point)
         if quick:

@@ -1,0 +1,35 @@
+"""Fig. 6.5 (Drepper): cache associativity; the L1d size and ways read off the surface, beside sysfs.
+
+Lists of 1..16 64-byte elements placed 1..128 elements apart (the source's
+NPAD=15 on 32 bits is one 64-byte line per element); the time per element
+jumps where all elements share one L1d set and outnumber its ways. The
+script prints what that says about the L1d next to what sysfs reports.
+
+Run: python experiments/fig6_5.py [--quick] [--out results/fig6_5.csv]
+     python experiments/fig6_5.py --dataset results/chase-fig6_5.csv
+"""
+
+from __future__ import annotations
+
+import sys
+
+from chase_after import run_and_load
+
+import memlab.sweep
+from memlab import chase, chase_views
+
+
+def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+    """Fig. 6.5 (Drepper): lists of 1..16 elements 1..128 elements apart."""
+    return chase.fig6_5(quick=quick)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure (or load) the surface and print the L1d it implies beside sysfs."""
+    (dataset,) = run_and_load(sweep, argv)
+    print(chase_views.format_associativity(chase_views.associativity(dataset)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

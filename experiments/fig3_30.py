@@ -11,11 +11,13 @@ Run: python experiments/fig3_30.py [--quick] [--out results/fig3_30.csv]
 from __future__ import annotations
 
 import sys
-
-from chase_after import print_slowdowns, run_and_load
+from pathlib import Path
 
 import memlab.sweep
 from memlab import chase, chase_views
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helper chase_after.py sits beside
+from chase_after import print_slowdowns, run_and_load  # noqa: E402
 
 
 def sweep(quick: bool = False) -> memlab.sweep.Sweep:

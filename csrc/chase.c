@@ -668,6 +668,27 @@ static void chase_format_cpus(const cpu_set_t *set, char *out, size_t size)
     }
 }
 
+/* A hugetlb page bound to a node without a free one would be a SIGBUS on
+ * the first touch: check the node's pool first. */
+static int chase_check_node_hugetlb(const ml_region *r, int node, ml_error *err)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/sys/devices/system/node/node%d/hugepages/hugepages-2048kB/free_hugepages", node);
+    FILE *f = fopen(path, "r");
+    long long free_pages = -1;
+    if (f) {
+        if (fscanf(f, "%lld", &free_pages) != 1)
+            free_pages = -1;
+        fclose(f);
+    }
+    long long needed = (long long)((r->bytes + CHASE_HUGE_BYTES - 1) / CHASE_HUGE_BYTES);
+    if (free_pages >= 0 && free_pages < needed)
+        return ml_fail(err, ML_ERR_OS, ENOMEM,
+                       "memory_node=%d has %lld free 2 MiB hugetlb pages; the list needs %lld (see %s)", node,
+                       free_pages, needed, path);
+    return 0;
+}
+
 /* Map the list's memory; with memory_node, bind it to that node before a
  * page is touched, then note where the pages really are. */
 static int chase_map(chase_state *s, ml_error *err)
@@ -697,6 +718,9 @@ static int chase_map(chase_state *s, ml_error *err)
     s->mapped = 1;
     s->base = s->region.base;
     if (cfg->memory_node >= 0) {
+        if (s->region.granted == ML_PAGES_HUGETLB_2M &&
+            chase_check_node_hugetlb(&s->region, (int)cfg->memory_node, err))
+            return -1;
         if (ml_region_bind_node(&s->region, (int)cfg->memory_node, err) ||
             ml_region_populate(&s->region, ML_POPULATE_TOUCH, err))
             return -1;

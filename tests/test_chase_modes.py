@@ -302,6 +302,14 @@ def test_memory_bound_to_a_node_is_on_that_node(node):
     assert values["check_visits_min"] == 2
 
 
+def test_hugetlb_pages_bound_to_a_node_are_on_that_node(reserved_hugetlb_2m):
+    node = nodes_with_memory()[0]
+    values = one_sample(memory_node=node, pages="hugetlb-2m", strict_pages=True, working_set_bytes=2 << 20,
+                        laps=1, check=True)
+    assert values["pages_granted_hugetlb"] == 1 and values["memory_policy_bound"] == 1
+    assert values["pages_on_memory_node_fraction"] == 1.0 and values["check_visits_min"] == 2
+
+
 def test_default_placement_is_reported_against_the_walking_node():
     values = one_sample(working_set_bytes=1 << 20, laps=1)
     assert "memory_policy_bound" not in values

@@ -1250,8 +1250,8 @@ static int chase_verify(chase_state *s, ml_context *ctx, ml_measurement *out, ml
             checksum = chase_mix(checksum, chase_index(s, s->walkers[t].walk.pos[c]));
     free(visits);
     ml_metric_add(out, "check_laps", CHECK_LAPS);
-    ml_metric_add(out, "check_visits_min", (double)minimum);
-    ml_metric_add(out, "check_visits_max", (double)maximum);
+    ml_metric_add(out, "check_visits_fewest", (double)minimum);
+    ml_metric_add(out, "check_visits_most", (double)maximum);
     ml_metric_add(out, "check_elements_visited", (double)visited);
     ml_metric_add(out, "check_back_at_start", bad_pointers ? 0.0 : (double)back_at_start);
     ml_metric_add(out, "check_bad_pointers", (double)bad_pointers);

@@ -151,10 +151,10 @@ static int calibrate_measure(void *state, ml_context *ctx, ml_measurement *out, 
         return rc;
     out->units = frequency.samples;
     ml_metric_add(out, "core_GHz", frequency.ghz);
-    ml_metric_add(out, "core_GHz_min", frequency.ghz_min);
-    ml_metric_add(out, "core_GHz_max", frequency.ghz_max);
+    ml_metric_add(out, "core_GHz_lowest", frequency.ghz_min);
+    ml_metric_add(out, "core_GHz_highest", frequency.ghz_max);
     ml_metric_add(out, "imul_GHz", frequency.imul_ghz);
-    ml_metric_add(out, "calibration_samples", frequency.samples);
+    ml_metric_add(out, "calibration_timings", frequency.samples);
     return 0;
 }
 

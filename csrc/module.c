@@ -616,15 +616,23 @@ static PyObject *core_counters_probe(PyObject *Py_UNUSED(module), PyObject *Py_U
     return result;
 }
 
+#if defined(__clang__)
+#define ML_COMPILER_FAMILY "clang"
+#elif defined(__GNUC__)
+#define ML_COMPILER_FAMILY "gcc"
+#else
+#define ML_COMPILER_FAMILY "other"
+#endif
+
 static PyObject *core_build_info(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
-    return Py_BuildValue("{s:s,s:s}", "cflags", ML_BUILD_CFLAGS, "compiler",
+    return Py_BuildValue("{s:s,s:s,s:s}", "cflags", ML_BUILD_CFLAGS, "compiler",
 #ifdef __VERSION__
-                         "gcc-compatible " __VERSION__
+                         "gcc-compatible " __VERSION__,
 #else
-                         "unknown"
+                         "unknown",
 #endif
-    );
+                         "compiler_family", ML_COMPILER_FAMILY);
 }
 
 static PyObject *core_now_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
@@ -636,7 +644,7 @@ static PyMethodDef core_methods[] = {
     {"families", core_families, METH_NOARGS, "families() -> {name: {description, params}}"},
     {"counters_probe", core_counters_probe, METH_NOARGS,
      "counters_probe() -> {counter: {available, reason, scope}}"},
-    {"build_info", core_build_info, METH_NOARGS, "build_info() -> {cflags, compiler}"},
+    {"build_info", core_build_info, METH_NOARGS, "build_info() -> {cflags, compiler, compiler_family}"},
     {"now_ns", core_now_ns, METH_NOARGS, "now_ns() -> CLOCK_MONOTONIC in ns"},
     {NULL, NULL, 0, NULL},
 };

@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 from typing import Callable, Sequence
 
-import memlab.sweep
+import memlab.cli
 from memlab.dataset import Dataset
+from memlab.grid import as_sweeps
+from memlab.sweep import output_path
 
 
 def run_and_load(sweep_fn: Callable[..., object], argv: Sequence[str] | None = None) -> list[Dataset]:
-    """Measure the sweep(s) of ``sweep_fn`` (resumable, as memlab.sweep.main) and return their datasets."""
+    """Measure the sweep(s) of ``sweep_fn`` (resumable, as memlab.cli.script_main) and return their datasets."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")
@@ -26,11 +28,11 @@ def run_and_load(sweep_fn: Callable[..., object], argv: Sequence[str] | None = N
     if args.dataset:
         return [Dataset.load(path) for path in args.dataset]
     forwarded = list(rest) + (["--quick"] if args.quick else []) + (["--out", args.out] if args.out else [])
-    status = memlab.sweep.main(sweep_fn, forwarded)
+    status = memlab.cli.script_main(sweep_fn, forwarded)
     if status:
         raise SystemExit(status)
-    sweeps = memlab.sweep._as_list(sweep_fn(quick=args.quick))
-    return [Dataset.load(memlab.sweep.output_path(args.out, s, len(sweeps) > 1)) for s in sweeps]
+    sweeps = as_sweeps(sweep_fn(quick=args.quick))
+    return [Dataset.load(output_path(args.out, s, len(sweeps) > 1)) for s in sweeps]
 
 
 def print_slowdowns(found: Sequence[dict], label: Callable[[dict], str]) -> None:

@@ -16,15 +16,16 @@ import sys
 import memlab.sweep
 from memlab import chase
 from memlab.dataset import Dataset
+from memlab.grid import Sweep, grid
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Random NPAD=7 over working sets from 1 KiB to beyond the last cache."""
     sizes = chase._sizes(10, 26, 1) if quick else chase._sizes(10, 28, 4)
-    return memlab.sweep.Sweep(
+    return Sweep(
         name="chase_cache_levels" + ("_quick" if quick else ""),
         family="chase",
-        points=memlab.sweep.grid(working_set_bytes=sizes, npad=[7], order=["random"]),
+        points=grid(working_set_bytes=sizes, npad=[7], order=["random"]),
         repeat=2 if quick else 5,
         warmup=1,
         target_seconds=0.03 if quick else 0.1,

@@ -8,14 +8,15 @@ its host, so fault-in after a pause is slower).
     python experiments/clear_fault.py --quick --out results/clear_fault-quick.csv
 """
 
-import memlab.sweep
+import memlab.cli
 from memlab.clear import fault_sweep
+from memlab.grid import Sweep
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Fault-in GB/s, page faults and huge-page coverage per page kind and populate mode."""
     return fault_sweep(quick=quick)
 
 
 if __name__ == "__main__":
-    memlab.sweep.main(sweep)
+    memlab.cli.script_main(sweep)

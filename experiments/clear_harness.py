@@ -19,20 +19,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-import memlab.sweep
 from memlab import clear
 from memlab.dataset import Dataset
+from memlab.grid import Sweep, grid
 
 HERE = Path(__file__).resolve().parent
 EXTENTS = (4096, 2 << 20)
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """memlab's side of the comparison alone: sequential clears per method and extent."""
     region = (256 if quick else 1024) << 20
-    points = memlab.sweep.grid(region_bytes=[region], pages=["thp"], order=["sequential"],
+    points = grid(region_bytes=[region], pages=["thp"], order=["sequential"],
                                method=list(clear.METHODS), extent_bytes=list(EXTENTS))
-    return memlab.sweep.Sweep(name="clear_harness_quick" if quick else "clear_harness", family="clear_order",
+    return Sweep(name="clear_harness_quick" if quick else "clear_harness", family="clear_order",
                               points=points, repeat=5, warmup=1, target_seconds=0.0)
 
 

@@ -7,14 +7,15 @@ per clear call: 4 KiB, 64 KiB, 2 MiB, 32 MiB) on THP and 4 KiB pages.
     python experiments/clear_order.py --quick --out results/clear_order-quick.csv
 """
 
-import memlab.sweep
+import memlab.cli
 from memlab.clear import order_sweep
+from memlab.grid import Sweep
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Re-clearing GB/s per order, method and extent."""
     return order_sweep(quick=quick)
 
 
 if __name__ == "__main__":
-    memlab.sweep.main(sweep)
+    memlab.cli.script_main(sweep)

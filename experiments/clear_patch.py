@@ -15,12 +15,14 @@ import argparse
 import math
 import sys
 
+import memlab.cli
 import memlab.sweep
 from memlab.clear import PATCH_COMPARISONS, patch_sweep
 from memlab.dataset import Dataset
+from memlab.grid import Sweep
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Sequential vs kernel order and large vs small extents, per method, as ratios."""
     return patch_sweep(quick=quick)
 
@@ -59,7 +61,7 @@ def table(dataset: Dataset) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    memlab.sweep.main(sweep, argv)
+    memlab.cli.script_main(sweep, argv)
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")

@@ -20,10 +20,11 @@ import argparse
 import os
 import sys
 
+import memlab.cli
 import memlab.share
 import memlab.sweep
 from memlab.dataset import Dataset
-from memlab.sweep import Sweep, grid
+from memlab.grid import Sweep, grid
 
 
 def sweep(quick: bool = False) -> Sweep:
@@ -79,7 +80,7 @@ def interleaved_table(quick: bool) -> str:
 
 
 if __name__ == "__main__":
-    status = memlab.sweep.main(sweep)
+    status = memlab.cli.script_main(sweep)
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")

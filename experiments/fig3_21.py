@@ -7,14 +7,15 @@ the right panel of each figure).
 Run: python experiments/fig3_21.py [--quick] [--out results/fig3_21.csv]
 """
 
-import memlab.sweep
+import memlab.cli
 from memlab import chase
+from memlab.grid import Sweep
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Fig. 3.21 (Drepper): random addnextlast by 1, 2 and 4 threads on one list."""
     return chase.fig3_21(quick=quick)
 
 
 if __name__ == "__main__":
-    raise SystemExit(memlab.sweep.main(sweep))
+    raise SystemExit(memlab.cli.script_main(sweep))

@@ -13,14 +13,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import memlab.sweep
-from memlab import chase, chase_views
+from memlab import chase, chase_analysis
+from memlab.grid import Sweep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helper chase_after.py sits beside
 from chase_after import print_slowdowns, run_and_load  # noqa: E402
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Fig. 3.30 (Drepper): the critical word, pointer in the first vs the last word of a line."""
     return chase.fig3_30(quick=quick)
 
@@ -28,7 +28,7 @@ def sweep(quick: bool = False) -> memlab.sweep.Sweep:
 def main(argv: list[str] | None = None) -> int:
     """Measure (or load), then print the slowdown per working set."""
     (dataset,) = run_and_load(sweep, argv)
-    found = chase_views.slowdown(dataset, "pointer_word", 0, 7, by=("order",))
+    found = chase_analysis.slowdown(dataset, "pointer_word", 0, 7, by=("order",))
     print_slowdowns(found, lambda e: e["order"])
     return 0
 

@@ -6,14 +6,15 @@ labels each plateau with its cycles.
 Run: python experiments/fig3_4.py [--quick] [--out results/fig3_4.csv]
 """
 
-import memlab.sweep
+import memlab.cli
 from memlab import chase
+from memlab.grid import Sweep
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Fig. 3.4 (Drepper): access time of random writes, cycles per element by cache level."""
     return chase.fig3_4(quick=quick)
 
 
 if __name__ == "__main__":
-    raise SystemExit(memlab.sweep.main(sweep))
+    raise SystemExit(memlab.cli.script_main(sweep))

@@ -14,14 +14,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import memlab.sweep
-from memlab import chase, chase_views
+from memlab import chase, chase_analysis
+from memlab.grid import Sweep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helper chase_after.py sits beside
 from chase_after import print_slowdowns, run_and_load  # noqa: E402
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Figs. 5.3/5.4 (Drepper): reads and writes to memory 0, 1 and 2 NUMA hops away."""
     return chase.fig5_3(quick=quick)
 
@@ -29,7 +29,7 @@ def sweep(quick: bool = False) -> memlab.sweep.Sweep:
 def main(argv: list[str] | None = None) -> int:
     """Measure (or load), then print the slowdown of remote memory, or say there is none."""
     (dataset,) = run_and_load(sweep, argv)
-    rank = chase_views.hops(dataset)
+    rank = chase_analysis.hops(dataset)
     rows = [dict(r, hops=rank.get(r.get("numa_distance"), 0)) for r in dataset.rows]
     remote = sorted({r["hops"] for r in rows} - {0})
     if not remote:
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                   f" 2^{row['working_set_bytes'].bit_length() - 1}  {row['ns_per_element']:.2f} ns per element")
         return 0
     for hop in remote:
-        found = chase_views.slowdown([r for r in rows if r["hops"] in (0, hop)], "hops", 0, hop, by=("op", "order"))
+        found = chase_analysis.slowdown([r for r in rows if r["hops"] in (0, hop)], "hops", 0, hop, by=("op", "order"))
         print_slowdowns(found, lambda e, h=hop: f"{e['op']} {e['order']}, {h} hop(s)")
     return 0
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import memlab.sweep
-from memlab import chase, chase_views
+from memlab import chase, chase_analysis
+from memlab.grid import Sweep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helper chase_after.py sits beside
 from chase_after import print_slowdowns, run_and_load  # noqa: E402
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Fig. 6.4 (Drepper): inc on aligned vs misaligned elements, slowdown per working set."""
     return chase.fig6_4(quick=quick)
 
@@ -27,7 +27,7 @@ def sweep(quick: bool = False) -> memlab.sweep.Sweep:
 def main(argv: list[str] | None = None) -> int:
     """Measure (or load), then print the slowdown per working set."""
     (dataset,) = run_and_load(sweep, argv)
-    found = chase_views.slowdown(dataset, "misalign_bytes", 0, 4, by=("order",))
+    found = chase_analysis.slowdown(dataset, "misalign_bytes", 0, 4, by=("order",))
     print_slowdowns(found, lambda e: e["order"])
     return 0
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import memlab.sweep
-from memlab import chase, chase_views
+from memlab import chase, chase_analysis
+from memlab.grid import Sweep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helper chase_after.py sits beside
 from chase_after import run_and_load  # noqa: E402
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Fig. 6.5 (Drepper): lists of 1..16 elements 1..128 elements apart."""
     return chase.fig6_5(quick=quick)
 
@@ -29,7 +29,7 @@ def sweep(quick: bool = False) -> memlab.sweep.Sweep:
 def main(argv: list[str] | None = None) -> int:
     """Measure (or load) the surface and print the L1d it implies beside sysfs."""
     (dataset,) = run_and_load(sweep, argv)
-    print(chase_views.format_associativity(chase_views.associativity(dataset)))
+    print(chase_analysis.format_associativity(chase_analysis.associativity(dataset)))
     return 0
 
 

@@ -15,14 +15,15 @@ import os
 import sys
 from typing import Iterator
 
-import memlab.sweep
+import memlab.cli
 from memlab import chase
+from memlab.grid import Sweep
 
 NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
 FREE_2M = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """Fig. 7.9 (seed 004): random NPAD=0 with 4 KiB pages, THP and hugetlb 2 MiB."""
     return chase.fig7_9(quick=quick)
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     largest = max(p["working_set_bytes"] for p in sweep(quick).points)
     with hugetlb_reserved(largest // (2 << 20) + 2) as free:
         print(f"2 MiB hugetlb pages free for the sweep: {free}", file=sys.stderr)
-        return memlab.sweep.main(sweep, argv)
+        return memlab.cli.script_main(sweep, argv)
 
 
 if __name__ == "__main__":

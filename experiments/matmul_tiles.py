@@ -18,8 +18,8 @@ Full run: about 20 minutes, dominated by naive at N = 2048.
 
 from __future__ import annotations
 
-import memlab.sweep
-from memlab.sweep import Sweep, grid
+import memlab.cli
+from memlab.grid import Sweep, grid
 
 
 def sweep(quick: bool = False) -> list[Sweep]:
@@ -55,4 +55,4 @@ def sweep(quick: bool = False) -> list[Sweep]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(memlab.sweep.main(sweep))
+    raise SystemExit(memlab.cli.script_main(sweep))

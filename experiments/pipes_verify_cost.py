@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+import memlab.cli
 import memlab.sweep
 from memlab import pipe
 from memlab.dataset import Dataset
+from memlab.grid import Sweep
 
 
-def sweep(quick: bool = False) -> memlab.sweep.Sweep:
+def sweep(quick: bool = False) -> Sweep:
     """The verify_cost sweep of the pipe family (0.1 s samples, 3 repeats with --quick)."""
     base = pipe.FAMILY.sweep("verify_cost")
     if quick:
@@ -41,7 +43,7 @@ def report(dataset: Dataset) -> str:
 
 
 if __name__ == "__main__":
-    status = memlab.sweep.main(sweep)
+    status = memlab.cli.script_main(sweep)
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--out")
     parser.add_argument("--quick", action="store_true")

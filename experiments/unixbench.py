@@ -15,10 +15,11 @@ import argparse
 import os
 import sys
 
+import memlab.cli
 import memlab.sweep
 import memlab.system
 from memlab.dataset import Dataset
-from memlab.sweep import Sweep
+from memlab.grid import Sweep
 
 
 def copies_runs() -> list[int]:
@@ -50,7 +51,7 @@ def sweep(quick: bool = False) -> Sweep:
 
 
 if __name__ == "__main__":
-    status = memlab.sweep.main(sweep)
+    status = memlab.cli.script_main(sweep)
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")

@@ -8,21 +8,16 @@ True
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version as _version
-
-try:
-    __version__ = _version("memlab")
-except PackageNotFoundError:  # running from a source tree without install
-    __version__ = "0.1.0+source"
-
+from memlab._version import __version__
 from memlab.dataset import Dataset
 # The function shadows the submodule attribute: use `from memlab.compare import ...`
 # (or importlib) to reach the module's other names.
 from memlab.compare import compare
-from memlab.families import FAMILY_MODULES, all_families
-from memlab.families import family as get_family
+from memlab.grid import Sweep, grid, zipped
 from memlab.measure import Measurement, core_ghz
-from memlab.sweep import Sweep, grid, run_sweep, zipped
+from memlab.registry import FAMILY_MODULES, all_families
+from memlab.registry import family as get_family
+from memlab.sweep import run_sweep
 
 __all__ = [
     "Dataset",

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memlab import chart
+from memlab.dataset import Dataset
 from memlab.family import Family, check_int
+from memlab.grid import Sweep
 from memlab.measure import Measurement
 
-__all__ = ["CalibrateParams", "FAMILY", "run"]
+__all__ = ["CalibrateParams", "FAMILY", "figure", "run"]
 
 
 @dataclass(frozen=True)
@@ -36,9 +39,20 @@ def run(params: CalibrateParams | dict | None = None, **options) -> Measurement:
     return FAMILY.run(params, **options)
 
 
-def _quick_sweep():
-    from memlab.sweep import Sweep
+def figure(data: Dataset | str, metric: str = "core_GHz"):
+    """The core clock measured by a dependent add chain (GHz), every sample shown; TSC as a reference.
 
+    >>> fig = figure("memlab-tour/calibrate.csv")   # doctest: +SKIP
+    """
+    ds = chart.as_dataset(data)
+    tsc_mhz = chart.number((ds.metadata.get("machine") or {}).get("tsc_mhz"))
+    return chart.samples_figure(
+        ds, metric, reference=(f"TSC {tsc_mhz / 1000:.3g} GHz", tsc_mhz / 1000),
+        ylabel="core clock (GHz)", title="calibrate: core clock from a dependent add chain",
+    )
+
+
+def _quick_sweep() -> Sweep:
     return Sweep(name="quick", family="calibrate", points=[{"budget_ns": 50_000_000}], repeat=3)
 
 
@@ -51,4 +65,7 @@ FAMILY = Family(
     description="core clock from a dependent add chain",
     default_repeat=3,
     default_warmup=0,
+    figure=figure,
+    caption="The core clock measured with a chain of dependent adds (one per cycle); memlab turns "
+            "ns into cycles with it. Dots are the repetitions, the bar their median.",
 )

@@ -11,9 +11,8 @@ Two experiments (EXPERIMENTS.md section 3, seeds 001 and 003):
   ``process_huge_page()`` order (:func:`kernel_order`), with one of four store
   methods and a chosen number of bytes per clear call: GB/s.
 
-The two are registered as the families ``clear_fault`` and ``clear_order``
-(modules :mod:`memlab.clear_fault` and :mod:`memlab.clear_order` re-export
-them); their sweeps live here and in ``experiments/clear_*.py``.
+The two are the families ``clear_fault`` and ``clear_order``; their sweeps
+live here and in ``experiments/clear_*.py``.
 """
 
 from __future__ import annotations
@@ -22,8 +21,12 @@ import array
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from memlab import _core
+from memlab import chart
+from memlab._core import Kernel
+from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, check_number
+from memlab.machine import populate_write_supported
+from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 
 __all__ = [
@@ -41,8 +44,10 @@ __all__ = [
     "TOUCH_OFFSETS",
     "clear_plan",
     "fault",
+    "fault_figure",
     "kernel_order",
     "order",
+    "order_figure",
 ]
 
 SUBPAGE_BYTES = 4096
@@ -221,7 +226,7 @@ def kernel_order(n_subpages: int, target: int) -> list[int]:
     target = check_int("target", target, 0, n_subpages - 1)
     out = array.array("I", bytes(4 * n_subpages))
     config = {"n_subpages": n_subpages, "target": target, "out": out}
-    with _core.Kernel("clear_kernel_order", config) as kernel:
+    with Kernel("clear_kernel_order", config) as kernel:
         kernel.measure(target_ns=0, counters=False)
     return out.tolist()
 
@@ -245,7 +250,7 @@ def clear_plan(
         "region_bytes": params.region_bytes, "order": params.order, "extent_bytes": params.extent_bytes,
         "target_subpage": params.target_subpage, "seed": params.seed, "out": out,
     }
-    with _core.Kernel("clear_plan", config) as kernel:
+    with Kernel("clear_plan", config) as kernel:
         kernel.measure(target_ns=0, counters=False)
     return out.tolist()
 
@@ -267,20 +272,21 @@ FAULT_SIZES = (64 * MiB, 256 * MiB, 1 * GiB, 4 * GiB)
 ORDER_EXTENTS = (4 * 1024, 64 * 1024, 2 * MiB, 32 * MiB)
 
 
-def fault_sweep(quick: bool = False):
+def fault_sweep(quick: bool = False) -> Sweep:
     """clear_fault: every page kind x populate mode over 64 MiB ... 4 GiB,
     the touch offset within THP pages, and the pause before each sample."""
-    from memlab.sweep import Sweep, grid
-
+    # MADV_POPULATE_WRITE came with Linux 5.14: older kernels measure the other modes.
+    populate_modes = [mode for mode in POPULATE_MODES
+                      if mode != "madvise_populate_write" or populate_write_supported()]
     if quick:
-        points = grid(region_bytes=[64 * MiB], pages=["4k", "thp"], populate=list(POPULATE_MODES))
+        points = grid(region_bytes=[64 * MiB], pages=["4k", "thp"], populate=populate_modes)
         points += grid(region_bytes=[64 * MiB], pages=["thp"], touch_offset=["middle", "last"])
         points += grid(region_bytes=[64 * MiB], pages=["thp"], pause_s=[1.0])
         return Sweep(name="quick", family="clear_fault", points=points, repeat=3, warmup=1,
                      description="fault-in speed, 64 MiB, 4k/THP, every populate mode")
     points = [
         point
-        for point in grid(region_bytes=list(FAULT_SIZES), pages=list(PAGE_KINDS), populate=list(POPULATE_MODES))
+        for point in grid(region_bytes=list(FAULT_SIZES), pages=list(PAGE_KINDS), populate=populate_modes)
         if point["region_bytes"] % PAGE_BYTES[point["pages"]] == 0
     ]
     points += grid(region_bytes=[1 * GiB], pages=["thp"], touch_offset=["middle", "last"])
@@ -290,10 +296,8 @@ def fault_sweep(quick: bool = False):
                              "touch offset; pause before each sample")
 
 
-def order_sweep(quick: bool = False):
+def order_sweep(quick: bool = False) -> Sweep:
     """clear_order: order x method x extent on THP and 4 KiB pages, 1 GiB."""
-    from memlab.sweep import Sweep, grid
-
     if quick:
         points = grid(region_bytes=[64 * MiB], pages=["thp"], order=["sequential", "kernel"],
                       method=list(METHODS), extent_bytes=[4096, 2 * MiB])
@@ -320,14 +324,12 @@ PATCH_COMPARISONS = (
 )
 
 
-def patch_sweep(quick: bool = False):
+def patch_sweep(quick: bool = False) -> Sweep:
     """clear_patch: seed 001's comparison in one table - sequential vs the old
     kernel order, 4 KiB vs 2 MiB calls, 2 MiB vs 32 MiB (1 GiB-page style)
     extents, per method, each point a ratio measured against its baseline
     within every sample (``ratio_to_baseline``); ``experiments/clear_patch.py``
     prints the table."""
-    from memlab.sweep import Sweep
-
     region = 256 * MiB if quick else 1 * GiB
     targets = [0] if quick else [0, 256, 511]
     points = []
@@ -345,6 +347,39 @@ def patch_sweep(quick: bool = False):
                              "as interleaved ratios")
 
 
+# ---- the standard figures -----------------------------------------------------
+
+
+def fault_figure(data: Dataset | str, metric: str = "GB_per_s"):
+    """Kernel zeroing on first touch: GB/s made usable by populate mode, one bar colour per page kind.
+
+    Each bar is labelled with the page faults per page actually taken.
+
+    >>> fig = fault_figure("memlab-tour/clear_fault.csv")   # doctest: +SKIP
+    """
+
+    def faults(row: dict) -> str:
+        value = row.get("faults_per_page")
+        return f"{value:.2g} f/pg" if chart.finite(value) else ""
+
+    return chart.bars_figure(data, metric, series=["pages"], facet=["region_bytes"], annotate=faults,
+                             title="page faults: GB/s of memory made usable")
+
+
+def order_figure(data: Dataset | str, metric: str = "GB_per_s"):
+    """User-space clearing: GB/s by clearing order (x) and store method (bars), one panel per extent.
+
+    The huge-page clearing patches compare the old kernel order with
+    sequential clearing; here every method (memset, rep stosb, vector,
+    non-temporal) is one colour.
+
+    >>> fig = order_figure("memlab-tour/clear_order.csv")   # doctest: +SKIP
+    """
+    return chart.bars_figure(data, metric, category=["order", "target_subpage"], series=["method"],
+                             facet=["extent_bytes", "pages", "region_bytes"],
+                             title="clearing: GB/s by order x method")
+
+
 FAULT_FAMILY = Family(
     name="clear_fault",
     params_type=FaultParams,
@@ -356,6 +391,10 @@ FAULT_FAMILY = Family(
     description="kernel zeroing on first touch: GB/s made usable, faults, huge-page coverage",
     default_repeat=5,
     default_warmup=1,
+    figure=fault_figure,
+    caption="The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
+            "faults taken per page (the huge-page clearing patches, bulk page allocation).",
+    report_columns=("faults_per_page", "huge_fraction"),
 )
 
 ORDER_FAMILY = Family(
@@ -373,6 +412,10 @@ ORDER_FAMILY = Family(
     description="user-space re-clearing of a faulted region in a chosen order, method and extent",
     default_repeat=5,
     default_warmup=1,
+    figure=order_figure,
+    caption="User space clearing 2 MiB chunks in 4 KiB pieces in the old kernel order or "
+            "sequentially, with four store methods (the huge-page clearing patches).",
+    report_columns=("ns_per_subpage", "huge_fraction"),
 )
 
 FAMILY = ORDER_FAMILY

@@ -1,31 +1,38 @@
-"""The `memlab` command: info, run, sweep, and the commands other modules add.
+"""The `memlab` command: one argparse tree with every subcommand.
 
-Bad arguments exit with status 2 and one line naming the argument.
+``memlab info | run | sweep | compare | plot | report | tour`` (and
+``python -m memlab ...``); an experiment script's command line
+(:func:`script_main`) is ``memlab sweep`` applied to the script's sweeps.
+
+Exit status: 0 on success; 2 for a bad argument, with one line naming it;
+1 when the machine refuses (a kernel error, a missing file) or, for
+``compare``, when a significant regression exists; 130 after Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
-import importlib.util
 import json
 import math
+import os
 import re
+import shlex
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-__all__ = ["main", "parse_assignment", "parse_value"]
+from memlab import machine, measure, plot, registry
+from memlab.chart import require_matplotlib
+from memlab.compare import compare, parse_fraction
+from memlab.dataset import Dataset
+from memlab.grid import Sweep, as_sweeps
+from memlab.measure import Measurement
+from memlab.report import as_items, write_report
+from memlab.sweep import output_path, resolve, run_sweep, sweep_metadata
+from memlab.tour import REDUCED_MAX_POINTS, tour
 
-# Commands implemented in other modules as `<function>(argv) -> int`; a
-# command appears once its module exists.
-PLUGGED_COMMANDS = {
-    "compare": ("memlab.compare", "compare_main", "compare two datasets"),
-    "plot": ("memlab.plot", "plot_main", "draw a dataset's standard figure"),
-    "report": ("memlab.report", "report_main", "write one self-contained HTML report"),
-    "tour": ("memlab.tour", "tour_main", "quick sweep of every family + report"),
-}
+__all__ = ["UsageError", "build_parser", "main", "parse_assignment", "parse_value", "script_main"]
 
 _SIZE_SUFFIXES = {
     "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
@@ -33,13 +40,23 @@ _SIZE_SUFFIXES = {
     "kb": 10**3, "mb": 10**6, "gb": 10**9,
 }
 
+SweepFactory = Callable[..., "Sweep | Sequence[Sweep]"]
+
 
 class UsageError(Exception):
     """A command-line mistake: exit 2 with this message."""
 
 
+# --------------------------------------------------------------------------
+# key=value arguments
+
+
 def parse_value(text: str) -> Any:
-    """'42' -> 42, '1.5' -> 1.5, '64MiB' -> 67108864, '2^20' -> 1048576, 'true' -> True."""
+    """'42' -> 42, '1.5' -> 1.5, '64MiB' -> 67108864, '2^20' -> 1048576, 'true' -> True.
+
+    >>> parse_value("64MiB"), parse_value("2^10"), parse_value("random")
+    (67108864, 1024, 'random')
+    """
     lowered = text.strip().lower()
     if lowered in ("true", "yes", "on"):
         return True
@@ -66,7 +83,11 @@ def parse_value(text: str) -> Any:
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
-    """'key=value' -> (key, parsed value); UsageError otherwise."""
+    """'key=value' -> (key, parsed value); UsageError otherwise.
+
+    >>> parse_assignment("working_set_bytes=1MiB")
+    ('working_set_bytes', 1048576)
+    """
     key, sep, value = text.partition("=")
     if not sep or not key or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
         raise UsageError(f"bad argument {text!r}: expected key=value")
@@ -87,44 +108,111 @@ def typed_assignments(params_type: type, texts: Sequence[str]) -> dict[str, Any]
     return result
 
 
-def _parser() -> argparse.ArgumentParser:
+# --------------------------------------------------------------------------
+# the tree
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: ``memlab`` and its subcommands, each handler in ``handler``."""
     parser = argparse.ArgumentParser(prog="memlab", description="memory and kernel experiments")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
     info = sub.add_parser("info", help="machine facts, counters and core clock")
     info.add_argument("--json", action="store_true", help="print JSON")
     info.add_argument("--no-calibrate", action="store_true", help="skip the clock measurement")
+    info.set_defaults(handler=cmd_info)
 
     run = sub.add_parser("run", help="measure one point: memlab run FAMILY key=value ...")
     run.add_argument("family")
     run.add_argument("assignments", nargs="*", metavar="key=value")
-    _measure_options(run)
+    _measure_options(run, "write the dataset here (.csv)")
     run.add_argument("--json", action="store_true", help="print the row as JSON")
+    run.set_defaults(handler=cmd_run)
 
     sweep = sub.add_parser("sweep", help="run a named sweep or an experiment script")
     sweep.add_argument("name", nargs="?", help="family.sweep, a sweep name, or a script path")
     sweep.add_argument("--quick", action="store_true", help="the script's short variant")
     sweep.add_argument("--list", action="store_true", help="list the named sweeps")
     sweep.add_argument("--shard", help="run only shard i/n of the points")
-    sweep.add_argument("--no-resume", action="store_true")
+    sweep.add_argument("--no-resume", action="store_true", help="re-measure points already on disk")
     sweep.add_argument("--no-progress", action="store_true")
-    _measure_options(sweep)
+    _measure_options(sweep, "CSV path (one sweep) or folder (several); default results/")
+    sweep.set_defaults(handler=cmd_sweep)
 
-    for name, (module, _, help_text) in PLUGGED_COMMANDS.items():
-        if importlib.util.find_spec(module) is not None:
-            plugged = sub.add_parser(name, help=help_text, add_help=False)
-            plugged.add_argument("rest", nargs=argparse.REMAINDER)
+    _compare_parser(sub)
+
+    plot_cmd = sub.add_parser("plot", help="draw a dataset's standard figure",
+                              description="draw a dataset's standard figure")
+    plot_cmd.add_argument("dataset", help="a dataset (.csv, .json or stem)")
+    plot_cmd.add_argument("-o", "--out", help="image file (.png, .svg, .pdf); default: DATASET.png")
+    plot_cmd.add_argument("--dpi", type=int, default=120, help="resolution of raster images")
+    plot_cmd.set_defaults(handler=cmd_plot)
+
+    report = sub.add_parser("report", help="write one self-contained HTML report",
+                            description="write one self-contained HTML report of datasets")
+    report.add_argument("datasets", nargs="+", metavar="DATASET", help="datasets (.csv, .json or stem)")
+    report.add_argument("-o", "--out", default="report.html", help="the HTML file (default report.html)")
+    report.add_argument("--title", default="memlab report", help="the report's heading")
+    report.set_defaults(handler=cmd_report)
+
+    tour_cmd = sub.add_parser(
+        "tour", help="quick sweep of every family + report",
+        description="run the quick sweep of every family and write one dataset per family plus report.html",
+    )
+    tour_cmd.add_argument("--out", default="memlab-tour", help="folder for the datasets and report.html")
+    tour_cmd.add_argument("--reduced", action="store_true",
+                          help=f"at most {REDUCED_MAX_POINTS} points per family, one repetition (for CI)")
+    tour_cmd.add_argument("--family", action="append", metavar="NAME", help="only this family (repeatable)")
+    tour_cmd.add_argument("--repeat", type=int, help="repetitions per point")
+    tour_cmd.add_argument("--cpu", type=int, help="pin the measuring process to this CPU")
+    tour_cmd.add_argument("--resume", action="store_true", help="keep rows already in --out")
+    tour_cmd.add_argument("--no-progress", action="store_true")
+    tour_cmd.set_defaults(handler=cmd_tour)
     return parser
 
 
-def _measure_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", help="write the dataset here (.csv)")
+def _measure_options(parser: argparse.ArgumentParser, out_help: str) -> None:
+    parser.add_argument("--out", help=out_help)
     parser.add_argument("--repeat", type=int, help="repetitions kept per point")
     parser.add_argument("--cpu", type=int, help="pin the measuring process to this CPU")
 
 
-def cmd_info(args: argparse.Namespace) -> int:
-    from memlab import machine, measure
+def _compare_parser(sub) -> None:
+    parser = sub.add_parser(
+        "compare", help="compare two datasets",
+        description=(
+            "Compare two memlab datasets point by point: ratio of medians with a "
+            "confidence interval, Mann-Whitney U test on the raw samples, minimum "
+            "effect size. Exit status: 0 no significant regression beyond --fail-above, "
+            "1 at least one, 2 the datasets cannot be compared."
+        ),
+    )
+    parser.add_argument("baseline", help="baseline dataset file")
+    parser.add_argument("candidate", help="candidate dataset file")
+    parser.add_argument("--metric", help="metric to compare (default: the baseline's primary metric)")
+    parser.add_argument("--better", choices=("lower", "higher"),
+                        help="whether lower or higher values are better (default: from the metric's name)")
+    parser.add_argument("--threshold", default=None,
+                        help="minimum effect size that counts as a change, e.g. 5%% "
+                             "(default: --fail-above, else 5%%)")
+    parser.add_argument("--fail-above", default=None,
+                        help="exit 1 when a significant regression of at least this much exists "
+                             "(default: the threshold)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    parser.add_argument("--confidence", type=float, default=0.95,
+                        help="confidence of the ratio interval (default 0.95)")
+    parser.add_argument("--fail-on-noise", action="store_true",
+                        help="also exit 1 when a point gets no verdict (too noisy or too few samples)")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.set_defaults(handler=cmd_compare)
 
+
+# --------------------------------------------------------------------------
+# measuring: info, run, sweep
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """``memlab info``: the machine's facts, counters and measured core clock."""
     facts = machine.collect()
     if not args.no_calibrate:
         facts["core_clock"] = measure.core_ghz_detail()
@@ -136,19 +224,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from memlab.dataset import Dataset
-    from memlab.families import family
-
-    fam = family(args.family)
+    """``memlab run FAMILY key=value ...``: one point, printed (and saved with --out)."""
+    fam = registry.family(args.family)
     assignments = typed_assignments(fam.params_type, args.assignments)
     measurement = fam.run(assignments, repeat=args.repeat, cpu=args.cpu)
     row = measurement.to_row()
     if args.out:
-        from memlab.sweep import _metadata, Sweep
-
         params = dataclasses.asdict(fam.params(assignments))
-        meta = _metadata(Sweep("run", fam.name, [params]), fam, fam.param_names, None,
-                         len(measurement.samples))
+        meta = sweep_metadata(Sweep("run", fam.name, [params]), fam, None, len(measurement.samples))
         Dataset([row], meta).save(args.out)
     if args.json:
         print(json.dumps(row, default=str))
@@ -159,7 +242,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(measurement) -> str:
+def _summary(measurement: Measurement) -> str:
     lines = [f"{measurement.family}: " + " ".join(f"{k}={v}" for k, v in measurement.params.items())]
     for name, stat in measurement.stats.items():
         if name == "elapsed_ns" and name != measurement.primary_metric:
@@ -179,15 +262,19 @@ def _summary(measurement) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from memlab.families import all_families
-    from memlab.sweep import output_path, resolve, run_sweep
-
-    if args.list or not args.name:
-        for fam in all_families().values():
+    """``memlab sweep NAME``: run named sweeps or a script's sweeps into CSV files (resumable)."""
+    script = getattr(args, "script", None)
+    if args.list or (not args.name and script is None):
+        for fam in registry.all_families().values():
             for sweep_name in fam.sweeps:
                 print(f"{fam.name}.{sweep_name}")
         return 0 if args.list else 2
-    sweeps = resolve(args.name, quick=args.quick)
+    if script is not None:
+        if args.name:
+            raise UsageError(f"unexpected argument {args.name!r}: an experiment script names its own sweeps")
+        sweeps = as_sweeps(script(quick=args.quick))
+    else:
+        sweeps = resolve(args.name, quick=args.quick)
     for sweep in sweeps:
         path = output_path(args.out, sweep, len(sweeps) > 1)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,13 +284,131 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------
+# views: compare, plot, report, tour
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``memlab compare BASELINE CANDIDATE``: print the comparison, return the exit status.
+
+    0: no significant regression of at least ``--fail-above``; 1: at least
+    one (or, with ``--fail-on-noise``, a point without a verdict); 2: bad
+    arguments or datasets that cannot be compared (missing or corrupt file,
+    unknown metric direction, no point in common).
+    """
+    try:
+        fail_above = parse_fraction("fail_above", args.fail_above) if args.fail_above else None
+        if args.threshold:
+            threshold = parse_fraction("threshold", args.threshold)
+        else:
+            threshold = fail_above if fail_above is not None and fail_above < 1 else 0.05
+        comparison = compare(
+            args.baseline, args.candidate, metric=args.metric, better=args.better,
+            threshold=threshold, alpha=args.alpha, confidence=args.confidence,
+        )
+    except ValueError as error:
+        return _error("compare", error, 2)
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=2, default=str))
+    else:
+        print(comparison.format())
+    if not comparison.points:
+        return _error("compare", "the datasets have no point in common", 2)
+    failing = comparison.failing(fail_above)
+    if failing:
+        limit = comparison.threshold if fail_above is None else fail_above
+        print(f"memlab compare: {len(failing)} significant regression(s) of at least {limit:.1%}",
+              file=sys.stderr)
+        return 1
+    if args.fail_on_noise and comparison.unjudged:
+        print(f"memlab compare: {len(comparison.unjudged)} point(s) without a verdict "
+              f"(too noisy or too few samples) and --fail-on-noise", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """``memlab plot DATASET [-o fig.png]``: draw the dataset's standard figure to a file."""
+    if args.dpi < 10:
+        return _error("plot", f"--dpi={args.dpi} is below the minimum 10", 2)
+    out = Path(args.out) if args.out else Path(os.path.splitext(args.dataset)[0] + ".png")
+    try:
+        fig = plot.figure(Dataset.load(args.dataset))
+        fig.savefig(out, dpi=args.dpi)
+    except ImportError as error:
+        print(f"memlab plot: {error}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as error:
+        return _error("plot", error, 1)
+    print(f"{args.dataset} -> {out}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``memlab report DATASET... -o report.html``: one self-contained HTML file."""
+    items = []
+    for path in args.datasets:
+        try:
+            items.extend(as_items([path]))
+        except (OSError, ValueError) as error:
+            return _error("report", f"{path}: {error}", 1)
+    out = write_report(items, args.out, title=args.title, command=_command_line(args))
+    print(f"{len(items)} datasets -> {out}")
+    return 0
+
+
+def cmd_tour(args: argparse.Namespace) -> int:
+    """``memlab tour [--out DIR] [--reduced]``: quick sweep of every family + report.html."""
+    if args.repeat is not None and args.repeat < 1:
+        return _error("tour", f"--repeat={args.repeat} is below the minimum 1", 2)
+    try:
+        result = tour(args.out, reduced=args.reduced, families=args.family, repeat=args.repeat,
+                      cpu=args.cpu, progress=not args.no_progress, resume=args.resume,
+                      command=_command_line(args))
+    except ValueError as error:
+        return _error("tour", error, 2)
+    for run in result.runs:
+        status = f"FAILED: {run.error}" if run.error else f"{len(run.dataset)} rows -> {run.path}"
+        print(f"{run.family:<14} {run.seconds:6.1f} s  {status}")
+    print(f"tour: {result.seconds:.0f} s; report -> {result.report}")
+    try:
+        require_matplotlib()
+    except ImportError as error:
+        print(f"memlab tour: the report has no figures: {error}", file=sys.stderr)
+    if result.interrupted:
+        return 130
+    return 1 if result.failed else 0
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    return " ".join(shlex.quote(a) for a in ["memlab", *args.argv])
+
+
+# --------------------------------------------------------------------------
+# entry points
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `memlab` console script."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in PLUGGED_COMMANDS and importlib.util.find_spec(PLUGGED_COMMANDS[argv[0]][0]):
-        module, function, _ = PLUGGED_COMMANDS[argv[0]]
-        return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
-    parser = _parser()
+    """Entry point of the `memlab` console script and of ``python -m memlab``.
+
+    >>> main(["sweep", "--list"]) == 0   # doctest: +SKIP
+    True
+    """
+    return _run(list(sys.argv[1:] if argv is None else argv))
+
+
+def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None) -> int:
+    """The command line of an experiment script: ``memlab sweep`` on the sweeps ``sweep_fn(quick)`` makes.
+
+    Options: --quick, --out (a CSV for one sweep, a folder for several;
+    default results/), --shard i/n, --repeat, --cpu, --no-progress,
+    --no-resume. Use it as ``raise SystemExit(script_main(sweep))``.
+    """
+    return _run(["sweep", *(sys.argv[1:] if argv is None else argv)], script=sweep_fn)
+
+
+def _run(argv: list[str], script: SweepFactory | None = None) -> int:
+    parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
@@ -211,24 +416,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if getattr(args, "repeat", None) is not None and args.repeat < 1:
+    args.argv = argv
+    args.script = script
+    if getattr(args, "repeat", None) is not None and args.repeat < 1 and args.command != "tour":
         return _usage(f"--repeat={args.repeat} is below the minimum 1")
-    handlers = {"info": cmd_info, "run": cmd_run, "sweep": cmd_sweep}
     try:
-        return handlers[args.command](args)
-    except UsageError as error:
+        return args.handler(args)
+    except (UsageError, ValueError) as error:
         return _usage(str(error))
-    except ValueError as error:
-        return _usage(str(error))
-    except (OSError, MemoryError, TimeoutError) as error:
-        print(f"memlab: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (memlab info | head)
         return 0
+    except (OSError, MemoryError, TimeoutError) as error:
+        print(f"memlab: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("memlab: interrupted; rows measured so far are on disk", file=sys.stderr)
         return 130
+
+
+def _error(command: str, message: object, status: int) -> int:
+    print(f"memlab {command}: error: {message}", file=sys.stderr)
+    return status
 
 
 def _usage(message: str) -> int:

@@ -13,24 +13,24 @@ sample counts are too small for the test to ever reach ``alpha``, as
 ``too few samples``. Points found in only one dataset are listed, and machine
 facts that differ (CPU model, kernel, THP setting) are shown as warnings.
 
-``memlab compare A B`` is :func:`compare_main`; it exits 0 when no
-significant regression beyond ``--fail-above`` exists, 1 when one does, and
-2 when the input cannot be compared (unreadable file, unknown metric
-direction, no point in common).
+``memlab compare A B`` (in :mod:`memlab.cli`) prints :meth:`Comparison.format`;
+it exits 0 when no significant regression beyond ``--fail-above`` exists, 1
+when one does, and 2 when the input cannot be compared (unreadable file,
+unknown metric direction, no point in common).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from memlab.dataset import SAMPLES, Dataset, key_value, paths_for, point_key, statistic_column
+from memlab.dataset import param_names as schema_param_names
 from memlab.significance import (
     clean_samples,
     coefficient_of_variation,
@@ -38,6 +38,7 @@ from memlab.significance import (
     median_ratio_interval,
     smallest_two_sided_p,
 )
+from memlab.units import format_number, format_plain
 
 __all__ = [
     "Comparison",
@@ -45,7 +46,6 @@ __all__ = [
     "MACHINE_FACTS",
     "PointComparison",
     "compare",
-    "compare_main",
     "load_dataset",
     "metric_direction",
     "parse_fraction",
@@ -68,9 +68,6 @@ MACHINE_FACTS = (
     "virtualization",
 )
 """Keys of ``metadata["machine"]`` that, when they differ, make a warning."""
-
-_ROW_BOOKKEEPING = {"family", "counters_missing", "counters_scope", "repeat", "warmup_samples"}
-_STAT_SUFFIXES = ("_min", "_max", "_mean", "_stdev", "_iqr", "_samples")
 
 _LOWER_PREFIXES = ("ns_per_", "cycles_per_", "seconds_per_", "us_per_", "ms_per_")
 _HIGHER_SUFFIXES = ("_per_s", "_per_second")
@@ -184,7 +181,7 @@ class PointComparison:
     def label(self) -> str:
         """The point in words: ``chase working_set_bytes=4096 order=random``."""
         parts = [self.family] if self.family else []
-        parts.extend(f"{name}={_format_value(value)}" for name, value in self.params.items())
+        parts.extend(f"{name}={format_plain(value)}" for name, value in self.params.items())
         return " ".join(parts)
 
 
@@ -277,8 +274,8 @@ class Comparison:
         ]
         for fact, base_value, cand_value in self.machine_differences:
             lines.append(
-                f"WARNING: machine differs: {fact}: {_format_value(base_value)} (baseline) "
-                f"vs {_format_value(cand_value)} (candidate)"
+                f"WARNING: machine differs: {fact}: {format_plain(base_value)} (baseline) "
+                f"vs {format_plain(cand_value)} (candidate)"
             )
         lines.extend(f"WARNING: {warning}" for warning in self.warnings)
         if self.points:
@@ -307,13 +304,13 @@ class Comparison:
         rows = []
         for point in self.points:
             cells = [point.family or ""] if has_family else []
-            cells.extend(_format_value(point.params.get(name, "")) for name in self.param_names)
+            cells.extend(format_plain(point.params.get(name, "")) for name in self.param_names)
             cells.extend([
-                _format_number(point.baseline_median),
-                _format_number(point.candidate_median),
-                _format_number(point.ratio, "{:.3f}"),
-                f"[{_format_number(point.ci_low, '{:.3f}')}, {_format_number(point.ci_high, '{:.3f}')}]",
-                _format_number(point.p_value, "{:.3g}"),
+                _cell(point.baseline_median),
+                _cell(point.candidate_median),
+                _cell(point.ratio, "{:.3f}"),
+                f"[{_cell(point.ci_low, '{:.3f}')}, {_cell(point.ci_high, '{:.3f}')}]",
+                _cell(point.p_value, "{:.3g}"),
                 f"{point.verdict}: {point.reason}",
             ])
             rows.append(cells)
@@ -360,8 +357,6 @@ def load_dataset(path: str | os.PathLike[str], role: str = "dataset") -> Any:
     A missing or unreadable file raises :class:`DatasetReadError` whose
     message names the role ("baseline", "candidate") and the path.
     """
-    from memlab.dataset import Dataset, paths_for
-
     text = os.fspath(path)
     if not any(os.path.exists(candidate) for candidate in paths_for(text)):
         raise DatasetReadError(text, f"{role} dataset {text} does not exist")
@@ -486,7 +481,7 @@ def _compare_point(
         return PointComparison(
             **common, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, change=math.nan,
             p_value=math.nan, test_method="none", verdict=NOT_COMPARABLE,
-            reason=f"medians {_format_number(base_median)} and {_format_number(cand_median)} "
+            reason=f"medians {_cell(base_median)} and {_cell(cand_median)} "
             f"give no ratio (the baseline must be finite and positive)",
         )
     ratio = cand_median / base_median
@@ -547,9 +542,11 @@ def _unpack(data: Any, role: str) -> tuple[list[Mapping[str, Any]], dict[str, An
 
 
 def _check_metric_present(metric: str, rows: Sequence[Mapping[str, Any]], role: str) -> None:
-    if not rows or any(metric in row or f"{metric}_samples" in row for row in rows):
+    samples = statistic_column(metric, SAMPLES)
+    if not rows or any(metric in row or samples in row for row in rows):
         return
-    known = sorted({c[: -len("_samples")] for row in rows for c in row if c.endswith("_samples")})
+    suffix = statistic_column("", SAMPLES)
+    known = sorted({c[: -len(suffix)] for row in rows for c in row if c.endswith(suffix)})
     raise ValueError(
         f"metric={metric!r} is not a column of the {role} dataset "
         f"(metrics with samples: {', '.join(known) or 'none'})"
@@ -563,8 +560,8 @@ def _param_names(
     cand_meta: Mapping[str, Any],
     warnings: list[str],
 ) -> list[str]:
-    base_names = list(base_meta.get("param_names") or _infer_param_names(base_rows))
-    cand_names = list(cand_meta.get("param_names") or _infer_param_names(cand_rows))
+    base_names = schema_param_names(base_rows, base_meta)
+    cand_names = schema_param_names(cand_rows, cand_meta)
     names = [n for n in base_names if n != "family"]
     names += [n for n in cand_names if n not in names and n != "family"]
     only_base = [n for n in base_names if n not in cand_names]
@@ -575,24 +572,6 @@ def _param_names(
             f"only in baseline {only_base or 'none'}, only in candidate {only_cand or 'none'}; "
             "points are matched on all of them, so points differing there do not match"
         )
-    return names
-
-
-def _infer_param_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Columns that are neither metrics, their statistics, counters nor context."""
-    columns: list[str] = []
-    for row in rows:
-        columns.extend(c for c in row if c not in columns)
-    metrics = {c[: -len("_samples")] for c in columns if c.endswith("_samples")}
-    names = []
-    for column in columns:
-        if column in _ROW_BOOKKEEPING or column in metrics:
-            continue
-        if column.startswith(("counter_", "context_")):
-            continue
-        if column.endswith(_STAT_SUFFIXES) and column.rsplit("_", 1)[0] in metrics:
-            continue
-        names.append(column)
     return names
 
 
@@ -607,8 +586,8 @@ def _index_rows(
     for row in rows:
         params = {"family": row.get("family")} if row.get("family") is not None else {}
         params.update({name: row.get(name) for name in param_names})
-        key = (params.get("family"),) + tuple(_normalize(row.get(name)) for name in param_names)
-        samples = clean_samples(_sample_list(row.get(f"{metric}_samples")))
+        key = point_key(row, param_names)
+        samples = clean_samples(_sample_list(row.get(statistic_column(metric, SAMPLES))))
         value = _to_float(row.get(metric))
         if key in points:
             _, earlier, earlier_value = points[key]
@@ -632,7 +611,7 @@ def _machine_differences(
             continue
         base_value = base_machine.get(fact, "unknown")
         cand_value = cand_machine.get(fact, "unknown")
-        if _normalize(base_value) != _normalize(cand_value):
+        if key_value(base_value) != key_value(cand_value):
             differences.append((fact, base_value, cand_value))
     return differences
 
@@ -660,22 +639,6 @@ def _to_float(value: Any) -> float:
         return math.nan
 
 
-def _normalize(value: Any) -> Any:
-    """Make 4096, 4096.0 and "4096" (a CSV round trip) the same key."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    if isinstance(value, (list, tuple)):
-        return tuple(_normalize(v) for v in value)
-    return str(value)
-
-
 def _check_fraction(name: str, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
         raise ValueError(f"{name}={value!r} is outside (0, 1)")
@@ -688,22 +651,14 @@ def _change_words(change: float, direction: str) -> str:
     return f"{abs(change):.1%} {'worse' if worse else 'better'}"
 
 
-def _format_value(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return str(value)
-
-
-def _format_number(value: float, pattern: str = "{:.4g}") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return pattern.format(value)
+def _cell(value: float, pattern: str = "{:.4g}") -> str:
+    return format_number(value, pattern, missing="n/a")
 
 
 def _params_words(params: Mapping[str, Any]) -> str:
     parts = []
     for name, value in params.items():
-        parts.append(str(value) if name == "family" else f"{name}={_format_value(value)}")
+        parts.append(str(value) if name == "family" else f"{name}={format_plain(value)}")
     return " ".join(parts) or "(no parameters)"
 
 
@@ -711,93 +666,3 @@ def _json_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="memlab compare",
-        description=(
-            "Compare two memlab datasets point by point: ratio of medians with a "
-            "confidence interval, Mann-Whitney U test on the raw samples, minimum "
-            "effect size. Exit status: 0 no significant regression beyond --fail-above, "
-            "1 at least one, 2 the datasets cannot be compared."
-        ),
-    )
-    parser.add_argument("baseline", help="baseline dataset file")
-    parser.add_argument("candidate", help="candidate dataset file")
-    parser.add_argument("--metric", help="metric to compare (default: the baseline's primary metric)")
-    parser.add_argument(
-        "--better", choices=("lower", "higher"),
-        help="whether lower or higher values are better (default: from the metric's name)",
-    )
-    parser.add_argument(
-        "--threshold", default=None,
-        help="minimum effect size that counts as a change, e.g. 5%% (default: --fail-above, else 5%%)",
-    )
-    parser.add_argument(
-        "--fail-above", default=None,
-        help="exit 1 when a significant regression of at least this much exists (default: the threshold)",
-    )
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    parser.add_argument(
-        "--confidence", type=float, default=0.95,
-        help="confidence of the ratio interval (default 0.95)",
-    )
-    parser.add_argument(
-        "--fail-on-noise", action="store_true",
-        help="also exit 1 when a point gets no verdict (too noisy or too few samples)",
-    )
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    return parser
-
-
-def compare_main(argv: Sequence[str] | None = None) -> int:
-    """``memlab compare BASELINE CANDIDATE``: print the report, return the exit status.
-
-    0: no significant regression of at least ``--fail-above``; 1: at least
-    one (or, with ``--fail-on-noise``, a point without a verdict); 2: bad arguments or datasets that cannot be compared (missing or
-    corrupt file, unknown metric direction, no point in common).
-
-    Example (shell): ``memlab compare base.csv new.csv --fail-above 5%``
-    """
-    parser = _build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_request:
-        return int(exit_request.code or 0)
-    try:
-        fail_above = parse_fraction("fail_above", args.fail_above) if args.fail_above else None
-        if args.threshold:
-            threshold = parse_fraction("threshold", args.threshold)
-        else:
-            threshold = fail_above if fail_above is not None and fail_above < 1 else 0.05
-        comparison = compare(
-            args.baseline, args.candidate, metric=args.metric, better=args.better,
-            threshold=threshold, alpha=args.alpha, confidence=args.confidence,
-        )
-    except ValueError as error:
-        print(f"memlab compare: error: {error}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(comparison.to_dict(), indent=2, default=str))
-    else:
-        print(comparison.format())
-    if not comparison.points:
-        print("memlab compare: error: the datasets have no point in common", file=sys.stderr)
-        return 2
-    failing = comparison.failing(fail_above)
-    if failing:
-        limit = comparison.threshold if fail_above is None else fail_above
-        print(
-            f"memlab compare: {len(failing)} significant regression(s) of at least {limit:.1%}",
-            file=sys.stderr,
-        )
-        return 1
-    if args.fail_on_noise and comparison.unjudged:
-        print(
-            f"memlab compare: {len(comparison.unjudged)} point(s) without a verdict "
-            f"(too noisy or too few samples) and --fail-on-noise",
-            file=sys.stderr,
-        )
-        return 1
-    return 0

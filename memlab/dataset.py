@@ -3,7 +3,11 @@
 A dataset ``x`` lives in two files: ``x.csv`` (one row per measured point)
 and ``x.json`` (the sidecar: format name and version, metadata, and the type
 of every column so that loading restores values exactly). The format is
-specified in ``docs/dataset.md``.
+specified in ``docs/dataset.md``, and this module owns what it says about
+the columns of a row (the *row schema*): which columns are parameters and
+which are metrics, the statistic suffixes, the point key and the names a
+metric may not take. Every other module asks it (:func:`param_names`,
+:func:`metric_names`, :func:`primary_metric`, :func:`point_key`).
 
 Example::
 
@@ -23,14 +27,331 @@ import json
 import math
 import numbers
 import os
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "Dataset", "DatasetWriter", "paths_for"]
+import numpy as np
+
+from memlab.units import is_missing
+
+__all__ = [
+    "BOOKKEEPING_COLUMNS",
+    "COLUMN_ALIASES",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "STATISTICS",
+    "Dataset",
+    "DatasetWriter",
+    "check_metric_name",
+    "check_param_name",
+    "column_renames",
+    "key_value",
+    "column_types",
+    "counter_column",
+    "context_column",
+    "metric_column",
+    "metric_names",
+    "param_names",
+    "paths_for",
+    "point_key",
+    "primary_metric",
+    "renamed_column",
+    "statistic_column",
+]
 
 FORMAT_NAME = "memlab-dataset"
 FORMAT_VERSION = 1
 
 _TYPE_NAMES = ("int", "float", "bool", "str", "json")
+
+
+# --------------------------------------------------------------------------
+# the row schema (docs/dataset.md, "Column naming convention")
+
+#: Statistics of a metric ``m`` stored beside its median ``m``: ``m_min`` ...
+STATISTICS = ("min", "max", "mean", "stdev", "iqr")
+#: The suffix of a metric's raw kept samples: ``m_samples``.
+SAMPLES = "samples"
+#: Suffixes no metric or parameter name may end with: they name statistic columns.
+RESERVED_SUFFIXES = tuple(f"_{name}" for name in (*STATISTICS, SAMPLES))
+#: Columns of every row that are neither parameters nor metrics.
+BOOKKEEPING_COLUMNS = ("family", "counters_missing", "counters_scope", "repeat", "warmup_samples")
+COUNTER_PREFIX = "counter_"
+CONTEXT_PREFIX = "context_"
+#: Prefix of a metric named like one of its family's parameters (chase's ``laps``).
+MEASURED_PREFIX = "measured_"
+_RESERVED_PREFIXES = (COUNTER_PREFIX, CONTEXT_PREFIX, MEASURED_PREFIX)
+#: Metrics whose name says which one is better, for views that choose a metric to draw.
+_HEADLINE_PREFIXES = ("ns_per_", "GB_per_s", "GiB_per_s")
+
+
+#: Columns renamed since datasets were first written: family -> {old name: new name}.
+#: A dataset written before a rename loads, and resumes, under the new names
+#: (a metric's statistic and samples columns follow it); docs/dataset.md lists
+#: each rename and why.
+COLUMN_ALIASES: dict[str, dict[str, str]] = {
+    # The clock's spread over one sample's timings: ``core_GHz_min``/``_max`` were written
+    # into the columns of core_GHz's own minimum and maximum, over which they won.
+    "calibrate": {
+        "core_GHz_min": "core_GHz_lowest",
+        "core_GHz_max": "core_GHz_highest",
+        "calibration_samples": "calibration_timings",
+    },
+    "chase": {
+        "check_visits_min": "check_visits_fewest",
+        "check_visits_max": "check_visits_most",
+    },
+}
+
+
+def renamed_column(column: str, family: str | None) -> str:
+    """The current name of a column that ``family``'s rows may carry under an old name.
+
+    A renamed metric takes its statistic, samples and ``measured_`` columns along.
+
+    >>> renamed_column("core_GHz_max_samples", "calibrate"), renamed_column("core_GHz", "calibrate")
+    ('core_GHz_highest_samples', 'core_GHz')
+    """
+    aliases = COLUMN_ALIASES.get(family or "")
+    if not aliases:
+        return column
+    if column in aliases:
+        return aliases[column]
+    prefix = MEASURED_PREFIX if column.startswith(MEASURED_PREFIX) else ""
+    base = column[len(prefix):]
+    if base in aliases:
+        return prefix + aliases[base]
+    for suffix in RESERVED_SUFFIXES:
+        stem = base[: -len(suffix)]
+        if base.endswith(suffix) and stem in aliases:
+            return prefix + aliases[stem] + suffix
+    return column
+
+
+def column_renames(columns: Iterable[str], family: str | None) -> dict[str, str]:
+    """The renames :data:`COLUMN_ALIASES` asks of a dataset with these columns: {old: new}.
+
+    A column is renamed only when its new name is not a column already: an
+    old name may be a column of the current format too (``core_GHz_min`` is
+    core_GHz's minimum now), and a file holding the new name was written
+    after the rename.
+
+    >>> column_renames(["core_GHz", "core_GHz_min", "core_GHz_samples"], "calibrate")
+    {'core_GHz_min': 'core_GHz_lowest'}
+    >>> column_renames(["core_GHz", "core_GHz_min", "core_GHz_lowest"], "calibrate")
+    {}
+    """
+    columns = list(columns)
+    present = set(columns)
+    renames = {}
+    for column in columns:
+        new = renamed_column(column, family)
+        if new != column and new not in present:
+            renames[column] = new
+    return renames
+
+
+def _renamed_metadata(metadata: dict, renames: Mapping[str, str]) -> dict:
+    metadata = dict(metadata)
+    if isinstance(metadata.get("param_names"), list):
+        metadata["param_names"] = [renames.get(n, n) for n in metadata["param_names"]]
+    if isinstance(metadata.get("primary_metric"), str):
+        metadata["primary_metric"] = renames.get(metadata["primary_metric"], metadata["primary_metric"])
+    return metadata
+
+
+def _only_family(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    families = {row.get("family") for row in rows}
+    return families.pop() if len(families) == 1 else None
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{kind} name {name!r} must be a non-empty string")
+    if name.endswith(RESERVED_SUFFIXES):
+        suffix = next(s for s in RESERVED_SUFFIXES if name.endswith(s))
+        raise ValueError(
+            f"{kind} name {name!r} ends with {suffix!r}, which the dataset format reserves for "
+            f"the statistics of a metric ({name[: -len(suffix)]!r}'s {suffix[1:]}); "
+            "choose a name such as 'lowest_...', 'highest_...' or '..._count'"
+        )
+    if name.startswith(_RESERVED_PREFIXES) or name in BOOKKEEPING_COLUMNS:
+        raise ValueError(f"{kind} name {name!r} is reserved by the dataset format (docs/dataset.md)")
+
+
+def check_param_name(name: str) -> str:
+    """Return ``name`` if a parameter may carry it, else ValueError saying why.
+
+    A parameter may not end with a statistic suffix (``_min`` ... ``_samples``),
+    start with ``counter_``/``context_``/``measured_`` or be a bookkeeping column.
+
+    >>> check_param_name("working_set_bytes")
+    'working_set_bytes'
+    """
+    _check_name("parameter", name)
+    return name
+
+
+def check_metric_name(name: str) -> str:
+    """Return ``name`` if a metric may carry it, else ValueError saying why.
+
+    The reserved-suffix rule: a metric named ``core_GHz_min`` would land in
+    the column holding the minimum of ``core_GHz``, so no metric name may end
+    with a statistic suffix; nor may a metric's columns meet a bookkeeping
+    column (``warmup`` would give ``warmup_samples``).
+
+    >>> check_metric_name("ns_per_element")
+    'ns_per_element'
+    >>> check_metric_name("core_GHz_min")
+    Traceback (most recent call last):
+    ...
+    ValueError: metric name 'core_GHz_min' ends with '_min', which the dataset format reserves for the statistics of a metric ('core_GHz''s min); choose a name such as 'lowest_...', 'highest_...' or '..._count'
+    """
+    _check_name("metric", name)
+    for column in (statistic_column(name, s) for s in (*STATISTICS, SAMPLES)):
+        if column in BOOKKEEPING_COLUMNS:
+            raise ValueError(f"metric name {name!r} would write the bookkeeping column {column!r}")
+    return name
+
+
+def statistic_column(column: str, statistic: str) -> str:
+    """The column of one statistic (or ``samples``) of a metric column.
+
+    >>> statistic_column("ns_per_element", "iqr")
+    'ns_per_element_iqr'
+    """
+    if statistic not in STATISTICS and statistic != SAMPLES:
+        raise ValueError(f"statistic={statistic!r} is not one of {', '.join((*STATISTICS, SAMPLES))}")
+    return f"{column}_{statistic}"
+
+
+def metric_column(metric: str, params: Iterable[str] = ()) -> str:
+    """The column holding a metric's median: its name, or ``measured_<name>``
+    when a parameter has that name (the parameter keeps keying the row).
+
+    >>> metric_column("laps", ["working_set_bytes", "laps"]), metric_column("ns_per_element")
+    ('measured_laps', 'ns_per_element')
+    """
+    check_metric_name(metric)
+    return f"{MEASURED_PREFIX}{metric}" if metric in set(params) else metric
+
+
+def counter_column(counter: str) -> str:
+    """The column of a counter's median per sample: ``counter_<name>``."""
+    return f"{COUNTER_PREFIX}{counter}"
+
+
+def context_column(key: str) -> str:
+    """The column of a fact about one point's run: ``context_<key>``."""
+    return f"{CONTEXT_PREFIX}{key}"
+
+
+def _columns_of(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    return _union_columns(rows)
+
+
+def metric_names(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The metric columns of rows: those that have statistic or samples columns, in column order.
+
+    >>> metric_names([{"family": "f", "n": 1, "t": 2.0, "t_min": 1.9, "t_samples": [1.9, 2.0]}])
+    ['t']
+    """
+    columns = _columns_of(rows)
+    present = set(columns)
+    return [
+        c for c in columns
+        if c not in BOOKKEEPING_COLUMNS and any(c + suffix in present for suffix in RESERVED_SUFFIXES)
+    ]
+
+
+def param_names(rows: Iterable[Mapping[str, Any]], metadata: Mapping[str, Any] | None = None) -> list[str]:
+    """The parameter columns of rows: ``metadata["param_names"]``, else inferred.
+
+    Inferred (a CSV read without its sidecar): every column that is not a
+    metric, a statistic, a counter, a context fact or bookkeeping. A listed
+    name whose column carries samples holds a metric (a dataset written
+    before metrics named like parameters became ``measured_<name>``) and is
+    left out.
+
+    >>> param_names([{"family": "f", "n": 1, "t": 2.0, "t_samples": [2.0], "counter_x": 1.0}])
+    ['n']
+    """
+    rows = list(rows)
+    columns = _columns_of(rows)
+    present = set(columns)
+    listed = (metadata or {}).get("param_names")
+    if listed:
+        return [n for n in listed if statistic_column(n, SAMPLES) not in present]
+    metrics = set(metric_names(rows))
+    names = []
+    for column in columns:
+        if column in BOOKKEEPING_COLUMNS or column in metrics or column.startswith(_RESERVED_PREFIXES):
+            continue
+        if column.endswith(RESERVED_SUFFIXES) and column.rsplit("_", 1)[0] in metrics:
+            continue
+        names.append(column)
+    return names
+
+
+def primary_metric(
+    rows: Iterable[Mapping[str, Any]],
+    metadata: Mapping[str, Any] | None = None,
+    preferred: Sequence[str] = (),
+) -> str:
+    """The metric a view shows first: one of ``preferred`` present in the rows,
+    else ``metadata["primary_metric"]``, else the first ``ns_per_*``,
+    ``GB_per_s`` or ``GiB_per_s`` metric; ValueError when there is none.
+
+    >>> primary_metric([{"n": 1, "ns_per_element": 2.0, "ns_per_element_min": 1.9}])
+    'ns_per_element'
+    """
+    rows = list(rows)
+    columns = _columns_of(rows)
+    present = set(columns)
+    for name in (*preferred, (metadata or {}).get("primary_metric")):
+        if name and name in present:
+            return name
+    for name in metric_names(rows):
+        if name.startswith(_HEADLINE_PREFIXES):
+            return name
+    raise ValueError(f"the dataset has no metric to plot (columns: {', '.join(columns)})")
+
+
+def point_key(row: Mapping[str, Any], names: Sequence[str]) -> tuple:
+    """A point's identity: ``(family, *values of the parameters names)``.
+
+    Values are normalised so that what a CSV round trip may change does not
+    change the key: 4096, 4096.0 and "4096" are one value, NaN is None,
+    lists and dicts compare by content.
+
+    >>> point_key({"family": "f", "n": 4096.0, "x": 1.0}, ["n"]) == point_key({"family": "f", "n": "4096"}, ["n"])
+    True
+    """
+    return (row.get("family"), *(key_value(row.get(name)) for name in names))
+
+
+def key_value(value: Any) -> Any:
+    """One value of a point key, normalised (see :func:`point_key`).
+
+    >>> key_value(4096.0), key_value("4096"), key_value(float("nan")), key_value([1.0, "x"])
+    (4096, 4096, None, (1, 'x'))
+    """
+    value = _plain(value)
+    if is_missing(value) or isinstance(value, bool):
+        return None if is_missing(value) else value
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return value
+        if math.isnan(value):
+            return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, list):
+        return tuple(key_value(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
 
 
 # --------------------------------------------------------------------------
@@ -76,14 +397,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def _value_type(value: Any) -> str | None:
     """The column type one value needs, or None for a missing value."""
     value = _plain(value)
-    if _is_missing(value):
+    if is_missing(value):
         return None
     if isinstance(value, bool):
         return "bool"
@@ -116,7 +433,7 @@ def _json_default(value: Any) -> Any:
 
 def _encode(value: Any, type_name: str | None) -> str:
     value = _plain(value)
-    if _is_missing(value):
+    if is_missing(value):
         return ""
     if type_name == "json":
         return json.dumps(value, default=_json_default, separators=(",", ":"))
@@ -322,7 +639,11 @@ class Dataset:
         metadata, types = _read_sidecar(json_path)
         if not os.path.exists(csv_path) and os.path.exists(json_path):
             return cls([], metadata)
-        rows, _, warnings = _read_csv(csv_path, types)
+        rows, header, warnings = _read_csv(csv_path, types)
+        renames = column_renames(header, metadata.get("family") or _only_family(rows))
+        if renames:
+            rows = [{renames.get(name, name): value for name, value in row.items()} for row in rows]
+            metadata = _renamed_metadata(metadata, renames)
         if warnings:
             metadata["load_warnings"] = list(metadata.get("load_warnings", [])) + warnings
         dataset = cls(rows, metadata)
@@ -422,14 +743,31 @@ class Dataset:
         """Union of the rows' keys, in first-seen order."""
         return _union_columns(self.rows)
 
+    @property
+    def param_names(self) -> list[str]:
+        """The parameter columns (see :func:`param_names`).
+
+        >>> Dataset([{"family": "f", "n": 1, "t": 2.0, "t_samples": [2.0]}]).param_names
+        ['n']
+        """
+        return param_names(self.rows, self.metadata)
+
+    @property
+    def metric_names(self) -> list[str]:
+        """The metric columns (see :func:`metric_names`)."""
+        return metric_names(self.rows)
+
+    def primary_metric(self, preferred: Sequence[str] = ()) -> str:
+        """The metric a view shows first (see :func:`primary_metric`)."""
+        return primary_metric(self.rows, self.metadata, preferred)
+
     def key(self, row: dict) -> tuple:
         """Identity of a point: ``(family, *param values)`` per ``metadata["param_names"]``.
 
         >>> Dataset([], {"param_names": ["n"]}).key({"family": "f", "n": 3, "x": 1.0})
         ('f', 3)
         """
-        names = self.metadata.get("param_names") or []
-        return (row.get("family"), *(_hashable(row.get(name)) for name in names))
+        return point_key(row, self.metadata.get("param_names") or [])
 
     def to_numpy(self, columns: Iterable[str] | None = None) -> dict:
         """Columns as numpy arrays: numeric ones as float64 (missing -> nan), others as object.
@@ -437,14 +775,12 @@ class Dataset:
         >>> Dataset([{"n": 1}, {"n": None}]).to_numpy()["n"]
         array([ 1., nan])
         """
-        import numpy as np
-
         names = list(columns) if columns is not None else self.columns
         arrays = {}
         for name in names:
             values = [_plain(v) for v in self.column(name)]
             numeric = all(
-                _is_missing(v) or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values
+                is_missing(v) or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values
             )
             if numeric:
                 arrays[name] = np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
@@ -491,13 +827,6 @@ class Dataset:
         return f"Dataset({', '.join(parts)})"
 
 
-def _hashable(value: Any) -> Any:
-    value = _plain(value)
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, sort_keys=True)
-    return value
-
-
 # --------------------------------------------------------------------------
 # DatasetWriter
 
@@ -529,6 +858,8 @@ class DatasetWriter:
             self._rows = list(existing.rows)
             with open(self.csv_path, encoding="utf-8", newline="") as handle:
                 header = next(csv.reader(handle), [])
+            renames = column_renames(header, existing.metadata.get("family") or _only_family(self._rows))
+            header = [renames.get(name, name) for name in header]
             self._columns = _union_columns(self._rows, header)
             self._types = _infer_types(self._rows, self._columns)
             created = existing.metadata.get("created")

@@ -5,13 +5,19 @@ A family module (``memlab/chase.py`` ...) builds one :class:`Family`::
     FAMILY = Family(
         name="chase",
         params_type=ChaseParams,     # frozen dataclass validating itself
-        core="chase",                # the C family (csrc/families.h)
+        core="chase",                # the C family (its ml_family table in csrc/)
         to_core=_to_core,            # params -> the C config dict
         unit="element",              # gives ns_per_element, cycles_per_element
         sweeps={"quick": quick_sweep, "fig3_10": fig3_10_sweep},
+        figure=figure,               # Dataset -> its standard matplotlib figure
+        caption="Time per element of a walk through a linked list ...",
+        report_columns=("cycles_per_element",),
     )
 
-and registers its module name in ``memlab/families.py``.
+and is listed in ``memlab/registry.py``. A family module imports only the
+layers below it (``memlab.grid``, ``memlab.family``, ``memlab.measure``,
+``memlab.dataset``, ``memlab.chart``, ``memlab.units``, ``memlab.machine``),
+never the runner, the registry, the views or another family.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from memlab.dataset import check_param_name
+from memlab.grid import Sweep
 from memlab.measure import Measurement, measure
 
 __all__ = [
@@ -35,7 +43,18 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Family:
-    """An experiment family: its parameters, its kernel and its sweeps."""
+    """An experiment family: its parameters, its kernel, its sweeps and how it is shown.
+
+    Measuring: ``params_type`` (a frozen dataclass validating itself),
+    ``core`` (the C family's name) with ``to_core`` (params -> C config), or
+    ``python_sample`` (a sample timed in Python); ``unit`` names the derived
+    ``ns_per_<unit>``; ``derive`` adds metrics computed from a sample.
+    Presenting: ``figure(dataset)`` draws the family's standard figure (a
+    matplotlib Figure, from the kinds in :mod:`memlab.chart`; None: the
+    generic one), ``caption`` says in a sentence or two how to read it, and
+    ``report_columns`` lists metrics worth a column of their own in the
+    report's table (shown when present).
+    """
 
     name: str
     params_type: type
@@ -50,6 +69,16 @@ class Family:
     default_repeat: int = 5
     default_warmup: int = 1
     default_target_seconds: float = 0.1
+    figure: Callable[[Any], Any] | None = None
+    caption: str = ""
+    report_columns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in self.param_names:
+            try:
+                check_param_name(name)
+            except ValueError as error:
+                raise ValueError(f"family {self.name!r}: {error}") from None
 
     @property
     def param_names(self) -> list[str]:
@@ -106,8 +135,8 @@ class Family:
             counters=counters,
         )
 
-    def sweep(self, name: str) -> Any:
-        """The named sweep (a :class:`memlab.sweep.Sweep`)."""
+    def sweep(self, name: str) -> Sweep | list[Sweep]:
+        """The named sweep (a :class:`memlab.grid.Sweep`, or a list of them)."""
         try:
             factory = self.sweeps[name]
         except KeyError:

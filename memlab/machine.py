@@ -14,14 +14,25 @@ Example::
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
+import functools
 import hashlib
+import mmap
 import os
 import platform
 import re
 import shutil
 import socket
 import subprocess
+from importlib import metadata
 from typing import Any, Callable
+
+import numpy
+
+from memlab._core import build_info, counters_probe
+from memlab.units import format_bytes
 
 __all__ = [
     "cache_sizes",
@@ -31,6 +42,7 @@ __all__ = [
     "machine_id",
     "numa_nodes",
     "parse_size",
+    "populate_write_supported",
     "smt_siblings",
 ]
 
@@ -223,8 +235,41 @@ def collect_caches(facts: dict, root: str = "/") -> None:
             facts["cache_line_bytes"] = lines.pop()
 
 
+MADV_POPULATE_WRITE = 23
+
+
+@functools.cache
+def populate_write_supported() -> bool:
+    """Whether this kernel has madvise(MADV_POPULATE_WRITE) (Linux 5.14+).
+
+    Probed once on one anonymous page: EINVAL means the kernel does not know
+    the advice.
+
+    >>> isinstance(populate_write_supported(), bool)
+    True
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    size = mmap.PAGESIZE
+    address = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                        mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if address in (None, ctypes.c_void_p(-1).value):
+        return False
+    try:
+        result = libc.madvise(address, size, MADV_POPULATE_WRITE)
+        error = ctypes.get_errno()
+    finally:
+        libc.munmap(address, size)
+    return result == 0 or error not in (errno.EINVAL, errno.ENOSYS)
+
+
 def collect_kernel(facts: dict, root: str = "/") -> None:
-    """kernel_release and os (from /proc or, on the real root, uname)."""
+    """kernel_release and os (from /proc or, on the real root, uname);
+    madvise_populate_write (whether the running kernel has it) on the real root."""
     release = _read(root, "/proc/sys/kernel/osrelease")
     if release is None and root == "/":
         release = platform.release() or None
@@ -240,6 +285,8 @@ def collect_kernel(facts: dict, root: str = "/") -> None:
         os_name = platform.system() or None
     if os_name:
         facts["os"] = os_name
+    if root == "/":
+        facts["madvise_populate_write"] = populate_write_supported()
 
 
 def _detect_virt(option: str) -> str | None:
@@ -323,15 +370,8 @@ def collect_software(facts: dict, root: str = "/") -> None:
     """python_version, numpy_version, memlab_version (if installed), hostname."""
     facts["python_version"] = platform.python_version()
     facts["python_implementation"] = platform.python_implementation()
+    facts["numpy_version"] = numpy.__version__
     try:
-        import numpy
-
-        facts["numpy_version"] = numpy.__version__
-    except ImportError:
-        pass
-    try:
-        from importlib import metadata
-
         facts["memlab_version"] = metadata.version("memlab")
     except Exception:  # PackageNotFoundError, or broken metadata
         pass
@@ -343,17 +383,13 @@ def collect_software(facts: dict, root: str = "/") -> None:
 
 
 def collect_core(facts: dict) -> None:
-    """counters and core_build from the C extension, when it is importable."""
+    """counters and core_build from the C extension."""
     try:
-        from memlab import _core
-    except ImportError:
-        return
-    try:
-        facts["counters"] = dict(_core.counters_probe())
+        facts["counters"] = dict(counters_probe())
     except (AttributeError, OSError, RuntimeError):
         pass
     try:
-        facts["core_build"] = dict(_core.build_info())
+        facts["core_build"] = dict(build_info())
     except (AttributeError, OSError, RuntimeError):
         pass
 
@@ -401,7 +437,7 @@ COLLECTORS: tuple[Callable[..., None], ...] = (
 def collect(include_core: bool = True, root: str = "/") -> dict:
     """All machine facts as one dict; a fact the machine does not expose is absent.
 
-    With ``include_core`` and the C extension importable, adds ``counters``
+    With ``include_core``, adds ``counters``
     ({event: {"available": bool, "reason": str}}) and ``core_build``.
 
     >>> facts = collect(include_core=False)
@@ -469,14 +505,6 @@ def machine_id(facts: dict) -> str:
     return hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:12]
 
 
-def _format_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            value = size / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{size} B"
-
-
 def format_facts(facts: dict) -> str:
     """Human-readable text of the facts, for ``memlab info``.
 
@@ -507,7 +535,7 @@ def format_facts(facts: dict) -> str:
             add(label, facts[key])
     for cache in facts.get("caches", []):
         name = f"L{cache.get('level', '?')} {cache.get('type', '')}".strip()
-        detail = [_format_bytes(cache["size_bytes"])] if "size_bytes" in cache else []
+        detail = [format_bytes(cache["size_bytes"])] if "size_bytes" in cache else []
         if "ways" in cache:
             detail.append(f"{cache['ways']}-way")
         if "line_bytes" in cache:
@@ -525,13 +553,13 @@ def format_facts(facts: dict) -> str:
         if key in facts:
             add(label, facts[key])
     for name, pool in facts.get("hugetlb_pools", {}).items():
-        add(f"hugetlb {_format_bytes(pool['page_bytes'])}",
+        add(f"hugetlb {format_bytes(pool['page_bytes'])}",
             f"{pool.get('nr_hugepages', '?')} reserved, {pool.get('free_hugepages', '?')} free")
     for key, label in (("pipe_max_size_bytes", "pipe max size"),
                        ("memory_total_bytes", "memory total"),
                        ("memory_available_bytes", "memory available")):
         if key in facts:
-            add(label, _format_bytes(facts[key]))
+            add(label, format_bytes(facts[key]))
     for key, label in (
         ("perf_event_paranoid", "perf paranoid"),
         ("python_version", "python"),

@@ -16,7 +16,7 @@
 
 The reference kernels (naive, transposed, tiled and init with normal stores)
 are compiled with auto-vectorisation and loop interchange off
-(:data:`REFERENCE_FLAGS`), so each is the algorithm it is named after; the
+(:func:`reference_flags`), so each is the algorithm it is named after; the
 flags are in every result (``context_kernel_flags``).  Every product is
 checked against numpy after every sample (``max_abs_error``).
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -46,8 +47,14 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from memlab import chart
+from memlab._core import build_info
+from memlab._core import families as core_families
+from memlab.dataset import Dataset
 from memlab.family import Family, check_choice, check_int
+from memlab.grid import Sweep, grid
 from memlab.measure import Measurement, measure
+from memlab.units import metric_label
 
 __all__ = [
     "FAMILY",
@@ -57,17 +64,21 @@ __all__ = [
     "MultiplyParams",
     "ORDERS",
     "REFERENCE_FLAGS",
+    "reference_flags",
     "STORES",
     "VARIANTS",
     "cache_line_bytes",
     "default_tile",
     "expected_init",
+    "figure",
     "init",
+    "init_figure",
     "multiply",
+    "percent_of_naive",
     "run",
     "single_thread_blas",
-    "table_6_1",
-    "table_6_2",
+    "table_6_1_sweep",
+    "table_6_2_sweep",
 ]
 
 VARIANTS = ("naive", "transposed", "tiled", "tiled_simd", "blas")
@@ -80,15 +91,24 @@ MAX_N = 1 << 20
 SIMD_DEFAULT_TILE = 256
 
 
-def _reference_flags() -> str:
-    from memlab import _core
+@functools.cache
+def reference_flags() -> str:
+    """How csrc/matrix.c keeps its reference kernels scalar and in loop order.
 
-    return _core.families()["matrix"]["description"].split("built with ", 1)[1]
+    gcc: per-function optimize flags; clang: loop pragmas; as the C core
+    reports it (asked at first use, not at import).
+
+    >>> "vectorize" in reference_flags()
+    True
+    """
+    return core_families()["matrix"]["description"].split("built with ", 1)[1]
 
 
-#: How csrc/matrix.c keeps its reference kernels scalar and in loop order (gcc:
-#: per-function optimize flags; clang: loop pragmas), as the C core reports it.
-REFERENCE_FLAGS = _reference_flags()
+def __getattr__(name: str) -> str:
+    # REFERENCE_FLAGS stays importable for existing code, computed at first use.
+    if name == "REFERENCE_FLAGS":
+        return reference_flags()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 #: Rows of the product recomputed at once by the numpy check (bounds its memory).
 _CHECK_CHUNK_BYTES = 1 << 20
 
@@ -456,17 +476,15 @@ class _MatrixFamily(Family):
             self.name, dataclasses.asdict(params), core="matrix_init", config=config,
             unit=self.unit, primary_metric=self.primary_metric, derive=derive, **options,
         )
-        measurement.context["kernel_flags"] = REFERENCE_FLAGS
+        measurement.context["kernel_flags"] = reference_flags()
         return measurement
 
 
 def _kernel_flags(variant: str) -> str:
-    from memlab import _core
-
-    build = _core.build_info()["cflags"]
+    build = build_info()["cflags"]
     if variant == "tiled_simd":
         return f"{build}; intrinsics with target attributes, ISA chosen at run time"
-    return f"{build} {REFERENCE_FLAGS}"
+    return f"{build} {reference_flags()}"
 
 
 def expected_init(n: int, rows: slice = slice(None)) -> np.ndarray:
@@ -558,8 +576,14 @@ def init(
     return INIT_FAMILY.run(n=n, order=order, stores=stores, out=out, **options)
 
 
-def _percent_of_naive(dataset: Any) -> Any:
-    """Add time relative to naive (``percent_of_naive``) to every row of one n."""
+def percent_of_naive(dataset: Dataset) -> Dataset:
+    """Add each row's time relative to naive at the same n (``percent_of_naive``), as table 6.2 shows it.
+
+    >>> ds = percent_of_naive(Dataset([{"n": 8, "variant": "naive", "seconds": 2.0},
+    ...                                {"n": 8, "variant": "tiled", "seconds": 0.5}]))
+    >>> ds.column("percent_of_naive")
+    [100.0, 25.0]
+    """
     naive = {row["n"]: row["seconds"] for row in dataset.rows if row["variant"] == "naive"}
     for row in dataset.rows:
         base = naive.get(row["n"])
@@ -567,9 +591,12 @@ def _percent_of_naive(dataset: Any) -> Any:
     return dataset
 
 
-def _table_6_2_sweep(n: int = 1000, repeat: int = 3, tile: int | None = None, name: str = "table_6_2"):
-    from memlab.sweep import Sweep
+def table_6_2_sweep(n: int = 1000, repeat: int = 3, tile: int | None = None, name: str = "table_6_2") -> Sweep:
+    """Drepper's table 6.2: every multiply variant at N=n (``experiments/table6_2.py`` runs it).
 
+    >>> [p["variant"] for p in table_6_2_sweep(64).points] == list(VARIANTS)
+    True
+    """
     points = [{"n": n, "variant": v, "tile": tile if v == "tiled" else None} for v in VARIANTS]
     return Sweep(
         name=name, family="matrix", points=points, repeat=repeat, warmup=1,
@@ -577,53 +604,79 @@ def _table_6_2_sweep(n: int = 1000, repeat: int = 3, tile: int | None = None, na
     )
 
 
-def _table_6_1_sweep(n: int = 3000, repeat: int = 5, name: str = "table_6_1"):
-    from memlab.sweep import Sweep, grid
+def table_6_1_sweep(n: int = 3000, repeat: int = 5, name: str = "table_6_1") -> Sweep:
+    """Drepper's table 6.1: row/column order x normal/non-temporal stores at N=n
+    (``experiments/table6_1.py`` runs it).
 
+    >>> len(table_6_1_sweep(64).points)
+    4
+    """
     return Sweep(
         name=name, family="matrix_init", points=grid(n=[n], order=list(ORDERS), stores=list(STORES)),
         repeat=repeat, warmup=1, description=f"Drepper table 6.1: {n}x{n} int matrix initialisation",
     )
 
 
-def table_6_2(n: int = 1000, *, tile: int | None = None, repeat: int = 3, out: str | None = None,
-              quick: bool = False, progress: bool = False) -> Any:
-    """Table 6.2 as a Dataset: every variant at N=n, seconds, GFLOP/s and percent_of_naive.
+# ---- the standard figures -------------------------------------------------------
 
-    ``quick`` uses N=200 and one repetition.  ``out`` saves the dataset.
 
-    >>> ds = table_6_2(quick=True)
-    >>> sorted(ds.column("variant")) == sorted(VARIANTS)
-    True
+def figure(data: Dataset | str, metric: str = "GFLOP_per_s"):
+    """Matrix multiply: GFLOP/s by variant, numpy's BLAS as a dashed reference line.
+
+    Each bar carries its time relative to naive (Drepper's table 6.2 reports
+    naive 100%, transposed 23.4%, tiled 17.3%, tiled+SIMD 9.47%). One panel
+    per matrix size N.
+
+    >>> fig = figure("memlab-tour/matrix.csv")   # doctest: +SKIP
     """
-    from memlab.sweep import run_sweep
+    ds = chart.as_dataset(data)
+    rows = chart.rows_with(ds, metric)
+    sizes = sorted({r.get("n") for r in rows}, key=chart.number)
+    fig, axes = chart.new_figure(max(6.5, 4.0 * len(sizes)), 4.8, ncols=len(sizes), squeeze=False)
+    for ax, n in zip(axes[0], sizes):
+        members = [r for r in rows if r.get("n") == n]
+        blas = [r for r in members if r.get("variant") == "blas"]
+        others = [r for r in members if r.get("variant") != "blas"]
+        naive = next((r[metric] for r in others if r.get("variant") == "naive"), math.nan)
+        if others:
+            bars = ax.bar(range(len(others)), [r[metric] for r in others], 0.7,
+                          color=[f"C{i}" for i in range(len(others))],
+                          yerr=chart.spread(others, metric), capsize=2,
+                          error_kw={"elinewidth": 0.8, "ecolor": "0.25"})
+            for bar, row in zip(bars, others):
+                if chart.finite(naive) and row[metric] > 0:
+                    ax.annotate(f"{100 * naive / row[metric]:.3g}% of naive time",
+                                (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 3),
+                                textcoords="offset points", ha="center", va="bottom", fontsize=7)
+            ax.set_xticks(range(len(others)))
+            ax.set_xticklabels([_variant_label(r) for r in others], fontsize=8)
+        for row in blas:
+            ax.axhline(row[metric], color="k", linestyle="--", linewidth=1.1,
+                       label=f"BLAS (numpy.matmul, 1 thread): {row[metric]:.3g}")
+        if blas:
+            ax.legend(fontsize=8, loc="upper left")
+        ax.set_title(f"N = {n}", fontsize=9)
+        ax.set_ylabel(metric_label(metric))
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(y=0.15)
+    chart.set_title(fig, ds, "matrix multiply: GFLOP/s by variant")
+    return fig
 
-    if quick:
-        n, repeat = 200, 1
-    dataset = _percent_of_naive(run_sweep(_table_6_2_sweep(n, repeat, tile), progress=progress))
-    if out is not None:
-        dataset.save(out)
-    return dataset
+
+def _variant_label(row: dict) -> str:
+    variant = str(row.get("variant"))
+    if variant in ("tiled", "tiled_simd") and chart.finite(row.get("tile")):
+        return f"{variant}\ntile {int(row['tile'])}"
+    return variant
 
 
-def table_6_1(n: int = 3000, *, repeat: int = 5, out: str | None = None, quick: bool = False,
-              progress: bool = False) -> Any:
-    """Table 6.1 as a Dataset: row/column order x normal/non-temporal stores; seconds, GB/s.
+def init_figure(data: Dataset | str, metric: str = "GB_per_s"):
+    """Matrix initialisation (Drepper table 6.1): GB/s by order, normal vs non-temporal stores.
 
-    ``quick`` uses N=1000 and two repetitions.  ``out`` saves the dataset.
-
-    >>> ds = table_6_1(quick=True)
-    >>> len(ds)
-    4
+    >>> fig = init_figure("memlab-tour/matrix_init.csv")   # doctest: +SKIP
     """
-    from memlab.sweep import run_sweep
-
-    if quick:
-        n, repeat = 1000, 2
-    dataset = run_sweep(_table_6_1_sweep(n, repeat), progress=progress)
-    if out is not None:
-        dataset.save(out)
-    return dataset
+    return chart.bars_figure(data, metric, category=["order"], series=["stores"], facet=["n"],
+                             title="matrix init: GB/s by order x stores")
 
 
 FAMILY = _MatrixFamily(
@@ -633,11 +686,15 @@ FAMILY = _MatrixFamily(
     unit="flop",
     primary_metric="GFLOP_per_s",
     sweeps={
-        "quick": lambda: _table_6_2_sweep(128, 2, name="quick"),
-        "table_6_2": _table_6_2_sweep,
+        "quick": lambda: table_6_2_sweep(128, 2, name="quick"),
+        "table_6_2": table_6_2_sweep,
     },
     description="N x N float64 matrix multiply: naive, transposed, tiled, tiled_simd, blas",
     default_repeat=3,
+    figure=figure,
+    caption="Matrix multiply variants of Drepper's table 6.2; each bar says its time relative to the "
+            "naive loop, the dashed line is numpy's BLAS on one thread.",
+    report_columns=("seconds", "max_abs_error"),
 )
 
 INIT_FAMILY = _MatrixFamily(
@@ -647,11 +704,15 @@ INIT_FAMILY = _MatrixFamily(
     unit="element",
     primary_metric="GB_per_s",
     sweeps={
-        "quick": lambda: _table_6_1_sweep(1000, 2, name="quick"),
-        "table_6_1": _table_6_1_sweep,
+        "quick": lambda: table_6_1_sweep(1000, 2, name="quick"),
+        "table_6_1": table_6_1_sweep,
     },
     description="N x N int32 matrix initialisation, row/column order, normal/non-temporal stores",
     default_repeat=5,
+    figure=init_figure,
+    caption="Writing a matrix row-wise or column-wise with normal or non-temporal stores "
+            "(Drepper's table 6.1).",
+    report_columns=("seconds", "wrong_elements"),
 )
 
 FAMILIES = (FAMILY, INIT_FAMILY)

@@ -17,17 +17,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-from memlab import _core
+from memlab._core import Kernel
+from memlab.dataset import (
+    SAMPLES,
+    STATISTICS,
+    context_column,
+    counter_column,
+    metric_column,
+    statistic_column,
+)
 
 __all__ = [
     "Measurement",
     "core_ghz",
+    "core_ghz_detail",
     "measure",
     "pinned",
     "summarize",
 ]
-
-STAT_NAMES = ("min", "max", "mean", "stdev", "iqr")
 
 _last_measurement_end: float | None = None
 _core_ghz: float | None = None
@@ -76,29 +83,34 @@ class Measurement:
         return self.median(metric)
 
     def to_row(self) -> dict[str, Any]:
-        """Flatten into one dataset row (see docs/dataset.md)."""
+        """Flatten into one dataset row (the row schema of memlab.dataset, docs/dataset.md).
+
+        A metric whose name the schema reserves (``core_GHz_min`` would be
+        ``core_GHz``'s minimum) is a ValueError naming the family.
+        """
         row: dict[str, Any] = {"family": self.family}
         row.update(self.params)
         for name, stat in self.stats.items():
-            # A metric named like a parameter (a run's actual laps, say) must
-            # not overwrite the parameter: rows are keyed by their parameters.
-            column = f"measured_{name}" if name in self.params else name
+            try:
+                column = metric_column(name, self.params)
+            except ValueError as error:
+                raise ValueError(f"family {self.family!r}: {error}") from None
             row[column] = stat["median"]
-            for stat_name in STAT_NAMES:
-                row[f"{column}_{stat_name}"] = stat[stat_name]
-            row[f"{column}_samples"] = [s.get(name, math.nan) for s in self.samples]
+            for stat_name in STATISTICS:
+                row[statistic_column(column, stat_name)] = stat[stat_name]
+            row[statistic_column(column, SAMPLES)] = [s.get(name, math.nan) for s in self.samples]
         counter_names: list[str] = []
         for sample in self.counters:
             counter_names.extend(n for n in sample if n not in counter_names)
         for name in counter_names:
             values = [c[name] for c in self.counters if name in c]
-            row[f"counter_{name}"] = statistics.median(values) if values else math.nan
+            row[counter_column(name)] = statistics.median(values) if values else math.nan
         row["counters_missing"] = dict(self.counters_missing)
         row["counters_scope"] = self.counters_scope
         row["repeat"] = len(self.samples)
         row["warmup_samples"] = [s.get(self.primary_metric, math.nan) for s in self.warmup_samples]
         for key, value in self.context.items():
-            row[f"context_{key}"] = value
+            row[context_column(key)] = value
         return row
 
     def __repr__(self) -> str:
@@ -115,7 +127,7 @@ def summarize(values: list[float]) -> dict[str, float]:
     """Median, min, max, mean, sample stdev and interquartile range."""
     clean = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     if not clean:
-        return {"median": math.nan, **{name: math.nan for name in STAT_NAMES}}
+        return {"median": math.nan, **{name: math.nan for name in STATISTICS}}
     if len(clean) >= 2:
         quartiles = statistics.quantiles(clean, n=4, method="inclusive")
         iqr = quartiles[2] - quartiles[0]
@@ -155,7 +167,7 @@ def core_ghz(refresh: bool = False) -> float:
     """The core clock in GHz, measured once per process with an add chain."""
     global _core_ghz, _core_ghz_detail
     if _core_ghz is None or refresh:
-        with _core.Kernel("calibrate", {"budget_ns": 200_000_000}) as kernel:
+        with Kernel("calibrate", {"budget_ns": 200_000_000}) as kernel:
             sample = kernel.measure(target_ns=0, counters=False)
         _core_ghz_detail = dict(sample["metrics"])
         _core_ghz = float(sample["metrics"]["core_GHz"])
@@ -163,6 +175,7 @@ def core_ghz(refresh: bool = False) -> float:
 
 
 def core_ghz_detail() -> dict[str, Any]:
+    """Every metric of the clock measurement behind :func:`core_ghz` (GHz and its cross-checks)."""
     core_ghz()
     return dict(_core_ghz_detail or {})
 
@@ -276,7 +289,7 @@ def _kernel(core: str | None, config: Mapping[str, Any] | None) -> Iterator[Any]
     if core is None:
         yield None
         return
-    with _core.Kernel(core, dict(config or {})) as kernel:
+    with Kernel(core, dict(config or {})) as kernel:
         yield kernel
 
 

@@ -4,8 +4,9 @@ A writer process and a reader process, forked from C and pinned to CPUs when
 asked, move ``total_bytes`` through a pipe in ``buffer_size`` chunks. The
 writer uses ``write`` or ``vmsplice``, the reader ``read`` or ``splice`` to
 /dev/null; the metric is the reader's rate in GiB/s. :func:`ladder` climbs
-the article "Making Linux pipes fast" rung by rung, :func:`latency` times
-small ping-pong messages over two pipes (lmbench's lat_pipe).
+the article "Making Linux pipes fast" rung by rung (:func:`ladder_sweep`,
+run by ``experiments/pipes_ladder.py``), :func:`latency` times small
+ping-pong messages over two pipes (lmbench's lat_pipe).
 
 Besides ``GiB_per_s`` every sample reports ``bytes_received``, the transfer
 size ``total_bytes`` (adapted until a sample lasts the target time unless
@@ -27,10 +28,14 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from memlab import chart
+from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, check_number
+from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
+from memlab.units import metric_label
 
 __all__ = [
     "FAMILY",
@@ -43,9 +48,10 @@ __all__ = [
     "WRITERS",
     "add_ratios",
     "available_placements",
-    "ladder",
+    "figure",
     "ladder_sweep",
     "latency",
+    "latency_figure",
     "pipe_max_size",
     "placement_cpus",
     "rung_of",
@@ -236,6 +242,93 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+# ---- the standard figures -----------------------------------------------------
+
+#: How the figures name a placement.
+PLACEMENT_LABELS = {"two_cpus": "two CPUs", "one_cpu": "one CPU", "unpinned": "unpinned"}
+_RUNG_PARAMS = ("writer", "reader", "huge_pages", "busy_loop", "writer_cpu", "reader_cpu")
+
+
+def _rung_label(row: Mapping[str, Any]) -> str:
+    label = f"{row.get('writer', '?')}/{row.get('reader', '?')}"
+    if row.get("huge_pages"):
+        label += "\n+huge pages"
+    if row.get("busy_loop"):
+        label += "\n+busy loop"
+    return label
+
+
+def _rung_order(row: Mapping[str, Any]) -> tuple:
+    return (row.get("writer") == "vmsplice", row.get("reader") == "splice",
+            bool(row.get("huge_pages")), bool(row.get("busy_loop")))
+
+
+def figure(data: Dataset | str, metric: str = "GiB_per_s"):
+    """The pipe ladder: GiB/s per rung as bars, each labelled with its ratio to the first rung.
+
+    Rungs are ordered as in "Making Linux pipes fast" (write/read, vmsplice,
+    splice, huge pages, busy loop); one bar colour per placement (writer and
+    reader on two CPUs, or on one). Rows differing in another parameter
+    (verify, sizes) get bars of their own.
+
+    >>> fig = figure("memlab-tour/pipe.csv")   # doctest: +SKIP
+    """
+    ds = chart.as_dataset(data)
+    rows = chart.rows_with(ds, metric)
+    extra = [n for n in chart.varying(rows, ds.param_names) if n not in _RUNG_PARAMS]
+    rows = sorted(rows, key=lambda r: (_rung_order(r), tuple(repr(r.get(n)) for n in extra)))
+
+    def rung_label(row: Mapping[str, Any]) -> str:
+        return _rung_label(row) + ("\n" + chart.label(row, extra) if extra else "")
+
+    labels: list[str] = []
+    for row in rows:
+        if rung_label(row) not in labels:
+            labels.append(rung_label(row))
+    order = ("two_cpus", "one_cpu", "unpinned")
+    placements = sorted({_placement_of(row) for row in rows}, key=order.index)
+    fig, ax = chart.new_figure(max(6.5, min(14.0, 1.4 * len(labels) + 2)), 4.8)
+    width = 0.8 / len(placements)
+    for p_index, placement in enumerate(placements):
+        members = [r for r in rows if _placement_of(r) == placement]
+        first = members[0][metric]
+        xs = [labels.index(rung_label(r)) + (p_index - (len(placements) - 1) / 2) * width for r in members]
+        bars = ax.bar(xs, [r[metric] for r in members], width * 0.92, color=f"C{p_index}",
+                      label=PLACEMENT_LABELS[placement], yerr=chart.spread(members, metric), capsize=2,
+                      error_kw={"elinewidth": 0.8, "ecolor": "0.25"})
+        for bar, row in zip(bars, members):
+            ax.annotate(f"x{row[metric] / first:.1f}" if first > 0 else "",
+                        (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel(metric_label(metric))
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.margins(y=0.12)
+    if placements != ["unpinned"]:
+        ax.legend(fontsize=8, title="placement", title_fontsize=8)
+    chart.set_title(fig, ds, "pipe: throughput ladder (ratio to the first rung over each bar)")
+    return fig
+
+
+def latency_figure(data: Dataset | str, metric: str = "ns_per_round_trip"):
+    """Round trip of a small message over two pipes (ns), one bar per placement and wait mode.
+
+    The two processes on two CPUs or on one, blocking in the kernel or
+    busy-looping (lmbench's lat_pipe); one bar colour per message size.
+
+    >>> fig = latency_figure("memlab-tour/pipe_latency.csv")   # doctest: +SKIP
+    """
+    ds = chart.as_dataset(data)
+    rows = [dict(r) for r in chart.rows_with(ds, metric)]
+    for row in rows:
+        placement = _placement_of({"writer_cpu": row.get("ping_cpu"), "reader_cpu": row.get("pong_cpu")})
+        row["placement"] = PLACEMENT_LABELS[placement] + (", busy loop" if row.get("busy_loop") else ", blocking")
+    view = Dataset(rows, {**ds.metadata, "param_names": ["placement", "message_bytes"]})
+    return chart.bars_figure(view, metric, category=["placement"], series=["message_bytes"],
+                             title="pipe latency: ns per round trip")
+
+
 def ladder_sweep(
     quick: bool = False,
     *,
@@ -246,8 +339,8 @@ def ladder_sweep(
     verify: bool = False,
     repeat: int | None = None,
     target_seconds: float | None = None,
-):
-    """The ladder as a :class:`memlab.sweep.Sweep`: every rung on every placement.
+) -> Sweep:
+    """The ladder as a :class:`memlab.grid.Sweep`: every rung on every placement.
 
     The busy-loop rung is left out of the one-CPU placement (memlab refuses
     it: both ends would spin on one CPU). With ``total_bytes`` None each
@@ -257,8 +350,6 @@ def ladder_sweep(
     >>> len(ladder_sweep(quick=True).points)
     9
     """
-    from memlab.sweep import Sweep
-
     points: list[dict[str, Any]] = []
     for placement in placements or available_placements():
         writer_cpu, reader_cpu = placement_cpus(placement)
@@ -286,14 +377,12 @@ def ladder_sweep(
     )
 
 
-def add_ratios(dataset):
+def add_ratios(dataset: Dataset) -> Dataset:
     """Label each row with its rung and placement and its rate relative to the first rung.
 
     Adds ``rung``, ``rung_name``, ``placement``, ``ratio_to_first`` and
     ``ratio_to_previous`` (medians of GiB_per_s, within one placement).
     """
-    from memlab.dataset import Dataset
-
     rows = [dict(row) for row in dataset.rows]
     for row in rows:
         found = rung_of(row)
@@ -312,45 +401,7 @@ def add_ratios(dataset):
     return Dataset(rows=rows, metadata=dict(dataset.metadata))
 
 
-def ladder(
-    quick: bool = False,
-    *,
-    placements: Sequence[str] | None = None,
-    total_bytes: int | None = None,
-    buffer_size: int = 256 << 10,
-    pipe_size: int | None = 256 << 10,
-    verify: bool = False,
-    repeat: int | None = None,
-    target_seconds: float | None = None,
-    out: str | None = None,
-    progress: bool = True,
-):
-    """Climb the article's ladder on each placement; one Dataset, GiB/s and ratios per rung.
-
-    ``placements`` defaults to every placement this process can use
-    ('two_cpus' and 'one_cpu' on a machine with two CPUs or more).
-
-    Rungs: write/read, vmsplice/read, vmsplice/splice, + huge pages, + busy
-    loop (two CPUs only), all with the same buffer and pipe size. Every row
-    has ``rung_name``, ``placement``, ``GiB_per_s`` (median and spread) and
-    ``ratio_to_first``.
-
-    >>> ds = ladder(placements=["two_cpus"], total_bytes=4 << 20, repeat=1, progress=False)
-    >>> [round(r["ratio_to_first"], 3) for r in ds.rows][0]
-    1.0
-    """
-    from memlab.sweep import run_sweep
-
-    sweep = ladder_sweep(
-        quick, placements=placements, total_bytes=total_bytes, buffer_size=buffer_size,
-        pipe_size=pipe_size, verify=verify, repeat=repeat, target_seconds=target_seconds,
-    )
-    return add_ratios(run_sweep(sweep, out, progress=progress))
-
-
 def _verify_cost_sweep():
-    from memlab.sweep import Sweep, grid
-
     writer_cpu, reader_cpu = placement_cpus("two_cpus")
     return Sweep(
         name="verify_cost",
@@ -367,8 +418,6 @@ def _verify_cost_sweep():
 
 
 def _touch_sweep():
-    from memlab.sweep import Sweep, grid
-
     writer_cpu, reader_cpu = placement_cpus(available_placements()[0])
     return Sweep(
         name="touch",
@@ -465,12 +514,14 @@ FAMILY = Family(
     default_repeat=5,
     default_warmup=1,
     default_target_seconds=0.5,
+    figure=figure,
+    caption="The ladder of 'Making Linux pipes fast': each rung adds one change (vmsplice, splice, "
+            "huge pages, busy loop); the number over a bar is its speed-up over write/read.",
+    report_columns=("writer_GiB_per_s", "verify_errors"),
 )
 
-def latency_sweep(quick: bool = False):
+def latency_sweep(quick: bool = False) -> Sweep:
     """lmbench's lat_pipe on every placement: blocking on two CPUs and on one, busy on two."""
-    from memlab.sweep import Sweep
-
     points = []
     for placement in available_placements():
         ping_cpu, pong_cpu = placement_cpus(placement)
@@ -496,6 +547,9 @@ LATENCY = Family(
     default_repeat=5,
     default_warmup=1,
     default_target_seconds=0.2,
+    figure=latency_figure,
+    caption="One byte sent back and forth over two pipes (lmbench's lat_pipe): the cost of "
+            "waking the other process, on two CPUs or one, blocking or busy-looping.",
 )
 
 FAMILIES = (FAMILY, LATENCY)

@@ -30,6 +30,10 @@ from typing import Any, Callable, Mapping
 
 import pytest
 
+from memlab.compare import DatasetReadError, compare, load_dataset, parse_fraction
+from memlab.grid import Sweep
+from memlab.sweep import run_sweep
+
 __all__ = ["MemlabRegressionWarning", "RegressionGuard"]
 
 
@@ -117,7 +121,7 @@ class RegressionGuard:
     ) -> Any:
         """Measure ``data`` and compare it with the stored baseline.
 
-        ``data``: a :class:`memlab.sweep.Sweep` (run here, without progress
+        ``data``: a :class:`memlab.grid.Sweep` (run here, without progress
         bar), a :class:`memlab.dataset.Dataset`, or a zero-argument callable
         returning either. ``name`` names the baseline file (default: the
         test's id; give distinct names to check several sweeps in one test).
@@ -129,8 +133,6 @@ class RegressionGuard:
 
         Example: ``memlab_regression.check(memlab.Sweep("g", "chase", points))``
         """
-        from memlab.compare import DatasetReadError, compare, load_dataset
-
         path = self.baseline_path(name)
         if str(path) in self._used:
             raise ValueError(
@@ -191,8 +193,6 @@ class RegressionGuard:
             data = data()
         if hasattr(data, "rows") and hasattr(data, "metadata"):
             return data
-        from memlab.sweep import Sweep, run_sweep
-
         if isinstance(data, Sweep):
             return run_sweep(data, progress=False, resume=False, repeat=self.repeat)
         raise TypeError(
@@ -236,8 +236,6 @@ _SETTINGS = pytest.StashKey[dict]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from memlab.compare import parse_fraction
-
     fail_text = config.getoption("memlab_fail_above") or config.getini("memlab_fail_above")
     try:
         fail_above = parse_fraction("memlab-fail-above", fail_text)

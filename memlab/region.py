@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memlab import chart
+from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 
-__all__ = ["PAGE_KINDS", "POPULATE_MODES", "RegionParams", "FAMILY", "run"]
+__all__ = ["PAGE_KINDS", "POPULATE_MODES", "RegionParams", "FAMILY", "figure", "run"]
 
 PAGE_KINDS = ("4k", "thp", "hugetlb-2m", "hugetlb-1g")
 POPULATE_MODES = ("none", "touch", "map_populate", "madvise_populate_write")
@@ -47,9 +50,16 @@ def run(params: RegionParams | dict | None = None, **options) -> Measurement:
     return FAMILY.run(params, **options)
 
 
-def _quick_sweep():
-    from memlab.sweep import Sweep, grid
+def figure(data: Dataset | str, metric: str = "GB_per_s"):
+    """Mapping and populating memory: GB/s by populate mode, one bar colour per page kind.
 
+    >>> fig = figure("memlab-tour/region.csv")   # doctest: +SKIP
+    """
+    return chart.bars_figure(data, metric, series=["pages"], facet=["bytes"],
+                             title="region: GB/s of memory mapped and populated")
+
+
+def _quick_sweep() -> Sweep:
     return Sweep(
         name="quick",
         family="region",
@@ -67,4 +77,8 @@ FAMILY = Family(
     sweeps={"quick": _quick_sweep},
     description="map and populate memory of a page kind",
     default_repeat=3,
+    figure=figure,
+    caption="How fast fresh memory becomes usable: mapping and populating it with 4 KiB pages or "
+            "transparent huge pages (one fault per 2 MiB instead of per 4 KiB).",
+    report_columns=("huge_fraction",),
 )

@@ -1,8 +1,9 @@
 """One self-contained HTML report of one or more datasets.
 
 The report holds, for every dataset, its standard figure (a PNG embedded as
-a ``data:`` URI), a table of its points (the varying parameters, the primary
-metric's median with min..max and a few of the family's telling metrics),
+a ``data:`` URI) with the family's caption, a table of its points (the
+varying parameters, the primary metric's median with min..max and the
+family's ``report_columns``),
 then the facts of the machine the data came from, the memlab version and the
 exact command that wrote it. It needs no server, no network and no other
 file, and reflows to a phone's width.
@@ -19,11 +20,9 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import base64
 import datetime
 import html
-import math
 import os
 import shlex
 import sys
@@ -31,49 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from memlab import chart, plot, registry
+from memlab._version import __version__
 from memlab.dataset import Dataset
+from memlab.family import Family
+from memlab.machine import collect, format_facts
+from memlab.units import format_number, format_param
 
-__all__ = ["CAPTIONS", "EXTRA_COLUMNS", "ReportItem", "build_report", "report_main", "write_report"]
-
-#: Metrics worth a column of their own in the report, per family (shown when present).
-EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
-    "chase": ("cycles_per_element",),
-    "pipe": ("writer_GiB_per_s", "verify_errors"),
-    "clear_fault": ("faults_per_page", "huge_fraction"),
-    "clear_order": ("ns_per_subpage", "huge_fraction"),
-    "matrix": ("seconds", "max_abs_error"),
-    "matrix_init": ("seconds", "wrong_elements"),
-    "region": ("huge_fraction",),
-    "share": ("lost_updates",),
-    "system": ("index",),
-}
-
-#: How to read each family's figure, one or two sentences under it.
-CAPTIONS: dict[str, str] = {
-    "calibrate": "The core clock measured with a chain of dependent adds (one per cycle); memlab turns "
-                 "ns into cycles with it. Dots are the repetitions, the bar their median.",
-    "region": "How fast fresh memory becomes usable: mapping and populating it with 4 KiB pages or "
-              "transparent huge pages (one fault per 2 MiB instead of per 4 KiB).",
-    "chase": "Time per element of a walk through a linked list: flat while the list fits in a cache, "
-             "a step up past each cache size (dashed lines). Random order pays the full latency of "
-             "wherever the list lives; sequential order is hidden by the prefetcher (Drepper 3.3.2).",
-    "pipe": "The ladder of 'Making Linux pipes fast': each rung adds one change (vmsplice, splice, "
-            "huge pages, busy loop); the number over a bar is its speed-up over write/read.",
-    "pipe_latency": "One byte sent back and forth over two pipes (lmbench's lat_pipe): the cost of "
-                    "waking the other process, on two CPUs or one, blocking or busy-looping.",
-    "clear_fault": "The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
-                   "faults taken per page (seeds 001 and 003).",
-    "clear_order": "User space clearing 2 MiB chunks in 4 KiB pieces in the old kernel order or "
-                   "sequentially, with four store methods (seed 001).",
-    "matrix": "Matrix multiply variants of Drepper's table 6.2; each bar says its time relative to the "
-              "naive loop, the dashed line is numpy's BLAS on one thread.",
-    "matrix_init": "Writing a matrix row-wise or column-wise with normal or non-temporal stores "
-                   "(Drepper's table 6.1).",
-    "system": "UnixBench's process creation, execl and file copy, scored as UnixBench does: "
-              "index = result / baseline x 10, the score their geometric mean.",
-    "share": "Two threads incrementing counters disp longs apart: one counter (0), one cache line "
-             "(1-7, false sharing) or a line each (8 and more).",
-}
+__all__ = ["ReportItem", "as_items", "build_report", "write_report"]
 
 _STYLE = """
 :root { color-scheme: light dark; }
@@ -115,61 +79,38 @@ def _anchor(index: int, title: str) -> str:
     return f"s{index}-{cleaned}"
 
 
-def _format_number(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}" if abs(value) >= 10000 else str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "-"
-        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
-            return f"{value:.3e}"
-        return f"{value:.4g}"
-    if isinstance(value, (list, dict)):
-        return "…"
-    return str(value)
-
-
-def _format_param(name: str, value: Any) -> str:
-    from memlab.plot import _format_value
-
-    return _format_value(name, value)
+def _family(ds: Dataset) -> Family | None:
+    return registry.all_families().get(str(ds.metadata.get("family") or ""))
 
 
 def _table(ds: Dataset) -> str:
-    from memlab.plot import _param_names, _primary_metric, _varying
-
     try:
-        metric = _primary_metric(ds)
+        metric = ds.primary_metric()
     except ValueError:
         return "<p>No metric columns.</p>"
-    params = _param_names(ds)
-    shown = _varying(ds.rows, params) or params
-    family = str(ds.metadata.get("family") or "")
-    extras = [c for c in EXTRA_COLUMNS.get(family, ()) if c in set(ds.columns) and c != metric]
+    params = ds.param_names
+    shown = chart.varying(ds.rows, params) or params
+    family = _family(ds)
+    wanted = family.report_columns if family is not None else ()
+    extras = [c for c in wanted if c in set(ds.columns) and c != metric]
     header = [*shown, f"{metric} (median)", "min … max", "n", *extras]
     lines = ["<div class=scroll><table>", "<thead><tr>"]
     lines += [f"<th>{_escape(h)}</th>" for h in header]
     lines.append("</tr></thead><tbody>")
     for row in ds.rows:
         low, high = row.get(f"{metric}_min"), row.get(f"{metric}_max")
-        spread = f"{_format_number(low)} … {_format_number(high)}" if low is not None else "-"
-        cells = [_format_param(n, row.get(n)) for n in shown]
-        cells += [_format_number(row.get(metric)), spread, _format_number(row.get("repeat"))]
-        cells += [_format_number(row.get(c)) for c in extras]
+        spread = f"{format_number(low)} … {format_number(high)}" if low is not None else "-"
+        cells = [format_param(n, row.get(n)) for n in shown]
+        cells += [format_number(row.get(metric)), spread, format_number(row.get("repeat"))]
+        cells += [format_number(row.get(c)) for c in extras]
         lines.append("<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in cells) + "</tr>")
     lines.append("</tbody></table></div>")
     return "\n".join(lines)
 
 
 def _figure_html(ds: Dataset, title: str) -> str:
-    from memlab import plot
-
     try:
-        png = plot.to_png(plot.figure(ds))
+        png = chart.to_png(plot.figure(ds))
     except ImportError as error:
         return f"<p class=meta>No figure: {_escape(error)}</p>"
     except (ValueError, TypeError, KeyError) as error:
@@ -199,7 +140,8 @@ def _section(index: int, item: ReportItem) -> str:
         parts.append("<p class=meta>" + "<br>".join(map(_escape, facts)) + "</p>")
         if len(ds):
             parts.append(_figure_html(ds, item.title))
-            caption = CAPTIONS.get(str(meta.get("family") or ""))
+            family = _family(ds)
+            caption = family.caption if family is not None else ""
             if caption:
                 parts.append(f"<p>{_escape(caption)}</p>")
             parts.append(_table(ds))
@@ -238,8 +180,6 @@ def _machines(items: Sequence[ReportItem]) -> list[dict]:
 
 
 def _machine_html(items: Sequence[ReportItem]) -> str:
-    from memlab.machine import collect, format_facts
-
     machines = _machines(items)
     parts = ['<section id="machine"><h2>Machine</h2>']
     if not machines:
@@ -263,7 +203,8 @@ def _default_command() -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def _as_items(datasets: Iterable[Any]) -> list[ReportItem]:
+def as_items(datasets: Iterable[Any]) -> list[ReportItem]:
+    """One :class:`ReportItem` per dataset, path (loaded here) or item, titled "family · sweep"."""
     items = []
     for entry in datasets:
         if isinstance(entry, ReportItem):
@@ -298,9 +239,7 @@ def build_report(
     >>> "<img" in text or "No figure" in text
     True
     """
-    from memlab import __version__
-
-    items = _as_items(datasets)
+    items = as_items(datasets)
     command = _default_command() if command is None else command
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     toc = "".join(
@@ -353,28 +292,3 @@ def write_report(
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
-
-
-def report_main(argv: Sequence[str] | None = None) -> int:
-    """``memlab report DATASET... -o report.html``: one self-contained HTML file."""
-    parser = argparse.ArgumentParser(prog="memlab report",
-                                     description="write one self-contained HTML report of datasets")
-    parser.add_argument("datasets", nargs="+", metavar="DATASET", help="datasets (.csv, .json or stem)")
-    parser.add_argument("-o", "--out", default="report.html", help="the HTML file (default report.html)")
-    parser.add_argument("--title", default="memlab report", help="the report's heading")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    items = []
-    for path in args.datasets:
-        try:
-            items.extend(_as_items([path]))
-        except (OSError, ValueError) as error:
-            print(f"memlab report: error: {path}: {error}", file=sys.stderr)
-            return 1
-    command = " ".join(shlex.quote(a) for a in ["memlab", "report", *argv])
-    out = write_report(items, args.out, title=args.title, command=command)
-    print(f"{len(items)} datasets -> {out}")
-    return 0

@@ -27,10 +27,14 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from memlab import chart
+from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_int
+from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
+from memlab.units import metric_label
 
-__all__ = ["FAMILY", "ShareParams", "false_sharing_penalty", "penalty", "run"]
+__all__ = ["FAMILY", "ShareParams", "false_sharing_penalty", "figure", "penalty", "run"]
 
 MAX_THREADS = 1024
 MAX_DISP = 1 << 20
@@ -157,9 +161,7 @@ def _derive(params: ShareParams, values: dict[str, float]) -> dict[str, float]:
     return {"lost_fraction": lost / expected if expected else math.nan}
 
 
-def _quick_sweep():
-    from memlab.sweep import Sweep, grid
-
+def _quick_sweep() -> Sweep:
     threads = min(2, len(os.sched_getaffinity(0)))
     return Sweep(
         name="quick",
@@ -171,6 +173,40 @@ def _quick_sweep():
     )
 
 
+def figure(data: Dataset | str, metric: str | None = None):
+    """Cache-line sharing: ns per increment by ``disp`` (longs between the threads' counters).
+
+    disp 0 shares one counter, disp 1..7 one cache line (false sharing), 8
+    and more a line per thread. One line per other varying parameter
+    (atomic, threads).
+
+    >>> fig = figure("memlab-tour/share.csv")   # doctest: +SKIP
+    """
+    ds = chart.as_dataset(data)
+    metric = metric or ds.primary_metric(("ns_per_increment",))
+    rows = [r for r in chart.rows_with(ds, metric) if chart.finite(r.get("disp"))]
+    if not rows:
+        return chart.generic_figure(ds)
+    disps = sorted({r["disp"] for r in rows})
+    others = [n for n in chart.varying(rows, ds.param_names) if n != "disp"]
+    fig, ax = chart.new_figure()
+    for members in chart.groups(rows, others).values():
+        members = sorted(members, key=lambda r: r["disp"])
+        xs = [disps.index(r["disp"]) for r in members]
+        ax.errorbar(xs, [r[metric] for r in members], yerr=chart.spread(members, metric), marker="o",
+                    markersize=4, capsize=2, label=chart.label(members[0], others))
+    ax.set_xticks(range(len(disps)))
+    ax.set_xticklabels([str(int(d)) for d in disps])
+    ax.set_xlabel("disp (longs between counters; 8 longs = one 64-byte line)")
+    ax.set_ylabel(metric_label(metric))
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if others:
+        ax.legend(fontsize=8)
+    chart.set_title(fig, ds, "share: ns per increment by counter spacing")
+    return fig
+
+
 FAMILY = Family(
     name="share",
     params_type=ShareParams,
@@ -180,4 +216,8 @@ FAMILY = Family(
     derive=_derive,
     sweeps={"quick": _quick_sweep},
     description="threads incrementing counters disp longs apart: false sharing and atomics",
+    figure=figure,
+    caption="Two threads incrementing counters disp longs apart: one counter (0), one cache line "
+            "(1-7, false sharing) or a line each (8 and more).",
+    report_columns=("lost_updates",),
 )

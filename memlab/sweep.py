@@ -1,115 +1,48 @@
-"""Parameter grids run point by point, each row on disk as soon as it exists.
+"""The runner: a sweep measured point by point, each row on disk as soon as it exists.
 
-A :class:`Sweep` names a family and a list of parameter points. ``run_sweep``
-measures them in order with a progress bar, appends every row to the dataset
-file at once (so Ctrl-C loses nothing), skips points already on disk when run
-again (resume), and can take only its share of the points (``shard=(i, n)``)
-so that n processes or hosts split one sweep and the results merge.
+:func:`run_sweep` measures the points of a :class:`memlab.grid.Sweep` in
+order with a progress bar, appends every row to the dataset file at once (so
+Ctrl-C loses nothing), skips points already on disk when run again (resume),
+and can take only its share of the points (``shard=(i, n)``) so that n
+processes or hosts split one sweep and the results merge. It records the
+metadata that makes a dataset readable a year later (machine, version,
+command). :func:`resolve` finds sweeps by name or script path.
+
+``Sweep``, ``grid``, ``zipped`` and the shard helpers are defined in
+:mod:`memlab.grid` and importable from here for scripts.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
-import itertools
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from memlab._version import __version__
 from memlab.dataset import Dataset, DatasetWriter
-from memlab.families import family as get_family
+from memlab.family import Family
+from memlab.grid import Sweep, as_sweeps, grid, parse_shard, shard_points, zipped
+from memlab.machine import collect, machine_id
+from memlab.registry import all_families
+from memlab.registry import family as get_family
 
 __all__ = [
     "Progress",
     "Sweep",
     "grid",
     "load_script",
-    "main",
+    "output_path",
     "parse_shard",
     "resolve",
     "run_sweep",
     "shard_points",
+    "sweep_metadata",
     "zipped",
 ]
-
-
-@dataclass
-class Sweep:
-    """Points of one family to measure, with how to measure each."""
-
-    name: str
-    family: str
-    points: list[dict[str, Any]]
-    repeat: int = 5
-    warmup: int = 1
-    target_seconds: float | None = None
-    description: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.points, list) or not all(isinstance(p, Mapping) for p in self.points):
-            raise ValueError(f"points of sweep {self.name!r} must be a list of dicts")
-        if not self.points:
-            raise ValueError(f"sweep {self.name!r} has no points")
-
-    def __len__(self) -> int:
-        return len(self.points)
-
-
-def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
-    """Cartesian product of the axes, the first axis varying slowest.
-
-    >>> grid(npad=[0, 7], order=["sequential", "random"])[1]
-    {'npad': 0, 'order': 'random'}
-    """
-    names = list(axes)
-    values = [list(v) for v in axes.values()]
-    for name, options in zip(names, values):
-        if not options:
-            raise ValueError(f"axis {name!r} of the grid is empty")
-    return [dict(zip(names, combo)) for combo in itertools.product(*values)]
-
-
-def zipped(**axes: Sequence[Any]) -> list[dict[str, Any]]:
-    """Axes walked together (all the same length).
-
-    >>> zipped(n=[1, 2], tile=[8, 16])
-    [{'n': 1, 'tile': 8}, {'n': 2, 'tile': 16}]
-    """
-    lengths = {name: len(list(v)) for name, v in axes.items()}
-    if len(set(lengths.values())) > 1:
-        raise ValueError(f"zipped axes differ in length: {lengths}")
-    names = list(axes)
-    return [dict(zip(names, combo)) for combo in zip(*axes.values())]
-
-
-def parse_shard(text: str | Sequence[int] | None) -> tuple[int, int] | None:
-    """'i/n' (1-based i) -> (i, n); None stays None."""
-    if text is None:
-        return None
-    if isinstance(text, str):
-        try:
-            index_text, count_text = text.split("/")
-            index, count = int(index_text), int(count_text)
-        except ValueError:
-            raise ValueError(f"shard={text!r} must look like i/n, e.g. 1/4") from None
-    else:
-        index, count = text
-    if count < 1 or not 1 <= index <= count:
-        raise ValueError(f"shard={index}/{count} needs 1 <= i <= n")
-    return index, count
-
-
-def shard_points(points: Sequence[Any], shard: tuple[int, int] | None) -> list[Any]:
-    """The points of shard (i, n): every n-th point starting at the i-th."""
-    if shard is None:
-        return list(points)
-    index, count = shard
-    return list(points[index - 1 :: count])
 
 
 class Progress:
@@ -210,9 +143,8 @@ def run_sweep(
     shard = parse_shard(shard)
     points = [dataclasses.asdict(family.params(p)) for p in shard_points(sweep.points, shard)]
     repeat = sweep.repeat if repeat is None else repeat
-    param_names = family.param_names
-    varying = [n for n in param_names if len({repr(p[n]) for p in points}) > 1]
-    meta = _metadata(sweep, family, param_names, shard, repeat)
+    varying = [n for n in family.param_names if len({repr(p[n]) for p in points}) > 1]
+    meta = sweep_metadata(sweep, family, shard, repeat)
     meta.update(metadata or {})
     dataset = Dataset(rows=[], metadata=meta)
     writer = DatasetWriter(out, meta) if out is not None else None
@@ -249,18 +181,19 @@ def run_sweep(
     return dataset
 
 
-def _metadata(sweep: Sweep, family, param_names, shard, repeat) -> dict[str, Any]:
-    from memlab import __version__
-    from memlab.machine import collect, machine_id
-
+def sweep_metadata(
+    sweep: Sweep, family: Family, shard: tuple[int, int] | None = None, repeat: int | None = None,
+) -> dict[str, Any]:
+    """The metadata of a dataset of ``sweep`` (docs/dataset.md, "Sidecar"): the family,
+    sweep, parameter names, primary metric, machine facts, memlab version and command."""
     facts = collect()
     return {
         "family": family.name,
         "sweep": sweep.name,
         "description": sweep.description,
-        "param_names": list(param_names),
+        "param_names": list(family.param_names),
         "primary_metric": family.primary_metric or (f"ns_per_{family.unit}" if family.unit else "elapsed_ns"),
-        "repeat": repeat,
+        "repeat": sweep.repeat if repeat is None else repeat,
         "warmup": sweep.warmup,
         "shard": f"{shard[0]}/{shard[1]}" if shard else "",
         "machine": facts,
@@ -286,29 +219,23 @@ def load_script(path: str | os.PathLike) -> Any:
 
 
 def resolve(name: str, quick: bool = False) -> list[Sweep]:
-    """Sweeps named by a script path, 'family.sweep', or a sweep name unique to one family."""
-    from memlab.families import all_families
+    """Sweeps named by a script path, 'family.sweep', or a sweep name unique to one family.
 
+    >>> resolve("calibrate.quick")[0].family
+    'calibrate'
+    """
     if name.endswith(".py") or os.sep in name:
-        return _as_list(load_script(name).sweep(quick=quick))
+        return as_sweeps(load_script(name).sweep(quick=quick))
     if "." in name:
         family_name, sweep_name = name.split(".", 1)
-        return _as_list(get_family(family_name).sweep(sweep_name))
+        return as_sweeps(get_family(family_name).sweep(sweep_name))
     owners = [f for f in all_families().values() if name in f.sweeps]
     if len(owners) == 1:
-        return _as_list(owners[0].sweep(name))
+        return as_sweeps(owners[0].sweep(name))
     if len(owners) > 1:
         names = ", ".join(f"{f.name}.{name}" for f in owners)
         raise ValueError(f"sweep {name!r} is ambiguous: {names}")
     raise ValueError(f"sweep {name!r} is neither a script nor a named sweep (see `memlab sweep --list`)")
-
-
-def _as_list(value: Sweep | Sequence[Sweep]) -> list[Sweep]:
-    sweeps = [value] if isinstance(value, Sweep) else list(value)
-    for item in sweeps:
-        if not isinstance(item, Sweep):
-            raise ValueError(f"expected Sweep objects, got {type(item).__name__}")
-    return sweeps
 
 
 def output_path(out: str | None, sweep: Sweep, many: bool) -> Path:
@@ -319,27 +246,3 @@ def output_path(out: str | None, sweep: Sweep, many: bool) -> Path:
     if many or path.suffix != ".csv":
         return path / f"{sweep.family}-{sweep.name}.csv"
     return path
-
-
-def main(sweep_fn: Callable[..., Sweep | Sequence[Sweep]], argv: Sequence[str] | None = None) -> int:
-    """Command line of an experiment script: --quick, --out, --shard, --repeat."""
-    parser = argparse.ArgumentParser(description=(sweep_fn.__doc__ or "").strip() or None)
-    parser.add_argument("--quick", action="store_true", help="the short variant")
-    parser.add_argument("--out", help="CSV path (one sweep) or folder (several); default results/")
-    parser.add_argument("--shard", help="run only shard i/n of the points")
-    parser.add_argument("--repeat", type=int, help="repetitions per point")
-    parser.add_argument("--cpu", type=int, help="pin the measuring process to this CPU")
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--no-resume", action="store_true", help="re-measure points already on disk")
-    args = parser.parse_args(argv)
-    sweeps = _as_list(sweep_fn(quick=args.quick))
-    for sweep in sweeps:
-        path = output_path(args.out, sweep, len(sweeps) > 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        dataset = run_sweep(
-            sweep, path, shard=args.shard, resume=not args.no_resume,
-            progress=not args.no_progress, repeat=args.repeat, cpu=args.cpu,
-        )
-        print(f"{len(dataset)} rows -> {path}")
-    return 0
-

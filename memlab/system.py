@@ -35,7 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from memlab import chart
+from memlab.dataset import Dataset
 from memlab.family import Family, check_choice, check_int, check_number
+from memlab.grid import Sweep
 from memlab.measure import Measurement
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "UNIXBENCH_TESTS",
     "UnixBenchTest",
     "execl",
+    "figure",
     "file_copy",
     "helper_path",
     "index",
@@ -53,6 +57,7 @@ __all__ = [
     "report",
     "run",
     "spawn",
+    "unixbench_index",
     "unixbench_test",
 ]
 
@@ -399,9 +404,7 @@ def report(data: Any) -> str:
     return "\n".join(lines)
 
 
-def _quick_sweep():
-    from memlab.sweep import Sweep
-
+def _quick_sweep() -> Sweep:
     points = [
         {"test": t.test, "duration_s": 0.5, "copies": 1,
          **({"buffer_size": t.buffer_size, "max_blocks": t.max_blocks} if t.test == "file_copy" else {})}
@@ -409,6 +412,59 @@ def _quick_sweep():
     ]
     return Sweep(name="quick", family="system", points=points, repeat=2, warmup=0,
                  options={"counters": False})
+
+
+# ---- the standard figure -----------------------------------------------------
+
+
+def unixbench_index(row: Mapping[str, Any]) -> tuple[float, float, str]:
+    """(result, baseline, unit) of a system row, by UnixBench's rules: INDEX = result / baseline * 10.
+
+    The result is the row's ``result`` (lps or KBps), else ``loops_per_s``
+    (spawn, execl) or ``KB_per_s`` (file_copy); the baseline is UnixBench's
+    for the same test, buffer size and file size (NaN when UnixBench has none).
+
+    >>> unixbench_index({"test": "execl", "loops_per_s": 430.0})
+    (430.0, 43.0, 'lps')
+    """
+    test = unixbench_test(row)
+    unit = test.unit if test else ("KBps" if row.get("test") == "file_copy" else "lps")
+    baseline = test.baseline if test else math.nan
+    names = ("result", "KB_per_s") if unit == "KBps" else ("result", "loops_per_s")
+    result = next((chart.number(row[n]) for n in names if n in row and chart.finite(row[n])), math.nan)
+    return result, baseline, unit
+
+
+def figure(data: Dataset | str):
+    """UnixBench's index table: each test's result, its baseline and INDEX = result / baseline x 10.
+
+    The last line is the geometric mean of the indexes (UnixBench's score).
+
+    >>> fig = figure("memlab-tour/system.csv")   # doctest: +SKIP
+    """
+    ds = chart.as_dataset(data)
+    if not ds.rows:
+        raise ValueError("the dataset has no rows")
+    lines = []
+    indexes = []
+    for row in ds.rows:
+        result, baseline, unit = unixbench_index(row)
+        score = chart.number(row.get("index"))
+        if not math.isfinite(score) and math.isfinite(result) and math.isfinite(baseline):
+            score = result / baseline * 10.0
+        if math.isfinite(score) and score > 0:
+            indexes.append(score)
+        name = str(row.get("test"))
+        if row.get("test") == "file_copy":
+            name += f" {row.get('buffer_size')} B, {row.get('max_blocks')} blocks"
+        if chart.finite(row.get("copies")) and row.get("copies") != 1:
+            name += f" ({row['copies']} copies)"
+        lines.append([name, f"{result:,.1f} {unit}", f"{baseline:,.1f}", f"{score:,.1f}"])
+    total = _geometric_mean(indexes) if indexes else math.nan
+    lines.append(["score (geometric mean)", "", "", f"{total:,.1f}"])
+    return chart.table_figure(ds, ["test", "result", "baseline", "index"], lines,
+                              widths=[0.44, 0.24, 0.16, 0.16], bold_last=True,
+                              title="system: UnixBench index (result / baseline x 10)")
 
 
 FAMILY = Family(
@@ -423,4 +479,8 @@ FAMILY = Family(
     description="UnixBench's process creation, execl and file copy, with its index",
     default_repeat=3,
     default_warmup=1,
+    figure=figure,
+    caption="UnixBench's process creation, execl and file copy, scored as UnixBench does: "
+            "index = result / baseline x 10, the score their geometric mean.",
+    report_columns=("index",),
 )

@@ -1,7 +1,7 @@
 """``memlab tour``: the quick sweep of every family, then one HTML report.
 
 The tour is memlab's first command for a newcomer: it measures the "quick"
-sweep of every registered family (whatever :func:`memlab.families.all_families`
+sweep of every registered family (whatever :func:`memlab.registry.all_families`
 holds when it runs), writes one dataset per family into a folder and ends
 with ``report.html`` showing each family's standard figure. A family that
 fails (a kernel refusal, a missing feature) is reported in the HTML and the
@@ -17,10 +17,8 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
-import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,9 +26,14 @@ from pathlib import Path
 from typing import Sequence
 
 from memlab.dataset import Dataset, paths_for
-from memlab.sweep import Sweep
+from memlab.family import Family
+from memlab.grid import Sweep, as_sweeps
+from memlab.registry import all_families
+from memlab.registry import family as get_family
+from memlab.report import ReportItem, write_report
+from memlab.sweep import run_sweep
 
-__all__ = ["REDUCED_MAX_POINTS", "REDUCED_TARGET_SECONDS", "TourResult", "reduce_sweep", "tour", "tour_main"]
+__all__ = ["REDUCED_MAX_POINTS", "REDUCED_TARGET_SECONDS", "FamilyRun", "TourResult", "reduce_sweep", "tour"]
 
 #: Points per family kept by the reduced tour.
 REDUCED_MAX_POINTS = 2
@@ -95,13 +98,11 @@ def reduce_sweep(sweep: Sweep, max_points: int = REDUCED_MAX_POINTS, repeat: int
     return dataclasses.replace(sweep, points=points, repeat=repeat, warmup=0, target_seconds=target)
 
 
-def _quick_sweeps(family) -> list[Sweep]:
-    made = family.sweep("quick")
-    sweeps = [made] if isinstance(made, Sweep) else list(made)
-    for sweep in sweeps:
-        if not isinstance(sweep, Sweep):
-            raise ValueError(f"{family.name}'s quick sweep returned {type(sweep).__name__}, not a Sweep")
-    return sweeps
+def _quick_sweeps(family: Family) -> list[Sweep]:
+    try:
+        return as_sweeps(family.sweep("quick"))
+    except ValueError as error:
+        raise ValueError(f"{family.name}'s quick sweep: {error}") from None
 
 
 def _remove_dataset(path: Path) -> None:
@@ -141,9 +142,6 @@ def tour(
     >>> [run.family for run in result.runs]                                                     # doctest: +SKIP
     ['calibrate']
     """
-    from memlab.families import all_families, family as get_family
-    from memlab.sweep import run_sweep
-
     if repeat is not None and repeat < 1:
         raise ValueError(f"repeat={repeat} is below the minimum 1")
     if families:
@@ -201,8 +199,6 @@ def tour(
 
 
 def _write_tour_report(result: TourResult, reduced: bool, command: str | None) -> Path:
-    from memlab.report import ReportItem, write_report
-
     items = []
     for run in result.runs:
         title = run.family if run.path is None or run.path.stem == run.family else run.path.stem
@@ -217,48 +213,3 @@ def _write_tour_report(result: TourResult, reduced: bool, command: str | None) -
         intro += " The tour was interrupted; later families were not measured."
     return write_report(items, result.out / "report.html", title="memlab tour", command=command,
                         intro=intro)
-
-
-def tour_main(argv: Sequence[str] | None = None) -> int:
-    """``memlab tour [--out DIR] [--reduced]``: quick sweep of every family + report.html."""
-    parser = argparse.ArgumentParser(
-        prog="memlab tour",
-        description="run the quick sweep of every family and write one dataset per family plus report.html",
-    )
-    parser.add_argument("--out", default="memlab-tour", help="folder for the datasets and report.html")
-    parser.add_argument("--reduced", action="store_true",
-                        help=f"at most {REDUCED_MAX_POINTS} points per family, one repetition (for CI)")
-    parser.add_argument("--family", action="append", metavar="NAME",
-                        help="only this family (repeatable)")
-    parser.add_argument("--repeat", type=int, help="repetitions per point")
-    parser.add_argument("--cpu", type=int, help="pin the measuring process to this CPU")
-    parser.add_argument("--resume", action="store_true", help="keep rows already in --out")
-    parser.add_argument("--no-progress", action="store_true")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    if args.repeat is not None and args.repeat < 1:
-        print(f"memlab tour: error: --repeat={args.repeat} is below the minimum 1", file=sys.stderr)
-        return 2
-    command = " ".join(shlex.quote(a) for a in ["memlab", "tour", *argv])
-    try:
-        result = tour(args.out, reduced=args.reduced, families=args.family, repeat=args.repeat,
-                      cpu=args.cpu, progress=not args.no_progress, resume=args.resume, command=command)
-    except ValueError as error:
-        print(f"memlab tour: error: {error}", file=sys.stderr)
-        return 2
-    for run in result.runs:
-        status = f"FAILED: {run.error}" if run.error else f"{len(run.dataset)} rows -> {run.path}"
-        print(f"{run.family:<14} {run.seconds:6.1f} s  {status}")
-    print(f"tour: {result.seconds:.0f} s; report -> {result.report}")
-    try:
-        from memlab.plot import require_matplotlib
-
-        require_matplotlib()
-    except ImportError as error:
-        print(f"memlab tour: the report has no figures: {error}", file=sys.stderr)
-    if result.interrupted:
-        return 130
-    return 1 if result.failed else 0

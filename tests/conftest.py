@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from memlab import _core
+from memlab import _core, machine
+from memlab.sweep import load_script
+
+EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+
+
+def experiment(name: str) -> ModuleType:
+    """An experiment script of experiments/ loaded as a module (its sweep(), table(), ...)."""
+    return load_script(EXPERIMENTS / f"{name}.py")
 
 
 def _probe() -> dict:
@@ -38,6 +49,46 @@ def thp_mode() -> str:
     except OSError:
         return "unavailable"
     return text[text.index("[") + 1 : text.index("]")]
+
+
+def vmstat(name: str) -> int:
+    """One counter of /proc/vmstat (0 where the kernel does not have it)."""
+    try:
+        with open("/proc/vmstat") as handle:
+            for line in handle:
+                key, _, value = line.partition(" ")
+                if key == name:
+                    return int(value)
+    except OSError:
+        pass
+    return 0
+
+
+def _thp_fallbacks() -> int:
+    return vmstat("thp_fault_fallback") + vmstat("thp_fault_fallback_charge")
+
+
+@contextlib.contextmanager
+def thp_fallbacks_during():
+    """Count the kernel's refusals of huge pages at fault time while the block runs.
+
+    Yields a function returning that count so far (system-wide: another
+    process's refusals count too, which can only turn a failure into a skip).
+    """
+    start = _thp_fallbacks()
+    yield lambda: _thp_fallbacks() - start
+
+
+def skip_if_thp_refused(fraction: float, refused: int, wanted: float = 1.0) -> None:
+    """Skip with the reason when fewer huge pages than wanted came and the kernel said it refused some."""
+    if fraction < wanted and refused > 0:
+        pytest.skip(f"the kernel fell back to 4 KiB pages {refused} times while this ran "
+                    f"(thp_fault_fallback in /proc/vmstat): fragmented memory, huge fraction {fraction:.2f}")
+
+
+def require_populate_write() -> None:
+    if not machine.populate_write_supported():
+        pytest.skip(f"MADV_POPULATE_WRITE needs Linux 5.14+ (this kernel: {platform.release()})")
 
 
 HUGETLB_2M_POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"

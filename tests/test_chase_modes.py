@@ -89,7 +89,7 @@ def test_every_mode_visits_every_element_once_per_lap(mode):
     elements = chase.element_count(params)
     per_thread = elements // (mode.get("threads", 1) if mode.get("thread_lists") == "own" else 1)
     assert values["elements"] == elements
-    assert values["check_visits_min"] == values["check_visits_max"] == values["check_laps"] == 2
+    assert values["check_visits_fewest"] == values["check_visits_most"] == values["check_laps"] == 2
     assert values["check_elements_visited"] == per_thread
     assert values["check_back_at_start"] == 1
     assert values["check_bad_pointers"] == 0 and values["check_outside_chain"] == 0
@@ -174,7 +174,7 @@ def test_the_pointer_sits_in_the_asked_word():
     # check=True follows every pointer and requires it to land on its element's pointer word
     for word in (0, 3, 7):
         values = one_sample(npad=7, pointer_word=word, working_set_bytes=64 << 10, check=True, laps=1)
-        assert values["check_bad_pointers"] == 0 and values["check_visits_min"] == 2
+        assert values["check_bad_pointers"] == 0 and values["check_visits_fewest"] == 2
     traced = chase.trace(npad=7, pointer_word=7, order="sequential", working_set_bytes=4096, laps=0)
     assert traced["successors"].tolist()[:3] == [1, 2, 3]
     assert traced["pad0"].tolist()[:3] == [1, 2, 3]  # pad[0] stays word 1, pad words start distinct
@@ -299,7 +299,7 @@ def test_memory_bound_to_a_node_is_on_that_node(node):
     assert values["memory_policy_bound"] == 1  # get_mempolicy(MPOL_F_ADDR): MPOL_BIND to {node}
     assert values["pages_on_memory_node_fraction"] == 1.0  # move_pages: every page queried is there
     assert values["numa_nodes"] == len(nodes_with_memory())
-    assert values["check_visits_min"] == 2
+    assert values["check_visits_fewest"] == 2
 
 
 def test_hugetlb_pages_bound_to_a_node_are_on_that_node(reserved_hugetlb_2m):
@@ -307,7 +307,7 @@ def test_hugetlb_pages_bound_to_a_node_are_on_that_node(reserved_hugetlb_2m):
     values = one_sample(memory_node=node, pages="hugetlb-2m", strict_pages=True, working_set_bytes=2 << 20,
                         laps=1, check=True)
     assert values["pages_granted_hugetlb"] == 1 and values["memory_policy_bound"] == 1
-    assert values["pages_on_memory_node_fraction"] == 1.0 and values["check_visits_min"] == 2
+    assert values["pages_on_memory_node_fraction"] == 1.0 and values["check_visits_fewest"] == 2
 
 
 def test_default_placement_is_reported_against_the_walking_node():

@@ -13,7 +13,7 @@ from memlab.dataset import Dataset
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "memlab.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "memlab", *args], capture_output=True,
                           text=True, timeout=120)
 
 

@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
+from memlab import cli
 from memlab.compare import (
     Comparison,
     DatasetReadError,
     compare,
-    compare_main,
     load_dataset,
     metric_direction,
     parse_fraction,
@@ -307,50 +307,50 @@ def test_compare_loads_paths(files):
 
 
 def test_cli_exit_zero_without_regression(files, capsys):
-    assert compare_main([str(files["base"]), str(files["same"])]) == 0
+    assert cli.main(["compare", str(files["base"]), str(files["same"])]) == 0
     out = capsys.readouterr().out
     assert "ns_per_element (lower is better)" in out and "4 unchanged" in out
 
 
 def test_cli_exit_one_on_regression(files, capsys):
-    assert compare_main([str(files["base"]), str(files["slow"]), "--fail-above", "5%"]) == 1
+    assert cli.main(["compare", str(files["base"]), str(files["slow"]), "--fail-above", "5%"]) == 1
     captured = capsys.readouterr()
     assert "regression: +" in captured.out
     assert "4 significant regression(s) of at least 5.0%" in captured.err
 
 
 def test_cli_fail_above_loosens_the_gate(files, capsys):
-    assert compare_main([str(files["base"]), str(files["slow"]), "--threshold", "5%",
-                         "--fail-above", "30%"]) == 0
+    assert cli.main(["compare", str(files["base"]), str(files["slow"]), "--threshold", "5%",
+                     "--fail-above", "30%"]) == 0
     assert "4 regression" in capsys.readouterr().out
 
 
 def test_cli_noisy_data_does_not_fail_unless_asked(files, capsys):
-    assert compare_main([str(files["base"]), str(files["noisy"])]) == 0
+    assert cli.main(["compare", str(files["base"]), str(files["noisy"])]) == 0
     assert "too noisy" in capsys.readouterr().out
-    assert compare_main([str(files["base"]), str(files["noisy"]), "--fail-on-noise"]) == 1
+    assert cli.main(["compare", str(files["base"]), str(files["noisy"]), "--fail-on-noise"]) == 1
     assert "4 point(s) without a verdict" in capsys.readouterr().err
-    assert compare_main([str(files["base"]), str(files["same"]), "--fail-on-noise"]) == 0
+    assert cli.main(["compare", str(files["base"]), str(files["same"]), "--fail-on-noise"]) == 0
 
 
 def test_cli_exit_two_on_unusable_input(files, tmp_path, capsys):
     missing = tmp_path / "missing.csv"
-    assert compare_main([str(files["base"]), str(missing)]) == 2
+    assert cli.main(["compare", str(files["base"]), str(missing)]) == 2
     assert f"candidate dataset {missing} does not exist" in capsys.readouterr().err
     corrupt = tmp_path / "corrupt.csv"
     corrupt.write_bytes(b"\x00\xff garbage, not a dataset\n\x01")
-    assert compare_main([str(corrupt), str(files["base"])]) == 2
+    assert cli.main(["compare", str(corrupt), str(files["base"])]) == 2
     assert f"baseline dataset {corrupt} cannot be read" in capsys.readouterr().err
-    assert compare_main([str(files["base"]), str(files["other"])]) == 2
+    assert cli.main(["compare", str(files["base"]), str(files["other"])]) == 2
     assert "no point in common" in capsys.readouterr().err
-    assert compare_main([str(files["base"]), str(files["slow"]), "--fail-above", "5"]) == 2
+    assert cli.main(["compare", str(files["base"]), str(files["slow"]), "--fail-above", "5"]) == 2
     assert "ambiguous" in capsys.readouterr().err
-    assert compare_main([str(files["base"]), str(files["slow"]), "--metric", "score"]) == 2
-    assert compare_main([str(files["base"])]) == 2
+    assert cli.main(["compare", str(files["base"]), str(files["slow"]), "--metric", "score"]) == 2
+    assert cli.main(["compare", str(files["base"])]) == 2
 
 
 def test_cli_json_output(files, capsys):
-    assert compare_main([str(files["base"]), str(files["slow"]), "--json"]) == 1
+    assert cli.main(["compare", str(files["base"]), str(files["slow"]), "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["metric"] == METRIC and len(data["points"]) == 4
     assert data["points"][0]["verdict"] == "regression"

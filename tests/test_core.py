@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 from memlab import _core
-from conftest import hardware_counters_available, hugetlb_free_pages, thp_mode
+from conftest import (
+    hardware_counters_available,
+    hugetlb_free_pages,
+    require_populate_write,
+    skip_if_thp_refused,
+    thp_fallbacks_during,
+    thp_mode,
+)
 
 MiB = 1 << 20
 
@@ -74,6 +84,7 @@ def test_closed_kernel_refuses_to_measure():
     kernel.close()  # twice is harmless
 
 
+@pytest.mark.build
 def test_build_info_records_the_flags():
     info = _core.build_info()
     assert "-Wall" in info["cflags"] and "-O2" in info["cflags"]
@@ -81,14 +92,20 @@ def test_build_info_records_the_flags():
 
 # ---- clock -------------------------------------------------------------------
 
+@pytest.mark.build
 def test_calibration_reports_a_frequency_and_agrees_with_imul_chain():
     with _core.Kernel("calibrate", {"budget_ns": 50_000_000}) as kernel:
         sample = kernel.measure(counters=False)
     metrics = sample["metrics"]
     assert 0.2 < metrics["core_GHz"] < 10
-    assert metrics["core_GHz_min"] <= metrics["core_GHz"] <= metrics["core_GHz_max"]
-    # Two independent chains measure the same clock (3-cycle imul vs 1-cycle add).
-    assert metrics["imul_GHz"] == pytest.approx(metrics["core_GHz"], rel=0.5)
+    assert metrics["core_GHz_lowest"] <= metrics["core_GHz"] <= metrics["core_GHz_highest"]
+    # imul_GHz assumes a 3-cycle 64-bit imul. Measured in cycles of the add chain,
+    # imul's latency is 3 on Intel Core and AMD Zen, 4 on K8/K10, 5 on Silvermont,
+    # 6 on Bulldozer: any x86-64 core lies in [3, 6]. Outside [2, 8] one of the two
+    # chains did not run at one dependent operation per cycle (an add folded, or a
+    # clock counted wrong).
+    imul_cycles = 3 * metrics["core_GHz"] / metrics["imul_GHz"]
+    assert 2 <= imul_cycles <= 8, f"imul latency {imul_cycles:.2f} add-chain cycles"
     assert sample["counters_scope"] == "none"
     assert set(sample["counters_missing"].values()) == {"not requested"}
 
@@ -108,6 +125,7 @@ def test_ctrl_c_stops_a_long_kernel_promptly():
 
 # ---- counters ----------------------------------------------------------------
 
+@pytest.mark.build
 def test_software_counters_count_page_faults_of_touched_pages():
     sample = region_sample(bytes=16 * MiB, pages="4k", populate="touch")
     pages = 16 * MiB // 4096
@@ -151,8 +169,11 @@ def test_hardware_counters_count_when_the_pmu_allows():
 
 # ---- regions -----------------------------------------------------------------
 
+@pytest.mark.build
 @pytest.mark.parametrize("populate", ["none", "touch", "map_populate", "madvise_populate_write"])
 def test_4k_region_populates_in_every_mode(populate):
+    if populate == "madvise_populate_write":
+        require_populate_write()
     sample = region_sample(pages="4k", populate=populate)
     assert sample["metrics"]["granted_page_bytes"] == 4096
     assert sample["metrics"]["huge_bytes"] == 0
@@ -160,14 +181,67 @@ def test_4k_region_populates_in_every_mode(populate):
         assert sample["metrics"]["populate_ns"] > 0
 
 
+@pytest.mark.build
 def test_thp_region_is_backed_by_huge_pages():
     if thp_mode() == "never" or thp_mode() == "unavailable":
         pytest.skip(f"transparent huge pages are {thp_mode()} on this machine")
-    sample = region_sample(bytes=32 * MiB, pages="thp", populate="touch")
+    with thp_fallbacks_during() as refused:
+        sample = region_sample(bytes=32 * MiB, pages="thp", populate="touch")
     assert sample["metrics"]["granted_page_bytes"] == 2 * MiB
-    # The kernel may refuse some huge pages under fragmentation; most must be there.
-    assert sample["metrics"]["huge_fraction"] > 0.5
+    fraction = sample["metrics"]["huge_fraction"]
+    skip_if_thp_refused(fraction, refused())
+    assert fraction == 1.0
+    assert sample["metrics"]["huge_bytes"] == 32 * MiB
     assert sample["counters"]["page_faults"] < (32 * MiB // 4096) * 0.5
+
+
+def test_populate_write_lack_is_reported_with_the_kernel_it_needs(tmp_path):
+    # A kernel before 5.14 answers MADV_POPULATE_WRITE with EINVAL: play that kernel
+    # with a preloaded madvise() and check what the user is told.
+    shim = tmp_path / "old_kernel_madvise.so"
+    source = tmp_path / "old_kernel_madvise.c"
+    source.write_text(OLD_KERNEL_MADVISE)
+    compiler = os.environ.get("CC", "cc")
+    built = subprocess.run([compiler, "-shared", "-fPIC", str(source), "-o", str(shim), "-ldl"],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.skip(f"cannot build the madvise shim: {built.stderr.strip()[:200]}")
+    preload = " ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(shim)]))
+    script = (
+        "from memlab import _core\n"
+        "config = {'bytes': 1 << 20, 'pages': '4k', 'populate': 'madvise_populate_write',"
+        " 'allow_fallback': False}\n"
+        "try:\n"
+        "    with _core.Kernel('region', config) as k:\n"
+        "        k.measure(counters=False)\n"
+        "except OSError as error:\n"
+        "    print('OSError', error.errno, error)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env={**os.environ, "LD_PRELOAD": preload}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"OSError {errno.EINVAL} "), result.stdout
+    assert "MADV_POPULATE_WRITE" in result.stdout and "needs Linux 5.14+" in result.stdout
+
+
+OLD_KERNEL_MADVISE = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+
+int madvise(void *address, size_t length, int advice)
+{
+    static int (*real)(void *, size_t, int);
+    if (advice == 23) {  /* MADV_POPULATE_WRITE */
+        errno = EINVAL;
+        return -1;
+    }
+    if (!real)
+        real = (int (*)(void *, size_t, int))dlsym(RTLD_NEXT, "madvise");
+    return real(address, length, advice);
+}
+"""
 
 
 @pytest.mark.parametrize("kind, page_kib", [("hugetlb-2m", 2048), ("hugetlb-1g", 1048576)])

@@ -2,6 +2,7 @@
 
 import os
 import platform
+import re
 
 import pytest
 
@@ -111,6 +112,15 @@ def test_facts_present_on_this_machine():
         assert facts["pipe_max_size_bytes"] >= 4096
 
 
+def test_populate_write_support_is_a_fact_of_the_running_kernel_only(fake_root):
+    facts = machine.collect(include_core=False)
+    assert facts["madvise_populate_write"] is machine.populate_write_supported()
+    release = tuple(int(part) for part in re.findall(r"\d+", platform.release())[:2])
+    if release >= (5, 14):
+        assert facts["madvise_populate_write"] is True
+    assert "madvise_populate_write" not in machine.collect(include_core=False, root=fake_root)
+
+
 def test_machine_id_is_stable_and_sensitive():
     facts = {"cpu_model": "A", "cpu_count": 2, "kernel_release": "6.1", "memory_total_bytes": 1 << 30}
     assert machine.machine_id(facts) == machine.machine_id(dict(reversed(list(facts.items()))))
@@ -127,16 +137,13 @@ def test_format_facts_lists_what_is_known(fake_root):
 
 
 def test_core_facts_are_guarded(monkeypatch):
-    import sys
-    import types
+    def refused():
+        raise RuntimeError("no build information")
 
-    fake = types.ModuleType("memlab._core")
-    fake.counters_probe = lambda: {"cycles": {"available": False, "reason": "ENOENT"},
-                                   "page_faults": {"available": True, "reason": ""}}
-    import memlab
-
-    monkeypatch.setitem(sys.modules, "memlab._core", fake)  # no build_info: AttributeError is absorbed
-    monkeypatch.setattr(memlab, "_core", fake, raising=False)
+    monkeypatch.setattr(machine, "counters_probe", lambda: {
+        "cycles": {"available": False, "reason": "ENOENT"},
+        "page_faults": {"available": True, "reason": ""}})
+    monkeypatch.setattr(machine, "build_info", refused)  # the fact is left out, not an error
     facts = machine.collect(include_core=True, root="/nonexistent")
     assert facts["counters"]["cycles"] == {"available": False, "reason": "ENOENT"}
     assert "core_build" not in facts

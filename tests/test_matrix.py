@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import math
-import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from memlab import _core
+from conftest import experiment
 from memlab import matrix as mx
 from memlab.sweep import Sweep
+
+from disasm import function_instructions, packed_instructions
+
+# Every test here runs code whose instructions depend on the -march level of the build.
+pytestmark = pytest.mark.build
 
 FAST = {"repeat": 1, "warmup": 0, "target_seconds": 0}
 SIZES = (1, 2, 7, 64, 100, 129)
@@ -24,7 +28,9 @@ def _tolerance(n: int) -> float:
     return 1e-15 * 4 * max(n, 1) ** 1.5 + 1e-15
 
 
-def _supported_isas() -> list[str]:
+@functools.cache
+def supported_isas() -> tuple[str, ...]:
+    """The ISAs of tiled_simd this CPU runs, widest first (asked of the kernel, at first use)."""
     supported = []
     for isa in mx.ISAS[1:]:
         try:
@@ -33,10 +39,12 @@ def _supported_isas() -> list[str]:
             assert "not supported by this CPU" in str(error)
             continue
         supported.append(isa)
-    return supported
+    return tuple(supported)
 
 
-SUPPORTED_ISAS = _supported_isas()
+def require_isa(isa: str) -> None:
+    if isa not in supported_isas():
+        pytest.skip(f"this CPU does not support {isa} (supported: {', '.join(supported_isas())})")
 
 
 def _product(n: int, variant: str, **kw) -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
@@ -75,9 +83,10 @@ def test_tiled_variants_equal_numpy_for_any_tile(variant, n, tile):
     assert m.params["tile"] == tile
 
 
-@pytest.mark.parametrize("isa", SUPPORTED_ISAS)
+@pytest.mark.parametrize("isa", mx.ISAS[1:])
 @pytest.mark.parametrize("n,tile", [(7, 3), (100, 33), (129, 256), (64, 16)])
 def test_every_supported_isa_equals_numpy(isa, n, tile):
+    require_isa(isa)
     a, b, out, m = _product(n, "tiled_simd", tile=tile, isa=isa)
     np.testing.assert_allclose(out, a @ b, rtol=0, atol=_tolerance(n))
     bits = {"avx512": 512, "avx2": 256, "sse2": 128, "scalar": 64}[isa]
@@ -86,12 +95,12 @@ def test_every_supported_isa_equals_numpy(isa, n, tile):
 
 def test_auto_isa_is_the_widest_supported():
     m = mx.multiply(16, "tiled_simd", **FAST)
-    widest = {"avx512": 512, "avx2": 256, "sse2": 128, "scalar": 64}[SUPPORTED_ISAS[0]]
+    widest = {"avx512": 512, "avx2": 256, "sse2": 128, "scalar": 64}[supported_isas()[0]]
     assert m.median("simd_bits") == widest
 
 
 def test_unsupported_isa_is_a_value_error():
-    unsupported = [isa for isa in mx.ISAS[1:] if isa not in SUPPORTED_ISAS]
+    unsupported = [isa for isa in mx.ISAS[1:] if isa not in supported_isas()]
     if not unsupported:
         pytest.skip("this CPU supports every ISA the kernel has")
     with pytest.raises(ValueError, match=f"isa={unsupported[0]} is not supported"):
@@ -128,9 +137,21 @@ def test_in_place_variants_allocate_nothing(variant):
     assert mx.multiply(64, variant, **FAST).median("temporary_bytes") == 0
 
 
-def test_simd_packing_buffers_stay_below_one_matrix():
-    m = mx.multiply(512, "tiled_simd", **FAST)
-    assert 0 < m.median("temporary_bytes") <= 512 * 512 * 8
+# The largest register block side of any tiled_simd micro-kernel (AVX-512: 12 x 16).
+MAX_REGISTER_BLOCK = 16
+
+
+@pytest.mark.parametrize("n,tile", [(512, 64), (300, 100), (1000, 8)])
+def test_simd_packing_buffers_stay_below_one_matrix(n, tile):
+    # csrc/matrix.c packs at most one row panel of a (mc x kc, mc <= n) and one column
+    # panel of b (kc x nc, nc <= n), each rounded up to a register block, kc = min(tile, n):
+    # whatever the L2 size, never an N x N copy while kc stays below n / 2.
+    m = mx.multiply(n, "tiled_simd", tile=tile, **FAST)
+    depth = min(tile, n)
+    rounded = n + MAX_REGISTER_BLOCK - 1  # n rounded up to a register block of any ISA
+    bound = 2 * rounded * depth * 8
+    assert 0 < m.median("temporary_bytes") <= bound
+    assert bound < n * n * 8
 
 
 # ---- what each variant is built as -----------------------------------------------
@@ -141,41 +162,46 @@ def test_flags_are_recorded(variant):
     m = mx.multiply(8, variant, **FAST)
     flags = m.context["kernel_flags"]
     reference = variant != "tiled_simd"
-    assert (mx.REFERENCE_FLAGS in flags) == reference
+    assert (mx.reference_flags() in flags) == reference
     assert m.median("autovectorize_disabled") == float(reference)
     assert m.median("loop_interchange_disabled") == float(reference)
     assert m.to_row()["context_kernel_flags"] == flags
 
 
-def test_reference_flags_come_from_the_c_core():
-    assert "vectorize" in mx.REFERENCE_FLAGS
-    if "clang" not in _core.build_info()["compiler"].lower():
-        assert "-fno-tree-vectorize" in mx.REFERENCE_FLAGS
-        assert "-fno-loop-interchange" in mx.REFERENCE_FLAGS
-    assert _core.families()["matrix_init"]["description"].endswith(mx.REFERENCE_FLAGS)
-
-
-_PACKED = re.compile(r"\b(v?\w+p[sd]|v?movdq[au]\w*|vp\w+|p(add|mul|sub)\w*)\b|%[yz]mm")
+def test_reference_flags_name_what_the_compiler_used():
+    flags = mx.reference_flags()
+    compiler = _core.build_info()["compiler_family"]
+    if compiler == "clang":
+        assert flags == "clang loop pragmas vectorize(disable) interleave(disable) unroll(disable)"
+    else:
+        assert compiler == "gcc"
+        for flag in ("-fno-tree-vectorize", "-fno-tree-slp-vectorize", "-fno-loop-interchange"):
+            assert flag in flags.split()
+    assert _core.families()["matrix_init"]["description"].endswith(flags)
 
 
 @pytest.mark.parametrize(
     "function", ["multiply_naive", "multiply_transposed", "multiply_tiled", "transpose", "init_normal"]
 )
-def test_reference_kernels_hold_no_vector_instructions(function):
-    objdump = shutil.which("objdump")
-    if objdump is None:
-        pytest.skip("objdump is not installed")
-    text = subprocess.run(
-        [objdump, "-d", "--no-show-raw-insn", f"--disassemble={function}", _core.__file__],
-        capture_output=True, text=True, check=False,
-    ).stdout
-    body = text.split(f"<{function}>:", 1)
-    if len(body) < 2:
-        pytest.skip(f"{function} is not in the symbol table (stripped build)")
-    instructions = [line.split("\t", 1)[-1] for line in body[1].splitlines() if "\t" in line]
+def test_reference_kernels_hold_no_packed_arithmetic(function):
+    instructions = function_instructions(_core.__file__, function)
+    if instructions is None:
+        pytest.skip(f"objdump is missing or {function} is not in the symbol table (stripped build)")
     assert instructions, f"no disassembly for {function}"
-    packed = [i for i in instructions if _PACKED.search(i)]
-    assert not packed, f"{function} contains vector instructions: {packed[:5]}"
+    packed = packed_instructions(instructions)
+    assert not packed, f"{function} contains packed arithmetic: {packed[:5]}"
+
+
+def test_the_simd_kernel_does_hold_packed_arithmetic():
+    # the classifier sees vector code where there is some (tiled_simd's micro-kernels)
+    names = {"sse2": "kernel_sse2", "avx2": "kernel_avx2", "avx512": "kernel_avx512"}
+    isa = next((isa for isa in supported_isas() if isa in names), None)
+    if isa is None:
+        pytest.skip("this CPU runs no vector ISA of tiled_simd")
+    instructions = function_instructions(_core.__file__, names[isa])
+    if instructions is None:
+        pytest.skip(f"objdump is missing or {names[isa]} is not in the symbol table")
+    assert packed_instructions(instructions)
 
 
 # ---- BLAS --------------------------------------------------------------------------
@@ -349,7 +375,7 @@ def test_c_boundary_rejects_wrong_buffers():
 
 
 def test_table_6_2_quick_has_every_variant_relative_to_naive():
-    ds = mx.table_6_2(quick=True)
+    ds = experiment("table6_2").table(quick=True)
     assert sorted(ds.column("variant")) == sorted(mx.VARIANTS)
     by_variant = {row["variant"]: row for row in ds.rows}
     assert by_variant["naive"]["percent_of_naive"] == pytest.approx(100.0)
@@ -360,7 +386,7 @@ def test_table_6_2_quick_has_every_variant_relative_to_naive():
 
 
 def test_table_6_1_quick_has_both_orders_and_stores(tmp_path):
-    ds = mx.table_6_1(quick=True, out=str(tmp_path / "t61.csv"))
+    ds = experiment("table6_1").table(quick=True, out=str(tmp_path / "t61.csv"))
     assert {(r["order"], r["stores"]) for r in ds.rows} == {
         (o, s) for o in mx.ORDERS for s in mx.STORES
     }

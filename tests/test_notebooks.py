@@ -2,7 +2,7 @@
 
 A notebook names the families it needs in its metadata (``memlab.families``);
 it is skipped, with the reason, while one of them is not registered in
-memlab/families.py (a family whose branch has not been merged yet).
+memlab/registry.py (a family whose branch has not been merged yet).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memlab.families import all_families
+from memlab.registry import all_families
 
 nbformat = pytest.importorskip("nbformat", reason="the notebook extra (nbformat) is not installed")
 nbclient = pytest.importorskip("nbclient", reason="the notebook extra (nbclient) is not installed")
@@ -54,7 +54,7 @@ def test_notebook_runs_top_to_bottom_in_quick_mode(name, tmp_path):
     missing = [f for f in nb.metadata["memlab"]["families"] if f not in registered]
     if missing:
         families = f"famil{'ies' if len(missing) > 1 else 'y'} {', '.join(missing)}"
-        pytest.skip(f"{name} needs the {families}, not registered in memlab/families.py "
+        pytest.skip(f"{name} needs the {families}, not registered in memlab/registry.py "
                     "(its branch is not merged yet)")
     client = nbclient.NotebookClient(
         nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",

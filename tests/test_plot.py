@@ -1,14 +1,18 @@
-"""memlab.plot: every family's standard figure from a fixture dataset, and the missing-matplotlib path."""
+"""memlab.plot and the families' figures: every family's standard figure from a fixture dataset, and the missing-matplotlib path."""
 
 from __future__ import annotations
 
+import ast
 import math
 import sys
+from pathlib import Path
 
 import pytest
 
+import dataclasses
+
 import plot_fixtures as fixtures
-from memlab import cli, plot
+from memlab import chase, clear, cli, matrix, pipe, plot, registry, share, system
 from memlab.dataset import Dataset
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
@@ -33,9 +37,39 @@ def test_every_fixture_renders_a_nonempty_png(name):
 
 def test_figure_dispatches_on_the_family_in_the_metadata(monkeypatch):
     seen = []
-    monkeypatch.setitem(plot.FIGURES, "pipe", lambda ds: seen.append(ds.metadata["family"]) or "drawn")
+    families = registry.all_families()
+    families["pipe"] = dataclasses.replace(
+        families["pipe"], figure=lambda ds: seen.append(ds.metadata["family"]) or "drawn")
+    monkeypatch.setattr(registry, "all_families", lambda: families)
     assert plot.figure(fixtures.pipe()) == "drawn"
     assert seen == ["pipe"]
+
+
+def test_every_family_declares_a_figure_and_a_caption():
+    for family in registry.all_families().values():
+        assert callable(family.figure), family.name
+        assert family.caption, family.name
+
+
+def _code_strings(path: Path) -> set[str]:
+    """The string constants of a module's code (docstrings left out)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value) for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+        and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        node.value for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    }
+
+
+@pytest.mark.parametrize("module", ["plot.py", "chart.py", "report.py", "compare.py"])
+def test_views_name_no_family(module):
+    strings = _code_strings(Path(plot.__file__).with_name(module))
+    named = sorted(set(registry.all_families()) & strings)
+    assert not named, f"memlab/{module} names the families {named}: that knowledge belongs to their modules"
 
 
 def test_figure_accepts_a_path(tmp_path):
@@ -46,7 +80,7 @@ def test_figure_accepts_a_path(tmp_path):
 
 
 def test_chase_has_a_log2_axis_a_line_per_variant_and_the_cache_sizes():
-    fig = plot.latency_figure(fixtures.chase())
+    fig = chase.figure(fixtures.chase())
     ax = fig.axes[0]
     assert ax.get_xscale() == "log"
     assert ax.xaxis.get_transform().base == 2
@@ -71,13 +105,13 @@ def test_chase_has_a_log2_axis_a_line_per_variant_and_the_cache_sizes():
 def test_chase_uses_this_machines_caches_when_the_dataset_has_none():
     ds = fixtures.chase()
     ds.metadata.pop("machine")
-    ax = plot.latency_figure(ds).axes[0]
+    ax = chase.figure(ds).axes[0]
     assert any(t.get_text() == "cache sizes of this machine" for t in ax.texts)
 
 
 def test_pipe_bars_are_the_ladder_with_ratios_to_the_first_rung():
     ds = fixtures.pipe()
-    ax = plot.pipe_figure(ds).axes[0]
+    ax = pipe.figure(ds).axes[0]
     heights = [p.get_height() for p in ax.patches]
     two_cpus = [rate for *_, rate in fixtures.PIPE_RUNGS]
     one_cpu = [rate * 0.6 for *_, busy, rate in fixtures.PIPE_RUNGS if not busy]
@@ -92,13 +126,13 @@ def test_pipe_bars_are_the_ladder_with_ratios_to_the_first_rung():
 def test_pipe_rungs_are_ordered_whatever_the_row_order():
     ds = fixtures.pipe()
     ds.rows.reverse()
-    ax = plot.pipe_figure(ds).axes[0]
+    ax = pipe.figure(ds).axes[0]
     assert [t.get_text() for t in ax.texts][0] == "x1.0"
     assert ax.patches[0].get_height() == pytest.approx(3.5)
 
 
 def test_clear_order_is_order_by_method_with_a_panel_per_extent():
-    fig = plot.clear_order_figure(fixtures.clear_order())
+    fig = clear.order_figure(fixtures.clear_order())
     assert len(fig.axes) == 2
     for ax in fig.axes:
         assert len(ax.patches) == 2 * 4
@@ -109,13 +143,13 @@ def test_clear_order_is_order_by_method_with_a_panel_per_extent():
 
 
 def test_clear_fault_labels_faults_per_page():
-    ax = plot.clear_fault_figure(fixtures.clear_fault()).axes[0]
+    ax = clear.fault_figure(fixtures.clear_fault()).axes[0]
     assert len(ax.patches) == 6
     assert "1 f/pg" in [t.get_text() for t in ax.texts]
 
 
 def test_matrix_bars_by_variant_with_blas_as_a_reference_line():
-    ax = plot.matrix_figure(fixtures.matrix()).axes[0]
+    ax = matrix.figure(fixtures.matrix()).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["naive", "transposed", "tiled\ntile 8",
                                                             "tiled_simd\ntile 256"]
     assert [p.get_height() for p in ax.patches] == pytest.approx([0.3, 1.4, 1.8, 3.4])
@@ -128,7 +162,7 @@ def test_matrix_bars_by_variant_with_blas_as_a_reference_line():
 
 
 def test_system_table_has_unixbench_indexes_and_the_geometric_mean():
-    fig = plot.system_figure(fixtures.system())
+    fig = system.figure(fixtures.system())
     table = fig.axes[0].tables[0]
     cells = {(r, c): cell.get_text().get_text() for (r, c), cell in table.get_celld().items()}
     assert [cells[(0, c)] for c in range(4)] == ["test", "result", "baseline", "index"]
@@ -142,21 +176,21 @@ def test_system_table_computes_the_index_when_rows_lack_it():
     ds = fixtures.system()
     for r in ds.rows:
         del r["index"], r["result"]
-    cells = {k: c.get_text().get_text() for k, c in plot.system_figure(ds).axes[0].tables[0].get_celld().items()}
+    cells = {k: c.get_text().get_text() for k, c in system.figure(ds).axes[0].tables[0].get_celld().items()}
     assert [cells[(r, 3)] for r in range(1, 6)] == ["100.0", "100.0", "1,000.0", "1,000.0", "1,000.0"]
 
 
 def test_unixbench_index_uses_the_baseline_of_the_same_buffer():
-    assert plot.unixbench_index({"test": "file_copy", "buffer_size": 4096, "max_blocks": 8000,
+    assert system.unixbench_index({"test": "file_copy", "buffer_size": 4096, "max_blocks": 8000,
                                  "KB_per_s": 58000.0}) == (58000.0, 5800.0, "KBps")
-    assert plot.unixbench_index({"test": "spawn", "loops_per_s": 126.0}) == (126.0, 126.0, "lps")
-    result, baseline, _ = plot.unixbench_index({"test": "file_copy", "buffer_size": 512, "max_blocks": 1,
+    assert system.unixbench_index({"test": "spawn", "loops_per_s": 126.0}) == (126.0, 126.0, "lps")
+    result, baseline, _ = system.unixbench_index({"test": "file_copy", "buffer_size": 512, "max_blocks": 1,
                                                 "KB_per_s": 1.0})
     assert result == 1.0 and math.isnan(baseline)
 
 
 def test_share_plots_ns_per_increment_by_disp():
-    ax = plot.share_figure(fixtures.share()).axes[0]
+    ax = share.figure(fixtures.share()).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "4", "8", "16"]
     assert sorted(ax.get_legend_handles_labels()[1]) == ["atomic=no", "atomic=yes"]
 
@@ -216,7 +250,7 @@ def test_a_parameter_overwritten_by_a_metric_is_not_a_variant():
     for index, r in enumerate(ds.rows):
         r["laps"] = 1000.0 + index
         r["laps_samples"] = [1000.0 + index]
-    ax = plot.latency_figure(ds).axes[0]
+    ax = chase.figure(ds).axes[0]
     labels = sorted(line.get_label() for line in ax.get_lines() if len(line.get_xdata()) > 2)
     assert labels == ["order=random", "order=sequential"]
 
@@ -225,7 +259,7 @@ def test_pipe_rows_differing_beyond_the_rung_get_bars_of_their_own():
     ds = fixtures.pipe().filter(writer_cpu=0, reader_cpu=1)
     checked = [dict(r, verify=True, GiB_per_s=r["GiB_per_s"] / 2) for r in ds.rows]
     ds = Dataset(ds.rows + checked, ds.metadata)
-    ax = plot.pipe_figure(ds).axes[0]
+    ax = pipe.figure(ds).axes[0]
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert labels[:2] == ["write/read\nverify=no", "write/read\nverify=yes"]
     assert len(labels) == len(ax.patches) == 10

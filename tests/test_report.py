@@ -9,7 +9,7 @@ import pytest
 
 import plot_fixtures as fixtures
 from html_check import parse_report
-from memlab import __version__, cli, report
+from memlab import __version__, cli, registry, report
 from memlab.dataset import Dataset
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
@@ -28,7 +28,7 @@ def test_report_embeds_one_png_per_dataset_and_parses():
     assert f"memlab {__version__}" in text
     assert "Fixture CPU" in text and "6.1.0-fixture" in text  # the dataset's machine, not this one
     assert "http://" not in text and "https://" not in text  # nothing to fetch
-    assert html.escape(report.CAPTIONS["pipe"]) in text
+    assert html.escape(registry.family("pipe").caption) in text
 
 
 def test_report_table_shows_the_varying_parameters_and_the_spread():

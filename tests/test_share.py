@@ -8,6 +8,9 @@ import pytest
 
 from memlab import _core, share
 
+# Compiled kernels whose instructions depend on the -march level of the build.
+pytestmark = pytest.mark.build
+
 CPUS = len(os.sched_getaffinity(0))
 THREADS = min(2, CPUS)
 

@@ -7,7 +7,7 @@ import pytest
 from html_check import parse_report
 from memlab import cli, tour
 from memlab.dataset import Dataset
-from memlab.families import all_families
+from memlab.registry import all_families
 from memlab.sweep import Sweep
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
@@ -88,9 +88,7 @@ def test_tour_command_exit_codes(tmp_path, monkeypatch, capsys):
 
 
 def test_ctrl_c_stops_the_tour_and_the_report_shows_what_was_measured(tmp_path, monkeypatch):
-    import memlab.sweep
-
-    real = memlab.sweep.run_sweep
+    real = tour.run_sweep
     calls = []
 
     def interrupted_second(sweep, out, **options):
@@ -99,7 +97,7 @@ def test_ctrl_c_stops_the_tour_and_the_report_shows_what_was_measured(tmp_path, 
             raise KeyboardInterrupt
         return real(sweep, out, **options)
 
-    monkeypatch.setattr(memlab.sweep, "run_sweep", interrupted_second)
+    monkeypatch.setattr(tour, "run_sweep", interrupted_second)
     result = tour.tour(tmp_path, reduced=True, families=["calibrate", "region"], progress=False)
     assert result.interrupted
     assert calls == ["calibrate", "region"]

@@ -1,7 +1,12 @@
 """What a chase dataset says, and its figure drawn with the source's axes.
 
+Part of the chase family (``memlab.chase`` re-exports what users call):
+it imports only the layers below the families.
+
 Analyses (pure Python, no plotting library):
 
+- :func:`cache_levels`: the plateaus of a latency curve and the cache sizes
+  sysfs reports.
 - :func:`slowdown`: one placement against another, in percent, per working set
   (the critical word, fig. 3.30; two cache lines, fig. 6.2; misalignment,
   fig. 6.4; remote NUMA memory, figs. 5.3/5.4).
@@ -29,19 +34,25 @@ import statistics
 import textwrap
 from typing import Any, Iterable, Mapping, Sequence
 
-from memlab import plot
+from memlab import chart
 from memlab.dataset import Dataset
-from memlab.machine import collect_caches
+from memlab.machine import cache_sizes, collect_caches
+from memlab.measure import Measurement
+from memlab.units import format_bytes, metric_label
 
 __all__ = [
+    "FIGURES",
     "SOURCE_TABLE_3_3",
     "associativity",
+    "cache_levels",
     "counter_ratios",
     "efficiency_table",
     "figure",
     "format_associativity",
+    "format_cache_levels",
     "format_efficiency_table",
     "hops",
+    "latency_figure",
     "missing_counters",
     "slowdown",
     "sweep_base",
@@ -94,6 +105,177 @@ def _element_bytes(row: Mapping[str, Any]) -> int:
     if isinstance(given, int) and given > 0:
         return given
     return 8 * (int(row.get("npad") or 0) + 1)
+
+
+# --------------------------------------------------------------------------
+# cache levels: the plateaus of a latency curve
+
+
+def _curve(rows: list[Mapping[str, Any]], metric: str) -> tuple[list[int], list[float], dict]:
+    """Median metric (and cycles, from the run's core clock) per working set."""
+
+    def number(value: Any) -> float | None:
+        if value is None or isinstance(value, str):
+            return None
+        value = float(value)
+        return None if math.isnan(value) else value
+
+    by_size: dict[int, list[float]] = {}
+    cycles: dict[int, list[float]] = {}
+    for row in rows:
+        value, size = number(row.get(metric)), row.get("working_set_bytes")
+        if value is None or size is None:
+            continue
+        by_size.setdefault(int(size), []).append(value)
+        ghz = number(row.get("context_core_GHz"))
+        if ghz is None and metric == "ns_per_element":
+            c = number(row.get("cycles_per_element"))
+            if c is not None:
+                cycles.setdefault(int(size), []).append(c)
+        elif ghz is not None:
+            cycles.setdefault(int(size), []).append(value * ghz)
+    sizes = sorted(by_size)
+    return sizes, [statistics.median(by_size[s]) for s in sizes], {
+        s: statistics.median(v) for s, v in cycles.items()
+    }
+
+
+def _segment_cost(prefix: list[float], prefix_sq: list[float], i: int, j: int) -> float:
+    count = j - i
+    total = prefix[j] - prefix[i]
+    return prefix_sq[j] - prefix_sq[i] - total * total / count
+
+
+def _best_segmentation(values: list[float], segments: int, min_points: int) -> list[tuple[int, int]] | None:
+    """Split values into `segments` runs minimising the squared error (DP)."""
+    n = len(values)
+    if segments * min_points > n:
+        return None
+    prefix, prefix_sq = [0.0], [0.0]
+    for v in values:
+        prefix.append(prefix[-1] + v)
+        prefix_sq.append(prefix_sq[-1] + v * v)
+    inf = float("inf")
+    cost = [[inf] * (n + 1) for _ in range(segments + 1)]
+    cut = [[0] * (n + 1) for _ in range(segments + 1)]
+    cost[0][0] = 0.0
+    for k in range(1, segments + 1):
+        for j in range(k * min_points, n + 1):
+            for i in range((k - 1) * min_points, j - min_points + 1):
+                if cost[k - 1][i] == inf:
+                    continue
+                c = cost[k - 1][i] + _segment_cost(prefix, prefix_sq, i, j)
+                if c < cost[k][j]:
+                    cost[k][j], cut[k][j] = c, i
+    bounds = []
+    j = n
+    for k in range(segments, 0, -1):
+        i = cut[k][j]
+        bounds.append((i, j))
+        j = i
+    return bounds[::-1]
+
+
+def _sysfs_levels(metadata: Mapping[str, Any] | None) -> list[tuple[str, int]]:
+    facts = (metadata or {}).get("machine") if metadata else None
+    if not isinstance(facts, Mapping) or "caches" not in facts:
+        facts = {}
+        collect_caches(facts)
+    sizes = cache_sizes(dict(facts))
+    return [(name, size) for name, size in sizes.items() if not name.endswith("i")]
+
+
+def cache_levels(
+    dataset: Any,
+    *,
+    metric: str | None = None,
+    min_ratio: float = 1.4,
+    max_levels: int = 6,
+    min_points: int = 3,
+) -> list[dict[str, Any]]:
+    """Find the plateaus of a latency curve: each level's size and latency.
+
+    ``dataset`` is a :class:`memlab.dataset.Dataset` (or rows, or
+    Measurements) of chase points that differ only in ``working_set_bytes``
+    (filter it first, e.g. ``ds.filter(order="random", npad=7)``). ``metric``
+    defaults to ``cpu_ns_per_element`` where every row has it (time the walk
+    really ran, robust on a shared machine), else ``ns_per_element``. The
+    curve (log of the metric) is split by least squares into the most
+    plateaus of at least ``min_points`` points whose neighbours differ by at
+    least ``min_ratio``. One dict per level: ``level`` (the smallest sysfs
+    data cache that holds the plateau, ``memory`` if none does),
+    ``largest_working_set_bytes`` on the plateau, ``next_working_set_bytes``
+    (first point of the next one), ``latency_ns`` and ``latency_cycles``
+    (medians on the plateau; cycles from the run's measured core clock),
+    ``points``, and ``sysfs_bytes`` of that cache (from the dataset's machine
+    facts, else from this machine).
+
+    >>> rows = [{"working_set_bytes": 2**k, "ns_per_element": 1.5 if k < 15 else 5.0}
+    ...         for k in range(10, 20)]
+    >>> [(lv["largest_working_set_bytes"], lv["latency_ns"]) for lv in cache_levels(rows)]
+    [(16384, 1.5), (524288, 5.0)]
+    """
+    metadata = getattr(dataset, "metadata", None)
+    rows = [m.to_row() if isinstance(m, Measurement) else m for m in dataset]
+    if metric is None:
+        on_cpu = all(row.get("cpu_ns_per_element") not in (None, "") for row in rows)
+        metric = "cpu_ns_per_element" if rows and on_cpu else "ns_per_element"
+    sizes, values, cycles = _curve(rows, metric)
+    if len(sizes) < min_points:
+        raise ValueError(f"cache_levels needs at least {min_points} working-set sizes, got {len(sizes)}")
+    logs = [math.log(v) for v in values]
+    chosen = [(0, len(sizes))]
+    for segments in range(min(max_levels, len(sizes) // min_points), 0, -1):
+        bounds = _best_segmentation(logs, segments, min_points)
+        if bounds is None:
+            continue
+        medians = [statistics.median(values[i:j]) for i, j in bounds]
+        if all(b / a >= min_ratio for a, b in zip(medians, medians[1:])):
+            chosen = bounds
+            break
+    caches = _sysfs_levels(metadata)
+    levels = []
+    for i, j in chosen:
+        largest = sizes[j - 1]
+        holding = [(size, name) for name, size in caches if size >= largest]
+        sysfs, name = min(holding) if holding else (None, "memory")
+        plateau_cycles = [cycles[s] for s in sizes[i:j] if s in cycles]
+        levels.append({
+            "level": name,
+            "largest_working_set_bytes": largest,
+            "next_working_set_bytes": sizes[j] if j < len(sizes) else None,
+            "latency_ns": statistics.median(values[i:j]),
+            "latency_cycles": statistics.median(plateau_cycles) if plateau_cycles else None,
+            "points": j - i,
+            "sysfs_bytes": sysfs,
+        })
+    return levels
+
+
+def format_cache_levels(levels: Sequence[Mapping[str, Any]]) -> str:
+    """The levels of :func:`cache_levels` as a text table, measured beside sysfs.
+
+    >>> print(format_cache_levels([{"level": "L1d", "largest_working_set_bytes": 32768,
+    ...     "next_working_set_bytes": 65536, "latency_ns": 1.2, "latency_cycles": 4.0,
+    ...     "points": 6, "sysfs_bytes": 32768}]))
+    level  measured plateau              latency ns  cycles   sysfs size
+    L1d    <= 32 KiB (< 64 KiB)          1.2         4        32 KiB
+    """
+
+    def size(value: Any) -> str:
+        return "-" if value is None else format_bytes(value)
+
+    lines = [f"{'level':<7}{'measured plateau':<30}{'latency ns':<12}{'cycles':<9}sysfs size"]
+    for lv in levels:
+        plateau = f"<= {size(lv['largest_working_set_bytes'])}"
+        if lv.get("next_working_set_bytes") is not None:
+            plateau += f" (< {size(lv['next_working_set_bytes'])})"
+        cyc = lv.get("latency_cycles")
+        lines.append(
+            f"{lv['level']:<7}{plateau:<30}{lv['latency_ns']:<12.3g}"
+            f"{'-' if cyc is None else format(cyc, '.3g'):<9}{size(lv.get('sysfs_bytes'))}"
+        )
+    return "\n".join(line.rstrip() for line in lines)
 
 
 # --------------------------------------------------------------------------
@@ -322,7 +504,7 @@ def format_associativity(found: Mapping[str, Any]) -> str:
     measured: L1d 48 KiB, 12 ways of 4 KiB (64 sets); 1.2 ns per element, 3.9 ns once a set overflows (distances 64, 128)
     sysfs:    L1d 48 KiB, 12 ways
     """
-    size = plot._format_bytes
+    size = format_bytes
     sysfs = (f"sysfs:    L1d {size(found['sysfs_bytes']) if found.get('sysfs_bytes') else '?'}, "
              f"{found.get('sysfs_ways') or '?'} ways")
     if found.get("ways") is None:
@@ -397,16 +579,52 @@ def missing_counters(data: Any, names: Iterable[str]) -> dict[str, str]:
 # figures
 
 
+def latency_figure(data: Dataset | str, metric: str | None = None, x: str = "working_set_bytes"):
+    """Latency per element (ns) vs working set on a log2 axis, cache sizes marked.
+
+    One line per variant (every other parameter that varies: npad, order,
+    pages ...); the vertical dashed lines are the L1d, L2 and L3 sizes of the
+    machine the dataset was measured on. A right-hand axis gives cycles per
+    element when the dataset has them (Drepper's figures 3.10-3.15 plot cycles).
+
+    >>> fig = latency_figure("results/chase-quick.csv")   # doctest: +SKIP
+    """
+    ds = chart.as_dataset(data)
+    metric = metric or ds.primary_metric(("ns_per_element",))
+    fig = chart.line_figure(ds, x, metric, log2_x=True, caches=True,
+                            title=f"{chart.family_of(ds)}: {metric_label(metric)} vs working set")
+    ax = fig.axes[0]
+    ax.set_xlabel("working set (bytes, log2)")
+    values = [r[metric] for r in ds.rows if chart.finite(r.get(metric)) and r[metric] > 0]
+    if values and max(values) / min(values) > 20:
+        lows = [r.get(f"{metric}_min") for r in ds.rows]
+        low = min([v for v in lows if chart.finite(v) and v > 0] + values)
+        ax.set_ylim(low / 1.5, None)
+        ax.set_yscale("log")  # as Drepper's figure 3.15: L1 and DRAM latency on one plot
+    ratios = sorted(
+        r["cycles_per_element"] / r[metric]
+        for r in ds.rows
+        if metric == "ns_per_element" and chart.finite(r.get("cycles_per_element"))
+        and chart.finite(r.get(metric)) and r[metric] > 0
+    )
+    if ratios:
+        ghz = ratios[len(ratios) // 2]
+        if ghz > 0:
+            secondary = ax.secondary_yaxis("right", functions=(lambda ns: ns * ghz, lambda c: c / ghz))
+            secondary.set_ylabel(f"cycles per element (at {ghz:.2f} GHz)")
+    return fig
+
+
 def figure(data: Dataset | str | Any):
     """The standard figure of a chase dataset, chosen by its sweep (fig6_5 -> the associativity map ...).
 
     Sweeps without a figure of their own get the latency curve
-    (:func:`memlab.plot.latency_figure`).
+    (:func:`memlab.latency_figure`).
 
     >>> fig = figure("results/chase-fig6_5.csv")   # doctest: +SKIP
     """
-    ds = data if isinstance(data, Dataset) else Dataset.load(data)
-    draw = FIGURES.get(sweep_base(ds), plot.latency_figure)
+    ds = chart.as_dataset(data)
+    draw = FIGURES.get(sweep_base(ds), latency_figure)
     return draw(ds)
 
 
@@ -428,9 +646,9 @@ def _description_notes(ds: Dataset) -> str:
 
 
 def _curve_axes(ax, xs: Sequence[float], ds: Dataset, log_y: bool = False) -> None:
-    plot._log2_axis(ax, xs)
-    sizes, source = plot.cache_sizes_of(ds)
-    plot._mark_caches(ax, sizes, (min(xs), max(xs)), source)
+    chart.log2_axis(ax, xs)
+    sizes, source = chart.cache_sizes_of(ds)
+    chart.mark_caches(ax, sizes, (min(xs), max(xs)), source)
     ax.set_xlabel("working set (bytes, log2)")
     if log_y:
         ax.set_yscale("log")
@@ -451,9 +669,7 @@ def _cycles(row: Mapping[str, Any], metric: str = "cpu_ns_per_element") -> float
 
 def random_writes_figure(ds: Dataset):
     """Fig. 3.4: cycles per element of random writes (log) against the working set, each plateau labelled."""
-    from memlab.chase import cache_levels
-
-    fig, ax = plot._new_figure()
+    fig, ax = chart.new_figure()
     rows = sorted((r for r in ds.rows if math.isfinite(_cycles(r))), key=lambda r: r["working_set_bytes"])
     for key, members in _group(rows, ("op", "order", "npad")).items():
         xs = [r["working_set_bytes"] for r in members]
@@ -470,7 +686,7 @@ def random_writes_figure(ds: Dataset):
                         textcoords="offset points", ha="right", fontsize=8)
     ax.set_ylabel("cycles per element (log)")
     ax.legend(fontsize=8, loc="upper left")
-    plot._title(fig, ds, "Fig. 3.4: access time of random writes")
+    chart.set_title(fig, ds, "Fig. 3.4: access time of random writes")
     return fig
 
 
@@ -483,7 +699,7 @@ def _group(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[tupl
 
 def _slowdown_figure(ds: Dataset, vary: str, base: Any, other: Any, label, title: str, ylabel: str,
                      by: Sequence[str] = ("order", "element_bytes", "op")):
-    fig, ax = plot._new_figure()
+    fig, ax = chart.new_figure()
     found = slowdown(ds, vary, base, other, by=by)
     if not found:
         raise ValueError(f"the dataset has no pairs of rows with {vary}={base!r} and {vary}={other!r}")
@@ -496,7 +712,7 @@ def _slowdown_figure(ds: Dataset, vary: str, base: Any, other: Any, label, title
     ax.legend(fontsize=8, loc="best")
     metric = "on-CPU" if _time_metric(ds.rows) == "cpu_ns_per_element" else "wall-clock"
     _footnote(fig, f"Medians of the {metric} time per element of each point, paired by working set.")
-    plot._title(fig, ds, title)
+    chart.set_title(fig, ds, title)
     return fig
 
 
@@ -540,14 +756,14 @@ def block_figure(ds: Dataset):
         rows.append(dict(row, blocks=blocks))
     rows.sort(key=lambda r: (r["order"] == "random", _number(r.get("block_pages"))))
     view = Dataset(rows, {**ds.metadata, "param_names": ["blocks", "working_set_bytes"]})
-    fig = plot.latency_figure(view)
+    fig = latency_figure(view)
     fig.axes[0].set_title("Fig. 3.17: page-wise randomization, NPAD=7", fontsize=9)
     return fig
 
 
 def threads_figure(ds: Dataset):
     """Figs. 3.19-3.21 and 3.22: cycles per element of the fastest thread by thread count; speed-up over one."""
-    fig, (ax, right) = plot._new_figure(12.0, 4.8, ncols=2)
+    fig, (ax, right) = chart.new_figure(12.0, 4.8, ncols=2)
     rows = sorted((r for r in ds.rows if math.isfinite(_cycles(r))), key=lambda r: r["working_set_bytes"])
     if not rows:
         raise ValueError("no row of the dataset has a time per element")
@@ -580,13 +796,13 @@ def threads_figure(ds: Dataset):
               "fig3_20": "Fig. 3.20: sequential increment, multiple threads",
               "fig3_21": "Fig. 3.21: random addnextlast, multiple threads"}
     _footnote(fig, _description_notes(ds))
-    plot._title(fig, ds, titles.get(base, "walks by several threads"))
+    chart.set_title(fig, ds, titles.get(base, "walks by several threads"))
     return fig
 
 
 def associativity_figure(ds: Dataset):
     """Fig. 6.5: cycles per element by element distance (x) and list length (y), as a heat map."""
-    fig, ax = plot._new_figure(10.0, 5.2)
+    fig, ax = chart.new_figure(10.0, 5.2)
     rows = [r for r in ds.rows if math.isfinite(_cycles(r)) and r.get("element_distance") is not None]
     distances = sorted({int(r["element_distance"]) for r in rows})
     lengths = sorted({int(r["working_set_bytes"]) // _element_bytes(r) for r in rows})
@@ -609,13 +825,13 @@ def associativity_figure(ds: Dataset):
     except ValueError as error:
         text = str(error)
     _footnote(fig, text.replace("\n", "   |   "))
-    plot._title(fig, ds, "Fig. 6.5: cache associativity effects")
+    chart.set_title(fig, ds, "Fig. 6.5: cache associativity effects")
     return fig
 
 
 def numa_figure(ds: Dataset):
     """Figs. 5.3/5.4: cost of reads and writes by NUMA hops; slowdown against local memory per working set."""
-    fig, (left, right) = plot._new_figure(12.0, 4.8, ncols=2)
+    fig, (left, right) = chart.new_figure(12.0, 4.8, ncols=2)
     rows = [dict(r) for r in ds.rows if math.isfinite(_number(r.get("ns_per_element")))]
     if not rows:
         raise ValueError("no row of the dataset has a time per element")
@@ -638,7 +854,7 @@ def numa_figure(ds: Dataset):
                               fontsize=8)
     left.set_xticks(range(len(hop_counts)))
     left.set_xticklabels([f"{h} hop{'s' if h != 1 else ''}" for h in hop_counts])
-    left.set_ylabel(f"ns per element (random, {plot._format_bytes(largest)})")
+    left.set_ylabel(f"ns per element (random, {format_bytes(largest)})")
     left.legend(fontsize=8)
     left.grid(True, axis="y", alpha=0.3)
     remote = [h for h in hop_counts if h > 0]
@@ -665,13 +881,13 @@ def numa_figure(ds: Dataset):
                    "no remote memory to compare.\nThe bars show node-local cost only.",
                    ha="center", va="center", transform=right.transAxes, fontsize=10)
     _footnote(fig, _description_notes(ds))
-    plot._title(fig, ds, "Figs. 5.3/5.4: memory 0, 1 and 2 hops away")
+    chart.set_title(fig, ds, "Figs. 5.3/5.4: memory 0, 1 and 2 hops away")
     return fig
 
 
 def helper_figure(ds: Dataset):
     """Fig. 6.8: the latency curves, with where the helper thread ran said under them."""
-    fig = plot.latency_figure(ds)
+    fig = latency_figure(ds)
     helpers = [r for r in ds.rows if r.get("helper_thread")]
     sibling = {r.get("helper_on_smt_sibling") for r in helpers}
     cpus = sorted({int(_number(r.get("measured_helper_cpu", r.get("helper_cpu")))) for r in helpers
@@ -735,18 +951,18 @@ def _by_order(rows: Sequence[Mapping[str, Any]], order: str) -> list[Mapping[str
 
 def miss_ratio_figure(ds: Dataset):
     """Fig. 3.16: last-level cache misses per cache reference (%) for sequential and random walks."""
-    fig, ax = plot._new_figure()
+    fig, ax = chart.new_figure()
     rows = list(ds.rows)
     series = [(order.capitalize(), _by_order(rows, order), "llc_miss_ratio_percent")
               for order in ("sequential", "random") if _by_order(rows, order)]
     _counter_panel(ax, ds, series, "last-level cache misses / references (%)", ("cache_references", "cache_misses"))
-    plot._title(fig, ds, "Fig. 3.16: L2d miss ratio (here the last-level cache: perf cache-misses / references)")
+    chart.set_title(fig, ds, "Fig. 3.16: L2d miss ratio (here the last-level cache: perf cache-misses / references)")
     return fig
 
 
 def counters_figure(ds: Dataset):
     """Figs. 7.1-7.3: cycles per instruction (random); misses per instruction for random and sequential walks."""
-    fig, axes = plot._new_figure(15.0, 4.8, ncols=3)
+    fig, axes = chart.new_figure(15.0, 4.8, ncols=3)
     rows = list(ds.rows)
     random_rows, sequential_rows = _by_order(rows, "random"), _by_order(rows, "sequential")
     _counter_panel(axes[0], ds, [("random", random_rows, "cycles_per_instruction")], "cycles per instruction",
@@ -762,7 +978,7 @@ def counters_figure(ds: Dataset):
         _counter_panel(ax, ds, [(label, members, name) for label, name in misses], "misses per instruction (%)",
                        needed)
         ax.set_title(f"{number}: measured cache misses (follow {order})", fontsize=9)
-    plot._title(fig, ds, "Figs. 7.1-7.3: what the performance counters say about the walk")
+    chart.set_title(fig, ds, "Figs. 7.1-7.3: what the performance counters say about the walk")
     return fig
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import plot_fixtures as fixtures
-from memlab import chase, chase_views
+from memlab import chase, chase_analysis
 from memlab.dataset import Dataset
 from memlab.machine import numa_nodes
 
@@ -70,7 +70,7 @@ def test_slowdown_pairs_rows_by_working_set_and_the_grouping_parameters():
             rows.append(chase_row(dict(order=order, working_set_bytes=size, pointer_word=0), 10.0))
             rows.append(chase_row(dict(order=order, working_set_bytes=size, pointer_word=7), 10.0 * extra))
     rows.append(chase_row(dict(order="random", working_set_bytes=KiB << 8, pointer_word=7), 99.0))  # no pair
-    found = chase_views.slowdown(rows, "pointer_word", 0, 7, by=("order",))
+    found = chase_analysis.slowdown(rows, "pointer_word", 0, 7, by=("order",))
     assert [(e["order"], e["working_set_bytes"]) for e in found] == [
         ("random", KiB << 4), ("random", MiB << 4), ("sequential", KiB << 4), ("sequential", MiB << 4)]
     assert [round(e["slowdown_percent"], 6) for e in found] == [2.0, 2.0, 10.0, 10.0]
@@ -79,9 +79,9 @@ def test_slowdown_pairs_rows_by_working_set_and_the_grouping_parameters():
 
 def test_slowdown_uses_on_cpu_time_where_every_row_has_it():
     rows = [chase_row(dict(misalign_bytes=0), 10.0, cpu_ns=4.0), chase_row(dict(misalign_bytes=4), 30.0, cpu_ns=5.0)]
-    assert chase_views.slowdown(rows, "misalign_bytes", 0, 4)[0]["slowdown_percent"] == pytest.approx(25.0)
+    assert chase_analysis.slowdown(rows, "misalign_bytes", 0, 4)[0]["slowdown_percent"] == pytest.approx(25.0)
     del rows[0]["cpu_ns_per_element"]
-    assert chase_views.slowdown(rows, "misalign_bytes", 0, 4)[0]["slowdown_percent"] == pytest.approx(200.0)
+    assert chase_analysis.slowdown(rows, "misalign_bytes", 0, 4)[0]["slowdown_percent"] == pytest.approx(200.0)
 
 
 # ---- threads: fig. 3.22 and table 3.3 --------------------------------------------------
@@ -94,7 +94,7 @@ def thread_rows(times, sweep_params):
 def test_speedup_is_threads_times_single_over_multi_time():
     rows = thread_rows({(1, 1 << 20): 10.0, (2, 1 << 20): 10.0, (1, 1 << 26): 100.0, (2, 1 << 26): 160.0},
                        dict(order="random", op="addnextlast"))
-    found = chase_views.thread_speedup(rows)
+    found = chase_analysis.thread_speedup(rows)
     assert [(e["working_set_bytes"], round(e["speedup"], 6)) for e in found] == [(1 << 20, 2.0), (1 << 26, 1.25)]
 
 
@@ -105,13 +105,13 @@ def test_efficiency_table_takes_the_largest_working_set_and_says_what_was_not_me
         synthetic("fig3_21", thread_rows({(1, 1 << 24): 100.0, (2, 1 << 24): 125.0},
                                          dict(order="random", op="addnextlast"))),
     ]
-    table = chase_views.efficiency_table(datasets)
+    table = chase_analysis.efficiency_table(datasets)
     assert [row["threads"] for row in table] == [2, 4]
     assert table[0]["sequential read"] == pytest.approx(2 * 8.0 / 9.0)
     assert table[0]["sequential inc"] is None and table[0]["random addnextlast"] == pytest.approx(1.6)
     assert table[0]["source random addnextlast"] == 1.54 and table[1]["source sequential read"] == 2.98
     assert all(table[1][column] is None for column in ("sequential read", "sequential inc", "random addnextlast"))
-    text = chase_views.format_efficiency_table(table)
+    text = chase_analysis.format_efficiency_table(table)
     assert "1.78 (1.69)" in text and "1.6 (1.54)" in text
     assert "4        not measured: this machine gave the walk 2 CPUs" in text
 
@@ -134,7 +134,7 @@ def surface(ways, way_bytes, distances=range(1, 129), lengths=range(1, 17), l1=1
 
 @pytest.mark.parametrize("ways,size", [(8, 32 * KiB), (12, 48 * KiB), (4, 16 * KiB)])
 def test_associativity_reads_ways_and_size_off_the_surface(ways, size):
-    found = chase_views.associativity(surface(ways, size // ways))
+    found = chase_analysis.associativity(surface(ways, size // ways))
     assert found["ways"] == ways and found["l1d_bytes"] == size and found["way_bytes"] == size // ways
     assert found["sets"] == size // ways // 64
     assert found["conflict_distances"] == [d for d in range(1, 129) if (d * 64) % (size // ways) == 0]
@@ -143,23 +143,23 @@ def test_associativity_reads_ways_and_size_off_the_surface(ways, size):
 
 def test_associativity_ignores_a_lone_slow_point_and_reports_no_conflict_honestly():
     noisy = surface(12, 4096, spikes=[(5, 3), (17, 16), (64, 9)])
-    found = chase_views.associativity(noisy)
+    found = chase_analysis.associativity(noisy)
     assert (found["ways"], found["l1d_bytes"]) == (12, 48 * KiB)
     flat = [dict(row, ns_per_element=1.4) for row in surface(12, 4096, distances=[1, 2, 3])]
-    none = chase_views.associativity(flat)
+    none = chase_analysis.associativity(flat)
     assert none["ways"] is None and none["l1d_bytes"] is None and none["conflict_distances"] == []
-    assert "no conflict up to lists of 16 elements" in chase_views.format_associativity(none)
+    assert "no conflict up to lists of 16 elements" in chase_analysis.format_associativity(none)
 
 
 def test_associativity_sets_sysfs_beside_the_measurement():
     ds = Dataset(surface(8, 4096), {"machine": {"caches": [
         {"level": 1, "type": "Data", "size_bytes": 32 * KiB, "ways": 8}]}})
-    found = chase_views.associativity(ds)
+    found = chase_analysis.associativity(ds)
     assert (found["sysfs_bytes"], found["sysfs_ways"]) == (32 * KiB, 8)
-    text = chase_views.format_associativity(found)
+    text = chase_analysis.format_associativity(found)
     assert "measured: L1d 32 KiB, 8 ways of 4 KiB (64 sets)" in text and "sysfs:    L1d 32 KiB, 8 ways" in text
     with pytest.raises(ValueError, match="associativity needs rows with element_distance"):
-        chase_views.associativity([{"working_set_bytes": 64, "ns_per_element": 1.0}])
+        chase_analysis.associativity([{"working_set_bytes": 64, "ns_per_element": 1.0}])
 
 
 # ---- counters and NUMA -------------------------------------------------------------------
@@ -167,16 +167,16 @@ def test_associativity_sets_sysfs_beside_the_measurement():
 def test_counter_ratios_and_missing_counters():
     row = {"counter_cycles": 900.0, "counter_instructions": 300.0, "counter_cache_misses": 3.0,
            "counter_cache_references": 12.0, "counter_dtlb_load_misses": float("nan")}
-    ratios = chase_views.counter_ratios(row)
+    ratios = chase_analysis.counter_ratios(row)
     assert ratios == {"cycles_per_instruction": 3.0, "llc_misses_per_instruction_percent": 1.0,
                       "llc_miss_ratio_percent": 25.0}
     rows = [dict(row, counters_missing={"dtlb_load_misses": "no PMU (ENOENT)"})]
-    assert chase_views.missing_counters(rows, ["cycles", "dtlb_load_misses", "l1d_load_misses"]) == {
+    assert chase_analysis.missing_counters(rows, ["cycles", "dtlb_load_misses", "l1d_load_misses"]) == {
         "dtlb_load_misses": "no PMU (ENOENT)", "l1d_load_misses": "not in the dataset"}
 
 
 def test_hops_rank_the_slit_distances():
-    assert chase_views.hops([{"numa_distance": 10.0}, {"numa_distance": 32.0}, {"numa_distance": 10.0}]) == {
+    assert chase_analysis.hops([{"numa_distance": 10.0}, {"numa_distance": 32.0}, {"numa_distance": 10.0}]) == {
         10.0: 0, 32.0: 1}
 
 
@@ -197,7 +197,7 @@ def test_counter_figures_say_which_counters_are_missing_and_why():
         rows = []
         for order in ("random", "sequential"):
             rows += curve(dict(order=order, npad=0), [(s, 2.0 + i) for i, s in enumerate(SIZES)], missing=missing)
-        fig = chase_views.figure(synthetic(sweep, rows))
+        fig = chase_analysis.figure(synthetic(sweep, rows))
         text = texts(fig)
         assert "Hardware counters missing" in text and "(ENOENT)" in text
         assert "cycles per element (clock)" in text  # the walk is still shown, from the clock
@@ -211,12 +211,12 @@ def test_counter_figures_draw_the_ratios_where_the_pmu_opened():
                         "cache_misses": 10.0 * i, "l1d_load_misses": 5.0 * i, "llc_load_misses": 2.0 * i,
                         "dtlb_load_misses": 1.0 * i}
             rows.append(chase_row(dict(order=order, npad=0, working_set_bytes=size), 3.0, counters=counters))
-    fig = chase_views.figure(synthetic("fig7_1", rows))
+    fig = chase_analysis.figure(synthetic("fig7_1", rows))
     assert "Hardware counters missing" not in texts(fig)
     cpi = fig.axes[0].lines[0]
     assert list(cpi.get_ydata()) == pytest.approx([float(i + 1) for i in range(len(SIZES))])
     assert len(data_lines(fig.axes[1], len(SIZES))) == 4 and len(data_lines(fig.axes[2], len(SIZES))) == 4
-    ratio = chase_views.figure(synthetic("fig3_16", rows))
+    ratio = chase_analysis.figure(synthetic("fig3_16", rows))
     curves = data_lines(ratio.axes[0], len(SIZES))
     assert sorted(line.get_label() for line in curves) == ["Random", "Sequential"]
     assert all(list(line.get_ydata()) == pytest.approx([10.0 * i for i in range(len(SIZES))]) for line in curves)
@@ -226,7 +226,7 @@ def test_threads_figure_has_the_curves_and_the_speedup_and_says_what_was_left_ou
     rows = thread_rows({(n, s): 5.0 * n ** 0.2 * (1 + i) for n in (1, 2) for i, s in enumerate(SIZES)},
                        dict(order="random", op="addnextlast"))
     note = "Fig. 3.21: random. Not measured here: threads=4 (this process may use 2 CPUs)."
-    fig = chase_views.figure(synthetic("fig3_21_quick", rows, note))
+    fig = chase_analysis.figure(synthetic("fig3_21_quick", rows, note))
     left, right = fig.axes[:2]
     assert len(data_lines(left, len(SIZES))) == 2 and left.get_yscale() == "log"
     assert "#threads=2" in texts(fig) and "Not measured here: threads=4" in texts(fig)
@@ -239,7 +239,7 @@ def test_slowdown_figures_plot_percent_by_working_set():
         for size in SIZES:
             for word, ns in ((0, 10.0), (7, 10.07)):
                 rows.append(chase_row(dict(order=order, npad=7, working_set_bytes=size, pointer_word=word), ns))
-    fig = chase_views.figure(synthetic("fig3_30", rows))
+    fig = chase_analysis.figure(synthetic("fig3_30", rows))
     lines = data_lines(fig.axes[0], len(SIZES))
     assert len(lines) == 2 and all(y == pytest.approx(0.7) for line in lines for y in line.get_ydata())
     assert "slowdown vs critical word at start (%)" in texts(fig)
@@ -249,11 +249,11 @@ def test_slowdown_figures_plot_percent_by_working_set():
             for pair in (2, (lines_per - 1) * 8):
                 rows.append(chase_row(dict(order=order, element_bytes=64 * lines_per, op="addpair",
                                            pair_word=pair, working_set_bytes=size), 10.0 if pair == 2 else 12.0))
-    text = texts(chase_views.figure(synthetic("fig6_2", rows)))
+    text = texts(chase_analysis.figure(synthetic("fig6_2", rows)))
     assert "Sequential 4 CLs" in text and "Random 2 CLs" in text and "Random 4 CLs" in text
     rows = [chase_row(dict(order=o, npad=1, op="inc", misalign_bytes=m, working_set_bytes=s), 3.0 + m)
             for o in ("sequential", "random") for s in SIZES for m in (0, 4)]
-    text = texts(chase_views.figure(synthetic("fig6_4", rows)))
+    text = texts(chase_analysis.figure(synthetic("fig6_4", rows)))
     assert "Sequential inc (16-byte elements, 4 bytes off)" in text
 
 
@@ -261,7 +261,7 @@ def test_block_figure_labels_every_curve_by_its_block_and_the_whole_list_as_infi
     rows = [chase_row(dict(order="random_blocks", block_pages=b, npad=7, working_set_bytes=s), 5.0)
             for b in (60, 120) for s in SIZES]
     rows += [chase_row(dict(order="random", npad=7, working_set_bytes=s), 6.0) for s in SIZES]
-    text = texts(chase_views.figure(synthetic("fig3_17", rows)))
+    text = texts(chase_analysis.figure(synthetic("fig3_17", rows)))
     assert "blocks=60 pages" in text and "blocks=120 pages" in text and "blocks=inf (whole list)" in text
     assert "block_pages=1" not in text
 
@@ -270,7 +270,7 @@ def test_associativity_figure_is_a_map_with_the_result_under_it():
     rows = [chase_row({"element_distance": r["element_distance"], "working_set_bytes": r["working_set_bytes"],
                        "npad": 7, "order": "sequential"}, r["ns_per_element"])
             for r in surface(12, 4096, distances=[1, 32, 63, 64, 65, 128])]
-    fig = chase_views.figure(synthetic("fig6_5_quick", rows))
+    fig = chase_analysis.figure(synthetic("fig6_5_quick", rows))
     assert fig.axes[0].collections, "no heat map"
     text = texts(fig)
     assert "measured: L1d 48 KiB, 12 ways of 4 KiB" in text and "sysfs:" in text
@@ -280,7 +280,7 @@ def test_numa_figure_on_one_node_says_there_is_no_remote_memory():
     rows = [chase_row(dict(walk_cpu=0, memory_node=0, op=op, order=o, npad=7, working_set_bytes=s), 5.0,
                       numa_distance=10.0, memory_node_checked=0.0)
             for op in ("follow", "inc") for o in ("random", "sequential") for s in SIZES]
-    text = texts(chase_views.figure(synthetic("fig5_3", rows)))
+    text = texts(chase_analysis.figure(synthetic("fig5_3", rows)))
     assert "One NUMA node with memory here (node 0)" in text and "0 hops" in text
 
 
@@ -290,7 +290,7 @@ def test_numa_figure_with_remote_nodes_shows_the_slowdown_per_hop():
         rows += [chase_row(dict(walk_cpu=0, memory_node=node, op=op, order=o, npad=7, working_set_bytes=s),
                            5.0 * factor, numa_distance=distance, memory_node_checked=float(node))
                  for op in ("follow", "inc") for o in ("random", "sequential") for s in SIZES]
-    fig = chase_views.figure(synthetic("fig5_3", rows))
+    fig = chase_analysis.figure(synthetic("fig5_3", rows))
     text = texts(fig)
     assert "+30%" in text and "1 hop" in text and "slowdown vs local memory (%)" in text
     assert all(y == pytest.approx(30.0) for line in fig.axes[1].lines if line.get_label().startswith("read")
@@ -304,20 +304,20 @@ def test_helper_figure_says_where_the_helper_ran():
                        smt_sibling_available=0.0) for s in SIZES]
     for row in rows[len(SIZES):]:
         row["measured_helper_cpu"] = 1.0
-    text = texts(chase_views.figure(synthetic("fig6_8", rows)))
+    text = texts(chase_analysis.figure(synthetic("fig6_8", rows)))
     assert "no SMT sibling for the helper here: it ran on another core (CPU 1)" in text
 
 
 def test_random_writes_figure_labels_the_levels_in_cycles():
     rows = curve(dict(order="random", op="inc", npad=7),
                  [(s, 1.5 if s <= 32 * KiB else 5.0 if s <= 512 * KiB else 60.0) for s in [1 << k for k in range(10, 27)]])
-    fig = chase_views.figure(synthetic("fig3_4", rows))
+    fig = chase_analysis.figure(synthetic("fig3_4", rows))
     text = texts(fig)
     assert "L1d: 4.5 cycles" in text and fig.axes[0].get_yscale() == "log"
 
 
 def test_other_sweeps_keep_the_latency_curve():
-    fig = chase_views.figure(fixtures.chase())
+    fig = chase_analysis.figure(fixtures.chase())
     assert fig.axes[0].get_xscale() == "log"
 
 

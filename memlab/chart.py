@@ -1,0 +1,470 @@
+"""Generic figure kinds: the shapes every family's standard figure is built from.
+
+A family's figure (``figure=`` of its :class:`memlab.family.Family`) is one
+of these kinds, given the family's parameters and metric: a line over a
+numeric parameter (:func:`line_figure`, optionally on a log2 axis with the
+cache sizes marked), grouped bars (:func:`bars_figure`, with a reference
+line and a text over each bar), a table (:func:`table_figure`) or the raw
+samples of each point (:func:`samples_figure`); :func:`generic_figure` picks
+one for a family without a figure of its own. The helpers a family needs to
+shape its rows (:func:`rows_with`, :func:`varying`, :func:`groups`,
+:func:`spread`, :func:`label`) are here too. No function here names a family.
+
+matplotlib is an optional dependency (``pip install 'memlab[plot]'``):
+without it every figure raises an ImportError that names the extra. No
+pyplot state is used, so figures can be made in a loop, in a report or in a
+notebook.
+
+>>> ds = Dataset([{"family": "f", "n": 2, "t": 1.0, "t_min": 0.9}, {"family": "f", "n": 4, "t": 2.0, "t_min": 1.9}])
+>>> fig = line_figure(ds, "n", "t")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from memlab.dataset import Dataset
+from memlab.machine import cache_sizes
+from memlab.units import format_bytes, format_param, metric_label
+
+__all__ = [
+    "INSTALL_HINT",
+    "as_dataset",
+    "bars_figure",
+    "cache_sizes_of",
+    "family_of",
+    "finite",
+    "generic_figure",
+    "groups",
+    "label",
+    "line_figure",
+    "log2_axis",
+    "mark_caches",
+    "new_figure",
+    "number",
+    "require_matplotlib",
+    "rows_with",
+    "samples_figure",
+    "spread",
+    "table_figure",
+    "set_title",
+    "to_png",
+    "varying",
+]
+
+INSTALL_HINT = "pip install 'memlab[plot]'"
+
+_CACHE_LINES = ("L1d", "L2", "L3", "L4")
+
+
+# --------------------------------------------------------------------------
+# matplotlib, optional
+
+
+def require_matplotlib():
+    """Import matplotlib (non-interactive) and return its ``Figure`` class.
+
+    Raises ImportError naming the ``plot`` extra when matplotlib is missing.
+
+    >>> Figure = require_matplotlib()   # doctest: +SKIP
+    """
+    try:
+        import matplotlib  # noqa: F401  (imported first: a cached submodule must not hide its absence)
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise ImportError(
+            "memlab's figures need matplotlib, which is not installed; "
+            f"install it with: {INSTALL_HINT}"
+        ) from error
+    return Figure
+
+
+def new_figure(width: float = 8.0, height: float = 4.8, **subplots: Any):
+    """A constrained-layout Figure of ``width`` x ``height`` inches and its axes (``subplots`` as matplotlib's).
+
+    >>> fig, ax = new_figure(6.0, 4.0)   # doctest: +SKIP
+    """
+    Figure = require_matplotlib()
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(**subplots) if subplots else fig.subplots()
+    return fig, axes
+
+
+def to_png(fig, dpi: int = 110) -> bytes:
+    """The figure rendered as PNG bytes.
+
+    >>> to_png(new_figure()[0])[:4]   # doctest: +SKIP
+    b'\\x89PNG'
+    """
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------
+# reading a dataset's rows
+
+
+def as_dataset(data: Dataset | str | os.PathLike) -> Dataset:
+    """A Dataset as given, or loaded from a path."""
+    if isinstance(data, Dataset):
+        return data
+    return Dataset.load(data)
+
+
+def family_of(ds: Dataset) -> str:
+    """The dataset's family: from its metadata, else the one family of its rows ("" if none or several).
+
+    >>> family_of(Dataset([{"family": "chase"}]))
+    'chase'
+    """
+    name = ds.metadata.get("family")
+    if name:
+        return str(name)
+    names = {row.get("family") for row in ds.rows} - {None}
+    return names.pop() if len(names) == 1 else ""
+
+
+def number(value: Any) -> float:
+    """A cell as a float (NaN for text, booleans and missing values).
+
+    >>> number(3), number("x")
+    (3.0, nan)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return math.nan
+    return float(value)
+
+
+def finite(value: Any) -> bool:
+    """Whether a cell holds a finite number."""
+    return math.isfinite(number(value))
+
+
+def rows_with(ds: Dataset, metric: str) -> list[dict]:
+    """The rows with a finite ``metric``; ValueError when there is none."""
+    rows = [row for row in ds.rows if finite(row.get(metric))]
+    if not rows:
+        raise ValueError(f"no row of the dataset has a finite {metric}")
+    return rows
+
+
+def varying(rows: Sequence[Mapping[str, Any]], names: Iterable[str]) -> list[str]:
+    """The names among ``names`` whose value differs between rows."""
+    return [n for n in names if len({repr(row.get(n)) for row in rows}) > 1]
+
+
+def label(row: Mapping[str, Any], names: Sequence[str]) -> str:
+    """``name=value`` of each name, values formatted for a reader ("all" for no names)."""
+    return " ".join(f"{n}={format_param(n, row.get(n))}" for n in names) or "all"
+
+
+def groups(rows: Sequence[dict], names: Sequence[str]) -> dict[tuple, list[dict]]:
+    """Rows grouped by their values of ``names``, groups and rows in first-seen order."""
+    grouped: dict[tuple, list[dict]] = {}
+    for row in rows:
+        key = tuple(repr(row.get(n)) for n in names)
+        grouped.setdefault(key, []).append(row)
+    return grouped
+
+
+def spread(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[float], list[float]] | None:
+    """Error-bar lengths (below, above) from the rows' ``<metric>_min``/``_max`` (None without them)."""
+    if not all(finite(r.get(f"{metric}_min")) and finite(r.get(f"{metric}_max")) for r in rows):
+        return None
+    below = [max(0.0, r[metric] - r[f"{metric}_min"]) for r in rows]
+    above = [max(0.0, r[f"{metric}_max"] - r[metric]) for r in rows]
+    return below, above
+
+
+def cache_sizes_of(ds: Dataset) -> tuple[dict[str, int], str]:
+    """Cache sizes in bytes for the dataset's machine, and where they came from.
+
+    From ``metadata["machine"]["caches"]`` when the dataset recorded them,
+    else from this machine (``memlab.machine.cache_sizes()``).
+
+    >>> cache_sizes_of(Dataset([], {"machine": {"caches": [
+    ...     {"level": 1, "type": "Data", "size_bytes": 32768}]}}))
+    ({'L1d': 32768}, 'dataset')
+    """
+    facts = ds.metadata.get("machine") or {}
+    if facts.get("caches"):
+        return cache_sizes(facts), "dataset"
+    return cache_sizes(), "this machine"
+
+
+def set_title(fig, ds: Dataset, text: str) -> None:
+    """The figure's title: ``text``, then the sweep and the CPU model the data came from."""
+    machine = ds.metadata.get("machine") or {}
+    detail = [part for part in (ds.metadata.get("sweep"), machine.get("cpu_model")) if part]
+    fig.suptitle(text + (f"\n{' - '.join(map(str, detail))}" if detail else ""), fontsize=11)
+
+
+# --------------------------------------------------------------------------
+# axes
+
+
+def log2_axis(ax, values: Sequence[float]) -> None:
+    """A log2 x axis labelled 2^n, about a dozen ticks across ``values``."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax.set_xscale("log", base=2)
+    low = math.floor(math.log2(min(values)))
+    high = math.ceil(math.log2(max(values)))
+    step = max(1, math.ceil((high - low + 1) / 12))
+    ax.xaxis.set_major_locator(FixedLocator([2.0**e for e in range(low, high + 1, step)]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"$2^{{{round(math.log2(x))}}}$" if x > 0 else ""))
+
+
+def mark_caches(ax, sizes: Mapping[str, int], x_range: tuple[float, float], source: str) -> None:
+    """Dashed vertical lines at the cache sizes within ``x_range``, named; ``source`` when not the dataset's."""
+    low, high = x_range
+    for name in _CACHE_LINES:
+        size = sizes.get(name)
+        if not size or not low / 2 <= size <= high * 2:
+            continue
+        ax.axvline(size, color="0.45", linestyle="--", linewidth=0.9, zorder=0)
+        ax.annotate(
+            f"{name} {format_bytes(size)}", xy=(size, 1.0), xycoords=("data", "axes fraction"),
+            xytext=(3, -3), textcoords="offset points", rotation=90, va="top", ha="left",
+            fontsize=8, color="0.3",
+        )
+    if source != "dataset":
+        ax.text(0.99, 0.01, f"cache sizes of {source}", transform=ax.transAxes, ha="right",
+                va="bottom", fontsize=7, color="0.4")
+
+
+# --------------------------------------------------------------------------
+# the kinds
+
+
+def line_figure(
+    data: Dataset | str | os.PathLike,
+    x: str,
+    metric: str | None = None,
+    *,
+    log2_x: bool | None = None,
+    caches: bool = False,
+    title: str | None = None,
+):
+    """``metric`` against parameter ``x``, one line per combination of the other varying parameters.
+
+    The shaded band is each point's min..max over its repetitions. ``log2_x``
+    (default: when x spans 16x or more) draws x on a log2 axis; ``caches``
+    marks the cache sizes of the dataset's machine.
+
+    >>> fig = line_figure(Dataset([{"family": "f", "n": 2, "t": 1.0}, {"family": "f", "n": 4, "t": 2.0}]),
+    ...                   "n", "t")   # doctest: +SKIP
+    """
+    ds = as_dataset(data)
+    metric = metric or ds.primary_metric()
+    rows = [r for r in rows_with(ds, metric) if finite(r.get(x))]
+    if not rows:
+        raise ValueError(f"no row of the dataset has a finite {x}")
+    others = [n for n in varying(rows, ds.param_names) if n != x]
+    fig, ax = new_figure()
+    xs_all = [float(r[x]) for r in rows]
+    if log2_x is None:
+        log2_x = min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 16
+    for members in groups(rows, others).values():
+        members = sorted(members, key=lambda r: r[x])
+        xs = [r[x] for r in members]
+        ys = [r[metric] for r in members]
+        (line,) = ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.4, label=label(members[0], others))
+        if spread(members, metric) is not None and len(members) > 1:
+            ax.fill_between(xs, [r[f"{metric}_min"] for r in members], [r[f"{metric}_max"] for r in members],
+                            color=line.get_color(), alpha=0.15, linewidth=0)
+    if log2_x:
+        log2_axis(ax, xs_all)
+    if caches:
+        sizes, source = cache_sizes_of(ds)
+        mark_caches(ax, sizes, (min(xs_all), max(xs_all)), source)
+    ax.set_xlabel(x.replace("_", " "))
+    ax.set_ylabel(metric_label(metric))
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if others:
+        ax.legend(fontsize=8, loc="best")
+    set_title(fig, ds, title or f"{family_of(ds)}: {metric_label(metric)} vs {x.replace('_', ' ')}")
+    return fig
+
+
+def bars_figure(
+    data: Dataset | str | os.PathLike,
+    metric: str | None = None,
+    *,
+    category: Sequence[str] | None = None,
+    series: Sequence[str] = (),
+    facet: Sequence[str] = (),
+    reference: tuple[str, float] | None = None,
+    annotate: Callable[[dict], str] | None = None,
+    title: str | None = None,
+):
+    """Grouped bars of ``metric``: categories on the x-axis, one bar colour per ``series``.
+
+    ``category``/``series``/``facet`` name parameters (only the varying ones
+    are used; ``category`` None takes every other varying parameter; each
+    ``facet`` value gets a panel). Error bars are min..max over the
+    repetitions; ``reference`` = (label, value) draws a horizontal line;
+    ``annotate(row)`` writes text over a bar.
+
+    >>> fig = bars_figure(Dataset([{"family": "f", "k": "a", "v": 1.0}]), "v")   # doctest: +SKIP
+    """
+    ds = as_dataset(data)
+    metric = metric or ds.primary_metric()
+    rows = rows_with(ds, metric)
+    changing = varying(rows, ds.param_names)
+    series = [n for n in series if n in changing]
+    facet = [n for n in facet if n in changing]
+    if category is None:
+        category = [n for n in changing if n not in series and n not in facet]
+    else:
+        category = [n for n in category if n in changing]
+    panels = groups(rows, facet)
+    slots = sum(len(groups(members, category)) for members in panels.values())
+    fig, axes = new_figure(max(6.0, min(14.0, 2.5 + 1.5 * slots)), 4.8,
+                           ncols=len(panels), sharey=True, squeeze=False)
+    series_keys = list(groups(rows, series))
+    colors = [f"C{i % 10}" for i in range(len(series_keys))]
+    width = 0.8 / max(1, len(series_keys))
+    for ax, members in zip(axes[0], panels.values()):
+        categories = groups(members, category)
+        for s_index, s_key in enumerate(series_keys):
+            xs, ys, chosen = [], [], []
+            for c_index, c_members in enumerate(categories.values()):
+                hit = [r for r in c_members if tuple(repr(r.get(n)) for n in series) == s_key]
+                if hit:
+                    xs.append(c_index + (s_index - (len(series_keys) - 1) / 2) * width)
+                    ys.append(hit[0][metric])
+                    chosen.append(hit[0])
+            if not chosen:
+                continue
+            bar_label = label(chosen[0], series) if series else None
+            bars = ax.bar(xs, ys, width * 0.92, color=colors[s_index], label=bar_label,
+                          yerr=spread(chosen, metric), capsize=2,
+                          error_kw={"elinewidth": 0.8, "ecolor": "0.25"})
+            if annotate is not None:
+                for bar, row in zip(bars, chosen):
+                    text = annotate(row)
+                    if text:
+                        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                                    xytext=(0, 3), textcoords="offset points", ha="center",
+                                    va="bottom", fontsize=7)
+        labels = [_category_label(c[0], category, members) for c in categories.values()]
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=8)
+        if category:
+            ax.set_xlabel(category[0].replace("_", " "), fontsize=9)
+        if facet:
+            ax.set_title(label(members[0], facet), fontsize=9)
+        if reference is not None:
+            ax.axhline(reference[1], color="k", linestyle="--", linewidth=1.0, label=reference[0])
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(y=0.12)
+    axes[0][0].set_ylabel(metric_label(metric))
+    if series or reference is not None:
+        axes[0][-1].legend(fontsize=8, loc="best")
+    set_title(fig, ds, title or f"{family_of(ds)}: {metric_label(metric)}")
+    return fig
+
+
+def _category_label(row: Mapping[str, Any], names: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
+    """The first parameter's value, then ``name=value`` for each other one that differs from its usual value."""
+    if not names:
+        return ""
+    parts = [format_param(names[0], row.get(names[0]))]
+    for name in names[1:]:
+        values = [repr(r.get(name)) for r in rows]
+        usual = max(set(values), key=values.count)
+        if repr(row.get(name)) != usual:
+            parts.append(f"{name}={format_param(name, row.get(name))}")
+    return "\n".join(parts)
+
+
+def table_figure(
+    data: Dataset | str | os.PathLike,
+    header: Sequence[str],
+    cells: Sequence[Sequence[str]],
+    *,
+    widths: Sequence[float] | None = None,
+    bold_last: bool = False,
+    title: str = "",
+):
+    """A table drawn as a figure: ``header`` over ``cells`` (text, one list per line).
+
+    The first column is left-aligned, the others right-aligned; ``bold_last``
+    sets the last line (a total, a score) in bold.
+
+    >>> fig = table_figure(Dataset([]), ["test", "index"], [["spawn", "400.0"]])   # doctest: +SKIP
+    """
+    ds = as_dataset(data)
+    fig, ax = new_figure(8.0, 1.0 + 0.3 * (len(cells) + 1))
+    ax.axis("off")
+    table = ax.table(cellText=[list(line) for line in cells], colLabels=list(header),
+                     colWidths=list(widths) if widths else None, loc="center", cellLoc="right",
+                     colLoc="right")
+    table.auto_set_font_size(False)
+    table.set_fontsize(9)
+    table.scale(1.0, 1.35)
+    for (r, c), cell in table.get_celld().items():
+        if c == 0:
+            cell.set_text_props(ha="left")
+        if r == 0 or (bold_last and r == len(cells)):
+            cell.set_text_props(weight="bold")
+    set_title(fig, ds, title or family_of(ds))
+    return fig
+
+
+def samples_figure(
+    data: Dataset | str | os.PathLike,
+    metric: str,
+    *,
+    reference: tuple[str, float] | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+):
+    """Every kept sample of ``metric`` as a dot and the median as a bar, one column per point.
+
+    ``reference`` = (label, value) draws a horizontal dashed line (a nominal
+    value to compare with).
+
+    >>> fig = samples_figure("memlab-tour/calibrate.csv", "core_GHz")   # doctest: +SKIP
+    """
+    ds = as_dataset(data)
+    rows = rows_with(ds, metric)
+    fig, ax = new_figure(6.5, 4.0)
+    names = varying(rows, ds.param_names) or ds.param_names[:1]
+    for index, row in enumerate(rows):
+        samples = [v for v in (row.get(f"{metric}_samples") or []) if finite(v)]
+        ax.scatter([index] * len(samples), samples, color="C0", s=14, alpha=0.6)
+        ax.scatter([index], [row[metric]], color="C1", marker="_", s=600, label="median" if index == 0 else None)
+    if reference is not None and math.isfinite(reference[1]):
+        ax.axhline(reference[1], color="k", linestyle="--", linewidth=1, label=reference[0])
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([label(r, names) for r in rows], fontsize=8)
+    ax.set_ylabel(ylabel or metric_label(metric))
+    ax.set_ylim(bottom=0)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    set_title(fig, ds, title or f"{family_of(ds)}: {metric_label(metric)}")
+    return fig
+
+
+def generic_figure(data: Dataset | str | os.PathLike):
+    """The figure of a family without one of its own: the primary metric over the
+    first numeric parameter with more than two values (lines), else bars.
+
+    >>> fig = generic_figure(Dataset([{"family": "x", "k": "a", "GB_per_s": 1.0, "GB_per_s_min": 0.9}]))  # doctest: +SKIP
+    """
+    ds = as_dataset(data)
+    metric = ds.primary_metric()
+    rows = rows_with(ds, metric)
+    changing = varying(rows, ds.param_names)
+    numeric = [n for n in changing if all(finite(r.get(n)) for r in rows) and len({r[n] for r in rows}) > 2]
+    if numeric:
+        return line_figure(ds, numeric[0], metric)
+    return bars_figure(ds, metric)

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 import numpy
 
 from memlab._core import Kernel
-from memlab.chase_analysis import cache_levels, figure, format_cache_levels
+from memlab.chase_analysis import cache_levels, caption, figure, format_cache_levels
 from memlab.family import Family, check_bool, check_choice, check_int
 from memlab.grid import Sweep, grid
 from memlab.machine import numa_nodes, smt_siblings
@@ -840,8 +840,6 @@ FAMILY = Family(
     default_warmup=1,
     default_target_seconds=0.1,
     figure=figure,
-    caption="Time per element of a walk through a linked list: flat while the list fits in a cache, "
-            "a step up past each cache size (dashed lines). Random order pays the full latency of "
-            "wherever the list lives; sequential order is hidden by the prefetcher (Drepper 3.3.2).",
+    caption=caption,
     report_columns=("cycles_per_element",),
 )

@@ -45,6 +45,7 @@ __all__ = [
     "SOURCE_TABLE_3_3",
     "associativity",
     "cache_levels",
+    "caption",
     "counter_ratios",
     "efficiency_table",
     "figure",
@@ -980,6 +981,52 @@ def counters_figure(ds: Dataset):
         ax.set_title(f"{number}: measured cache misses (follow {order})", fontsize=9)
     chart.set_title(fig, ds, "Figs. 7.1-7.3: what the performance counters say about the walk")
     return fig
+
+
+LATENCY_CAPTION = (
+    "Time per element of a walk through a linked list: flat while the list fits in a cache, a step up past "
+    "each cache size (dashed lines). Random order pays the full latency of wherever the list lives; "
+    "sequential order is hidden by the prefetcher (Drepper 3.3.2).")
+
+#: sweep (without _quick) -> how to read its figure; other sweeps get LATENCY_CAPTION.
+CAPTIONS = {
+    "fig3_4": "Random writes (pad[0]++ on 64-byte elements), cycles per element on a log scale: each plateau "
+              "is labelled with its level and cost; dirty lines must also be written back (Drepper 3.2).",
+    "fig3_16": "Last-level cache misses per reference for sequential and random walks, from the hardware "
+               "counters; where the PMU refused them the figure says which and why (Drepper 3.3.2).",
+    "fig3_17": "Random order inside blocks of 60 ... 61440 pages, blocks walked in turn; inf is the whole list "
+               "shuffled at once. Smaller blocks need fewer TLB entries at a time (Drepper 3.3.2).",
+    "fig3_19": "Sequential reads by 1, 2 and 4 threads on one list (as many as there are CPUs), the fastest "
+               "thread's cycles per element; right: the speed-up over one thread (Drepper 3.3.4).",
+    "fig3_20": "Sequential increments by several threads on one list; writes saturate the memory bus sooner "
+               "(Drepper 3.3.4, fig. 3.20); right: the speed-up over one thread.",
+    "fig3_21": "Random addnextlast by several threads on one list, and (right) the speed-up over one thread: "
+               "Drepper's figs. 3.21 and 3.22.",
+    "fig3_30": "How much slower the walk is when the pointer sits in the last word of a 64-byte element "
+               "rather than the first: the critical word arrives later (Drepper 3.5.2: about 0.7%).",
+    "fig5_3": "Reads and writes to memory bound to each NUMA node, by hops from the walking CPU; right: the "
+              "slowdown of remote memory per working set (Drepper 5.4). One node: local cost only.",
+    "fig6_2": "Slowdown when the two values an element adds sit in its first and last cache line instead "
+              "of one line (Drepper 6.2.1, fig. 6.2).",
+    "fig6_4": "Slowdown of increments on elements placed off their alignment, so that some words straddle two "
+              "cache lines (Drepper 6.2.1, fig. 6.4).",
+    "fig6_5": "Cycles per element of short lists whose elements sit a fixed distance apart: where all of them "
+              "fall into one L1d set and outnumber its ways, every lap misses L1d. Under the map: the L1d "
+              "size and ways this implies, beside sysfs (Drepper 6.2.1, fig. 6.5).",
+    "fig6_8": "Random walks with 160 cycles of work per element: no prefetch, software prefetch, and a helper "
+              "thread reading ahead; under the figure, where the helper ran (Drepper 6.3.4).",
+    "fig7_1": "Cycles per instruction and misses per instruction from the hardware counters, random and "
+              "sequential walks (Drepper 7.1); where the PMU refused them the panels say which and why.",
+}
+
+
+def caption(data: Any) -> str:
+    """How to read a chase dataset's figure, chosen by its sweep.
+
+    >>> caption(Dataset([], {"sweep": "fig6_5_quick"})).startswith("Cycles per element of short lists")
+    True
+    """
+    return CAPTIONS.get(sweep_base(data), LATENCY_CAPTION)
 
 
 #: sweep (without _quick) -> its figure; other chase sweeps draw the latency curve.

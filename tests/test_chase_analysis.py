@@ -402,3 +402,19 @@ def test_fig6_5_script_prints_the_l1d_beside_sysfs(tmp_path, capsys, monkeypatch
     assert load_script("fig6_5").main(["--dataset", str(path)]) == 0
     out = capsys.readouterr().out
     assert "measured: L1d 32 KiB, 8 ways" in out and "sysfs:    L1d 32 KiB" in out
+
+
+def test_each_sweep_has_its_caption_in_the_report(tmp_path):
+    from memlab import registry, report
+
+    family = registry.family("chase")
+    assert family.caption_for(synthetic("fig6_5_quick", [])) == chase_analysis.CAPTIONS["fig6_5"]
+    assert family.caption_for(fixtures.chase()) == chase_analysis.LATENCY_CAPTION
+    assert set(chase_analysis.CAPTIONS) <= set(chase.SWEEPS)
+    rows = [chase_row(dict(order="random", npad=7, working_set_bytes=s, pointer_word=w), 10.0)
+            for s in SIZES for w in (0, 7)]
+    path = tmp_path / "fig3_30.csv"
+    synthetic("fig3_30", rows).save(path)
+    out = tmp_path / "report.html"
+    report.write_report([str(path)], str(out))
+    assert "rather than the first: the critical word arrives later" in out.read_text()

@@ -382,6 +382,7 @@ typedef struct chase_state {
     chase_helper *helper;
     _Atomic int go __attribute__((aligned(64)));
     _Atomic int stop;
+    _Atomic int started;        /* workers that have begun walking this sample */
     int numa_nodes;             /* nodes with memory */
     int census_node;            /* the node the pages were counted against */
     ml_node_census census;
@@ -954,6 +955,7 @@ static void *chase_worker_main(void *arg)
     }
     double estimate = w->ns_per_step;
     uint64_t done = 0, elapsed = 0, on_cpu = 0;
+    atomic_fetch_add_explicit(&s->started, 1, memory_order_release);
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         uint64_t n = estimate > 0 ? (uint64_t)(CHASE_WORKER_SLICE_NS / estimate) : CHASE_PROBE_STEPS;
         if (n < 1)
@@ -998,6 +1000,7 @@ static int chase_workers_start(chase_state *s, uint64_t fixed_steps, ml_error *e
 {
     atomic_store_explicit(&s->go, 0, memory_order_relaxed);
     atomic_store_explicit(&s->stop, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->started, 0, memory_order_relaxed);
     for (int t = 1; t < s->threads; t++) {
         chase_walker *w = &s->walkers[t];
         w->fixed_steps = fixed_steps;
@@ -1097,6 +1100,17 @@ static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t targ
     if (counted)
         ml_counting_start(&counting, ctx);
     chase_release(s);
+    /* the timed walk starts once every other thread walks too (a loaded
+     * machine may take a while to schedule them) */
+    while (s->threads > 1 && atomic_load_explicit(&s->started, memory_order_acquire) < s->threads - 1) {
+        sched_yield();
+        if (ml_interrupted(ctx)) {
+            if (counted)
+                ml_counting_stop(&counting, counted);
+            chase_sample_end(s, &saved, out->main_cpu);
+            return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
+        }
+    }
     for (;;) {
         uint64_t wanted;
         if (fixed_steps) {
@@ -1309,14 +1323,18 @@ static void chase_add_thread_metrics(chase_state *s, ml_measurement *out, const 
     if (s->threads == 1)
         return;
     double slowest = 0.0, total = 0.0, throughput = 0.0;
+    int walked = 0;
     ml_cpu_mask cores;
     ml_cpu_mask_clear(&cores);
     int distinct_cores = 0;
     for (int t = 0; t < s->threads; t++) {
         const chase_walker *w = &s->walkers[t];
-        double ns = w->steps ? (double)w->elapsed_ns / ((double)w->steps * (double)s->k) : 0.0;
-        slowest = ns > slowest ? ns : slowest;
-        total += ns;
+        if (w->steps) {
+            double ns = (double)w->elapsed_ns / ((double)w->steps * (double)s->k);
+            slowest = ns > slowest ? ns : slowest;
+            total += ns;
+            walked++;
+        }
         if (w->elapsed_ns)
             throughput += (double)w->steps * (double)s->k / (double)w->elapsed_ns * 1e9;
         if (!ml_cpu_mask_has(&cores, w->cpu)) {
@@ -1334,7 +1352,8 @@ static void chase_add_thread_metrics(chase_state *s, ml_measurement *out, const 
     }
     ml_metric_add(out, "fastest_thread", sample->fastest);
     ml_metric_add(out, "slowest_thread_ns_per_element", slowest);
-    ml_metric_add(out, "mean_thread_ns_per_element", total / s->threads);
+    ml_metric_add(out, "mean_thread_ns_per_element", walked ? total / walked : 0.0);
+    ml_metric_add(out, "threads_walked", walked);
     ml_metric_add(out, "all_threads_elements_per_s", throughput);
     ml_metric_add(out, "thread_cores", distinct_cores);
 }

@@ -199,6 +199,7 @@ def test_threads_run_on_distinct_cpus_one_per_core_first():
     separate_cores = any(not (smt_siblings(a) & smt_siblings(b)) for a in USABLE for b in USABLE if a < b)
     assert values["thread_cores"] == (2 if separate_cores else 1)
     assert values["cpus_usable"] == len(USABLE)
+    assert values["threads_walked"] == 2, "the sample started before every thread walked"
     assert 0 < values["ns_per_element"] <= values["slowest_thread_ns_per_element"] * 1.0001
     assert values["ns_per_element"] <= values["mean_thread_ns_per_element"] * 1.0001
 

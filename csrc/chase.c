@@ -409,25 +409,17 @@ static inline uint64_t chase_index(const chase_state *s, const chase_word *e)
     return (uint64_t)((const char *)e - s->base - s->misalign_bytes) / s->slot_bytes;
 }
 
-/* ---- the seeded shuffle (Python twin: memlab.chase.reference_successors) */
-
-static inline uint64_t chase_splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+/* ---- the seeded shuffle (Python twin: memlab.twins.chase_successors) ---- */
 
 /* Uniform in [0, bound) without modulo bias (Lemire's multiply-shift). */
 static inline uint64_t chase_below(uint64_t *state, uint64_t bound)
 {
-    unsigned __int128 m = (unsigned __int128)chase_splitmix64(state) * bound;
+    unsigned __int128 m = (unsigned __int128)ml_splitmix64(state) * bound;
     uint64_t low = (uint64_t)m;
     if (low < bound) {
         uint64_t threshold = (0 - bound) % bound;
         while (low < threshold) {
-            m = (unsigned __int128)chase_splitmix64(state) * bound;
+            m = (unsigned __int128)ml_splitmix64(state) * bound;
             low = (uint64_t)m;
         }
     }
@@ -503,10 +495,11 @@ static int chase_build(chase_state *s, ml_context *ctx, ml_error *err)
     const uint64_t words = (uint64_t)s->cfg.npad + 1;
     for (uint64_t i = 0; i < s->elements; i++) {
         chase_word *e = (chase_word *)chase_element_start(s, i);
-        /* pad[0] starts distinct so that inc and addnext0 are checkable */
+        /* pad[0] and the last pad word start distinct so that inc, addnext0
+         * and addnextlast are checkable (memlab.twins.chase_pad0) */
         for (uint64_t w = 0; w < words; w++)
             if (w != (uint64_t)s->cfg.pointer_word)
-                e[w] = w == s->pad0_word ? i + 1 : 0;
+                e[w] = w == s->pad0_word || (w == words - 1 && words > 2) ? i + 1 : 0;
         if ((i & (CHASE_BUILD_CHECK_EVERY - 1)) == 0)
             ML_CHECK_INTERRUPT(ctx, err);
     }
@@ -682,7 +675,7 @@ static int chase_check_node_hugetlb(const ml_region *r, int node, ml_error *err)
             free_pages = -1;
         fclose(f);
     }
-    long long needed = (long long)((r->bytes + CHASE_HUGE_BYTES - 1) / CHASE_HUGE_BYTES);
+    long long needed = (long long)(ml_round_up(r->bytes, CHASE_HUGE_BYTES) / CHASE_HUGE_BYTES);
     if (free_pages >= 0 && free_pages < needed)
         return ml_fail(err, ML_ERR_OS, ENOMEM,
                        "memory_node=%d has %lld free 2 MiB hugetlb pages; the list needs %lld (see %s)", node,
@@ -934,14 +927,6 @@ static void chase_helper_stop(chase_state *s)
 
 /* ---- the other walking threads (figs. 3.19-3.22) ---------------------- */
 
-static uint64_t chase_thread_cpu_ns(void)
-{
-    struct timespec t;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t))
-        return 0;
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* Wait for go, then walk in ~1 ms timed slices until stop (or until
  * fixed_steps), summing only the time spent walking. */
 static void *chase_worker_main(void *arg)
@@ -966,11 +951,11 @@ static void *chase_worker_main(void *arg)
             if (n > w->fixed_steps - done)
                 n = w->fixed_steps - done;
         }
-        uint64_t c0 = chase_thread_cpu_ns();
+        uint64_t c0 = ml_thread_cpu_ns();
         uint64_t t0 = ml_now_ns();
         s->walk_fn(&w->walk, n);
         uint64_t t1 = ml_now_ns();
-        on_cpu += chase_thread_cpu_ns() - c0;
+        on_cpu += ml_thread_cpu_ns() - c0;
         elapsed += t1 - t0;
         done += n;
         estimate = (double)(t1 - t0) / (double)n;
@@ -1131,11 +1116,11 @@ static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t targ
             chunk_limit = 1;
         if (chunk > chunk_limit)
             chunk = chunk_limit;
-        uint64_t c0 = chase_thread_cpu_ns();
+        uint64_t c0 = ml_thread_cpu_ns();
         uint64_t t0 = ml_now_ns();
         s->walk_fn(&me->walk, chunk);
         uint64_t t1 = ml_now_ns();
-        on_cpu += chase_thread_cpu_ns() - c0;
+        on_cpu += ml_thread_cpu_ns() - c0;
         elapsed += t1 - t0;
         done += chunk;
         estimate = (double)(t1 - t0) / (double)chunk;
@@ -1510,7 +1495,7 @@ static const ml_param chase_params[] = {
     {0},
 };
 
-const ml_family ml_family_chase = {
+ML_FAMILY(chase) = {
     .name = "chase",
     .description = "pointer chase through a circular list of struct { next; pad[npad]; }",
     .config_size = sizeof(chase_config),
@@ -1526,7 +1511,7 @@ static const ml_param chase_trace_params[] = {
     {0},
 };
 
-const ml_family ml_family_chase_trace = {
+ML_FAMILY(chase_trace) = {
     .name = "chase_trace",
     .description = "the chase list as successor indices, pad[0] and element offsets after a fixed walk",
     .config_size = sizeof(chase_trace_config),

@@ -143,9 +143,8 @@ int ml_region_bind_node(ml_region *r, int node, ml_error *err)
     if (node < 0 || node >= ML_MAX_NODES)
         return ml_fail(err, ML_ERR_VALUE, EINVAL, "memory_node=%d is outside 0..%d", node, ML_MAX_NODES - 1);
     mask[node / (8 * sizeof(unsigned long))] = 1ul << (node % (8 * sizeof(unsigned long)));
-    size_t bytes = (r->bytes + PLACEMENT_PAGE_BYTES - 1) / PLACEMENT_PAGE_BYTES * PLACEMENT_PAGE_BYTES;
-    if (r->granted != ML_PAGES_4K && r->granted != ML_PAGES_THP)
-        bytes = (r->bytes + r->page_bytes - 1) / r->page_bytes * r->page_bytes;
+    uint64_t page = r->granted == ML_PAGES_4K || r->granted == ML_PAGES_THP ? PLACEMENT_PAGE_BYTES : r->page_bytes;
+    size_t bytes = (size_t)ml_round_up(r->bytes, page);
     if (syscall(SYS_mbind, r->base, bytes, MPOL_BIND, mask, (unsigned long)PLACEMENT_MAXNODE,
                 MPOL_MF_STRICT | MPOL_MF_MOVE) != 0) {
         int e = errno;
@@ -182,7 +181,7 @@ int ml_region_policy(const ml_region *r, int *mode, int *only_node, ml_error *er
 int ml_region_node_census(const ml_region *r, int node, size_t max_pages, ml_node_census *out,
                           ml_error *err)
 {
-    size_t pages = (r->bytes + PLACEMENT_PAGE_BYTES - 1) / PLACEMENT_PAGE_BYTES;
+    size_t pages = (size_t)(ml_round_up(r->bytes, PLACEMENT_PAGE_BYTES) / PLACEMENT_PAGE_BYTES);
     size_t count = pages < max_pages ? pages : max_pages;
     memset(out, 0, sizeof(*out));
     if (count == 0)

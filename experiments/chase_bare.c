@@ -171,7 +171,7 @@ int main(int argc, char **argv)
 #define NEXT(i) (ELEMENT(i) + pointer_word)
     for (uint64_t i = 0; i < n; i++) {
         for (uint64_t w = 0; w < words; w++)
-            ELEMENT(i)[w] = w == (pointer_word == 1 ? 0 : 1) ? i + 1 : 0;
+            ELEMENT(i)[w] = w == (pointer_word == 1 ? 0 : 1) || (w == words - 1 && words > 2) ? i + 1 : 0;
         *NEXT(i) = random_order ? i : (i + 1) % n;
     }
     if (random_order) {

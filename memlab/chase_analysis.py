@@ -580,20 +580,23 @@ def missing_counters(data: Any, names: Iterable[str]) -> dict[str, str]:
 # figures
 
 
-def latency_figure(data: Dataset | str, metric: str | None = None, x: str = "working_set_bytes"):
+def latency_figure(data: Dataset | str, metric: str | None = None, x: str = "working_set_bytes",
+                   title: str | None = None):
     """Latency per element (ns) vs working set on a log2 axis, cache sizes marked.
 
     One line per variant (every other parameter that varies: npad, order,
     pages ...); the vertical dashed lines are the L1d, L2 and L3 sizes of the
     machine the dataset was measured on. A right-hand axis gives cycles per
     element when the dataset has them (Drepper's figures 3.10-3.15 plot cycles).
+    ``title`` defaults to the source figure's title for its sweeps.
 
     >>> fig = latency_figure("results/chase-quick.csv")   # doctest: +SKIP
     """
     ds = chart.as_dataset(data)
     metric = metric or ds.primary_metric(("ns_per_element",))
+    title = title or LATENCY_TITLES.get(sweep_base(ds))
     fig = chart.line_figure(ds, x, metric, log2_x=True, caches=True,
-                            title=f"{chart.family_of(ds)}: {metric_label(metric)} vs working set")
+                            title=title or f"{chart.family_of(ds)}: {metric_label(metric)} vs working set")
     ax = fig.axes[0]
     ax.set_xlabel("working set (bytes, log2)")
     values = [r[metric] for r in ds.rows if chart.finite(r.get(metric)) and r[metric] > 0]
@@ -682,13 +685,17 @@ def random_writes_figure(ds: Dataset):
         for level in cache_levels(Dataset(rows, ds.metadata), min_points=1 if len(rows) < 9 else 2):
             if level.get("latency_cycles") is None:
                 continue
-            ax.annotate(f"{level['level']}: {level['latency_cycles']:.3g} cycles",
+            ax.annotate(f"{level['level']}: {_cycles_text(level['latency_cycles'])} cycles",
                         (level["largest_working_set_bytes"], level["latency_cycles"]), xytext=(-4, 6),
                         textcoords="offset points", ha="right", fontsize=8)
     ax.set_ylabel("cycles per element (log)")
     ax.legend(fontsize=8, loc="upper left")
     chart.set_title(fig, ds, "Fig. 3.4: access time of random writes")
     return fig
+
+
+def _cycles_text(value: float) -> str:
+    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
 
 
 def _group(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[tuple, list]:
@@ -757,9 +764,7 @@ def block_figure(ds: Dataset):
         rows.append(dict(row, blocks=blocks))
     rows.sort(key=lambda r: (r["order"] == "random", _number(r.get("block_pages"))))
     view = Dataset(rows, {**ds.metadata, "param_names": ["blocks", "working_set_bytes"]})
-    fig = latency_figure(view)
-    fig.axes[0].set_title("Fig. 3.17: page-wise randomization, NPAD=7", fontsize=9)
-    return fig
+    return latency_figure(view)
 
 
 def threads_figure(ds: Dataset):
@@ -790,7 +795,7 @@ def threads_figure(ds: Dataset):
     else:
         right.text(0.5, 0.5, "one thread only: no speed-up to show", ha="center", va="center",
                    transform=right.transAxes, fontsize=9)
-    right.set_ylim(0, 4.5)
+    right.set_ylim(0, max([4.5] + [s["speedup"] * 1.1 for s in speedups]))
     right.set_ylabel("speed-up over one thread (n x t1 / tn)")
     right.set_title("as fig. 3.22", fontsize=9)
     titles = {"fig3_19": "Fig. 3.19: sequential read access, multiple threads",
@@ -982,6 +987,19 @@ def counters_figure(ds: Dataset):
     chart.set_title(fig, ds, "Figs. 7.1-7.3: what the performance counters say about the walk")
     return fig
 
+
+#: The source's titles of the figures drawn as latency curves.
+LATENCY_TITLES = {
+    "fig3_10": "Fig. 3.10: sequential read access, NPAD=0",
+    "fig3_11": "Fig. 3.11: sequential read for several sizes",
+    "fig3_12": "Fig. 3.12: TLB influence for sequential read",
+    "fig3_13": "Fig. 3.13: sequential read and write, NPAD=1",
+    "fig3_15": "Fig. 3.15: sequential vs random read, NPAD=0",
+    "fig3_17": "Fig. 3.17: page-wise randomization, NPAD=7",
+    "fig6_7": "Fig. 6.7: average with prefetch, 128-byte elements (the source's NPAD=31)",
+    "fig6_8": "Fig. 6.8: average with helper thread, 128-byte elements (the source's NPAD=31)",
+    "fig7_9": "Fig. 7.9: random walk, NPAD=0, with 4 KiB, transparent and hugetlb 2 MiB pages",
+}
 
 LATENCY_CAPTION = (
     "Time per element of a walk through a linked list: flat while the list fits in a cache, a step up past "

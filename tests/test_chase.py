@@ -339,15 +339,29 @@ def test_helper_thread_runs_on_another_cpu():
     assert metrics_of(m)["helper_cpu"] != cpu
 
 
-@pytest.mark.parametrize("extra", [dict(), dict(helper_thread=True)], ids=["plain", "helper"])
-def test_ctrl_c_stops_a_long_walk_promptly(extra):
-    kernel = _core.Kernel("chase", core_config(working_set_bytes=1 << 20, **extra))
+CTRL_C_CASES = {
+    "plain": dict(),
+    "helper": dict(helper_thread=True),
+    "threads-shared": dict(threads=2),
+    "threads-own": dict(threads=2, thread_lists="own"),
+    "threads-fixed-laps": dict(threads=2, laps=1 << 30),
+}
+
+
+@pytest.mark.parametrize("extra", CTRL_C_CASES.values(), ids=CTRL_C_CASES.keys())
+def test_ctrl_c_stops_a_long_walk_promptly_and_joins_every_thread(extra):
+    if extra.get("threads", 1) > len(os.sched_getaffinity(0)):
+        pytest.skip(f"needs {extra['threads']} usable CPUs; this process may use {len(os.sched_getaffinity(0))}")
+    threads_before = len(os.listdir("/proc/self/task"))
+    kernel = _core.Kernel("chase", dict(chase._to_core(chase.ChaseParams(working_set_bytes=1 << 20, **extra))))
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     start = time.monotonic()
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         kernel.measure(target_ns=60 * 10**9, counters=False)
     assert time.monotonic() - start < 10
+    timer.join()
+    assert len(os.listdir("/proc/self/task")) == threads_before, "a walking thread outlived the interrupted sample"
     kernel.close()
 
 

@@ -19,7 +19,7 @@ from memlab.sweep import Sweep
 from conftest import hugetlb_free_pages, skip_if_thp_refused, thp_fallbacks_during, thp_mode
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
-FIGURES = ("fig3_10", "fig3_11", "fig3_12", "fig3_13", "fig3_15", "fig3_17", "fig6_7", "fig6_8", "fig7_9")
+FIGURES = tuple(chase.SWEEPS)
 
 
 def one_sample(**params):
@@ -275,7 +275,7 @@ def test_hugetlb_pages_are_used_when_reserved(reserved_hugetlb_2m):
 BAD = [
     (dict(working_set_bytes=0), "working_set_bytes=0"),
     (dict(working_set_bytes=-4096), "working_set_bytes=-4096"),
-    (dict(working_set_bytes=100), "working_set_bytes=100 is below the minimum 1024"),
+    (dict(working_set_bytes=4), "working_set_bytes=4 is below the minimum 8"),
     (dict(npad=-1), "npad=-1"),
     (dict(order="zigzag"), "order='zigzag'"),
     (dict(op="double"), "op='double'"),
@@ -302,7 +302,7 @@ def test_bad_parameters_raise_value_error_naming_them(params, message):
 
 
 C_BAD = [
-    (dict(working_set_bytes=100), "working_set_bytes"),
+    (dict(working_set_bytes=4), "working_set_bytes"),
     (dict(npad=-1), "npad"),
     (dict(order="zigzag"), "order"),
     (dict(npad=255, working_set_bytes=1024), "smaller than one element"),
@@ -323,7 +323,7 @@ def test_trace_buffer_too_small_or_of_the_wrong_type():
     import numpy
 
     config = core_config(working_set_bytes=4096, npad=7)
-    with pytest.raises(ValueError, match="needs 1024"):
+    with pytest.raises(ValueError, match="needs 1536"):
         _core.Kernel("chase_trace", dict(config, out=numpy.zeros(10, dtype=numpy.uint64)))
     with pytest.raises(ValueError, match="uint64"):
         _core.Kernel("chase_trace", dict(config, out=numpy.zeros(1024, dtype=numpy.uint8)))
@@ -354,15 +354,29 @@ def test_helper_thread_runs_on_another_cpu():
     assert metrics_of(m)["helper_cpu"] != cpu
 
 
-@pytest.mark.parametrize("extra", [dict(), dict(helper_thread=True)], ids=["plain", "helper"])
-def test_ctrl_c_stops_a_long_walk_promptly(extra):
-    kernel = _core.Kernel("chase", core_config(working_set_bytes=1 << 20, **extra))
+CTRL_C_CASES = {
+    "plain": dict(),
+    "helper": dict(helper_thread=True),
+    "threads-shared": dict(threads=2),
+    "threads-own": dict(threads=2, thread_lists="own"),
+    "threads-fixed-laps": dict(threads=2, laps=1 << 30),
+}
+
+
+@pytest.mark.parametrize("extra", CTRL_C_CASES.values(), ids=CTRL_C_CASES.keys())
+def test_ctrl_c_stops_a_long_walk_promptly_and_joins_every_thread(extra):
+    if extra.get("threads", 1) > len(os.sched_getaffinity(0)):
+        pytest.skip(f"needs {extra['threads']} usable CPUs; this process may use {len(os.sched_getaffinity(0))}")
+    threads_before = len(os.listdir("/proc/self/task"))
+    kernel = _core.Kernel("chase", dict(chase._to_core(chase.ChaseParams(working_set_bytes=1 << 20, **extra))))
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     start = time.monotonic()
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         kernel.measure(target_ns=60 * 10**9, counters=False)
     assert time.monotonic() - start < 10
+    timer.join()
+    assert len(os.listdir("/proc/self/task")) == threads_before, "a walking thread outlived the interrupted sample"
     kernel.close()
 
 
@@ -456,6 +470,7 @@ def test_every_figure_has_a_script_and_a_quick_sweep_of_valid_points(name):
     for quick in (False, True):
         sweep = load_experiment(name).sweep(quick=quick)
         assert isinstance(sweep, Sweep) and sweep.family == "chase"
+        assert sweep.name == name + ("_quick" if quick else "")
         for point in sweep.points:
             chase.FAMILY.params(point)
         if quick:

@@ -204,8 +204,6 @@ class ChaseParams:
         check_int("threads", self.threads, 1, MAX_THREADS)
         check_choice("thread_lists", self.thread_lists, THREAD_LISTS)
         check_int("walk_cpu", self.walk_cpu, -1, 1023)
-        if self.walk_cpu != -1:
-            check_cpu("walk_cpu", self.walk_cpu)
         check_int("memory_node", self.memory_node, -1, 1023)
         self._check_combinations()
 

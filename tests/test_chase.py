@@ -337,13 +337,6 @@ def test_a_list_larger_than_memory_is_a_memory_error_naming_the_size():
         one_sample(working_set_bytes=1 << 34, npad=7, layout="page_per_element")
 
 
-def test_walk_cpu_must_be_a_cpu_this_process_may_run_on():
-    outside = max(os.sched_getaffinity(0)) + 1
-    with pytest.raises(ValueError, match=rf"walk_cpu={outside} is not among the CPUs this process may run on"):
-        chase.ChaseParams(walk_cpu=outside)
-    assert chase.ChaseParams(walk_cpu=min(os.sched_getaffinity(0))).walk_cpu == min(os.sched_getaffinity(0))
-
-
 def test_helper_cpu_must_be_another_usable_cpu():
     allowed = sorted(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="helper_cpu=1023 is not among the CPUs this process may run on"):

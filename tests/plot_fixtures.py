@@ -187,14 +187,28 @@ def system() -> Dataset:
 
 
 def share() -> Dataset:
-    names = ["disp_longs", "threads", "atomic"]
+    """Figures 6.10/6.11's shape: time per thread by threads, per placement, plain and atomic."""
+    names = ["threads", "disp_longs", "atomic", "atomic_op"]
     rows = []
-    for atomic in (False, True):
-        for disp in (0, 1, 2, 4, 8, 16):
-            ns = (20.0 if disp < 8 else 1.5) * (3 if atomic else 1)
-            rows.append(row("share", {"disp_longs": disp, "threads": 2, "atomic": atomic}, "ns_per_increment",
-                            {"ns_per_increment": ns}))
+    for op in ("plain", "lock_add"):
+        for threads in (1, 2, 3, 4):
+            for disp in (0, 1, 8):
+                per_thread = 1.5 * (3 if op != "plain" else 1) * (1 if disp == 8 or threads == 1 else 2 * threads)
+                rows.append(row("share", {"threads": threads, "disp_longs": disp, "atomic": op != "plain",
+                                          "atomic_op": op}, "ns_per_increment",
+                                {"ns_per_increment": per_thread / threads, "ns_per_increment_per_thread": per_thread}))
     return dataset("share", rows, names, "ns_per_increment")
+
+
+def share_atomic_ops() -> Dataset:
+    """Figure 6.12's shape: every atomic form on one counter, 1 and 4 threads."""
+    names = ["threads", "disp_longs", "atomic", "atomic_op"]
+    cost = {"lock_add": 1.0, "add_fetch": 1.1, "fetch_add": 1.0, "cas": 3.2, "sync_add_and_fetch": 1.1,
+            "sync_fetch_and_add": 1.0, "sync_cas": 3.2}
+    rows = [row("share", {"threads": threads, "disp_longs": 0, "atomic": True, "atomic_op": op}, "ns_per_increment",
+                {"ns_per_increment": 5.0 * c, "ns_per_increment_per_thread": 5.0 * c * threads})
+            for threads in (1, 4) for op, c in cost.items()]
+    return dataset("share", rows, names, "ns_per_increment", sweep="atomic_ops")
 
 
 def calibrate() -> Dataset:

@@ -14,6 +14,7 @@ import dataclasses
 import plot_fixtures as fixtures
 from memlab import chase, clear, cli, matrix, pipe, plot, registry, share, system
 from memlab.dataset import Dataset
+from memlab.units import metric_label
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
@@ -189,10 +190,25 @@ def test_unixbench_index_uses_the_baseline_of_the_same_buffer():
     assert result == 1.0 and math.isnan(baseline)
 
 
-def test_share_plots_ns_per_increment_by_disp():
-    ax = share.figure(fixtures.share()).axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "4", "8", "16"]
-    assert sorted(ax.get_legend_handles_labels()[1]) == ["atomic=no", "atomic=yes"]
+def test_share_plots_time_per_thread_by_threads_one_curve_per_placement():
+    fig = share.figure(fixtures.share())
+    plain, atomic = fig.axes[0], fig.axes[1]
+    assert plain.get_xlabel().startswith("threads")
+    assert [t.get_text() for t in plain.get_xticklabels()] == ["1", "2", "3", "4"]
+    assert plain.get_ylabel() == metric_label("ns_per_increment_per_thread")
+    assert sorted(plain.get_legend_handles_labels()[1]) == sorted(
+        ["one counter", "one cache line (false sharing)", "a cache line each"])
+    assert "plain" in plain.get_title() and "lock_add" in atomic.get_title()
+    # the source's penalty, one line / own lines, written over each thread count from 2 on
+    assert [t.get_text() for t in plain.texts] == ["400%", "600%", "800%"]
+
+
+def test_share_atomic_forms_give_figure_6_12():
+    fig = share.figure(fixtures.share_atomic_ops())
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(share.ATOMIC_OPS)
+    assert sorted(ax.get_legend_handles_labels()[1]) == ["threads=1", "threads=4"]
+    assert "2.91x" in [t.get_text() for t in ax.texts]  # cas over sync_add_and_fetch
 
 
 def test_unknown_family_gets_a_generic_line_figure():

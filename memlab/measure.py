@@ -243,6 +243,9 @@ def measure(
     ``python_sample(target_seconds)`` returns a sample dict for families timed
     in Python (e.g. numpy's BLAS). Every sample dict has ``elapsed_ns``,
     ``units``, ``bytes``, ``metrics`` and, from C, counters.
+    ``derive(params, values)`` adds metrics computed from one sample's
+    ``values``: its metrics, and its counters as ``counter_<name>`` (present
+    only where the counter opened).
 
     >>> m = measure("calibrate", {}, core="calibrate", config={"budget_ns": 10**7},
     ...             primary_metric="core_GHz", repeat=2, warmup=0)
@@ -276,7 +279,10 @@ def measure(
                 raw = python_sample(target_seconds)  # type: ignore[misc]
             values = _derive(raw, unit, ghz)
             if derive is not None:
-                values.update({k: float(v) for k, v in derive(params, values).items()})
+                # derive sees the sample's counters too, as their columns name them (counter_<name>)
+                seen = dict(values)
+                seen.update({counter_column(n): float(v) for n, v in raw.get("counters", {}).items()})
+                values.update({k: float(v) for k, v in derive(params, seen).items()})
             if index < warmup:
                 warm.append(values)
                 continue

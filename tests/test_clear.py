@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import hugetlb_free_pages, python_with_hidden_features, require_populate_write, skip_if_thp_refused, thp_fallbacks_during
+from conftest import experiment, hugetlb_free_pages, python_with_hidden_features, require_populate_write, skip_if_thp_refused, thp_fallbacks_during
 
 from memlab import _core, clear
 from memlab.clear import CHUNK_BYTES, METHODS, ORDERS, FaultParams, OrderParams
@@ -337,8 +337,8 @@ def test_regions_larger_than_memory_raise_memory_error_before_touching():
 
 
 @pytest.mark.parametrize("family, names", [
-    (clear.FAULT_FAMILY, ["quick", "clear_fault"]),
-    (clear.ORDER_FAMILY, ["quick", "clear_order", "clear_patch", "clear_patch_quick"]),
+    (clear.FAULT_FAMILY, ["quick", "clear_fault", "clear_fault_quick"]),
+    (clear.ORDER_FAMILY, ["quick", "clear_order", "clear_order_quick", "clear_patch", "clear_patch_quick"]),
 ])
 def test_named_sweeps_have_valid_points(family, names):
     for name in names:
@@ -368,3 +368,115 @@ def test_vector_clearing_follows_the_cpu_features(hidden, store_bytes):
     )
     out = python_with_hidden_features(script, hidden).split()
     assert out == ["vector", str(float(store_bytes)), "0.0", "nontemporal", str(float(store_bytes)), "0.0"]
+
+
+# ---- the patch comparison: both orders, converging targets, LLC misses, scripts ---------
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_kernel_order_is_measured_converging_on_three_targets(quick):
+    assert clear.KERNEL_TARGETS == (0, 256, 511)
+    for sweep in (clear.patch_sweep(quick=quick), clear.order_sweep(quick=quick)):
+        kernel = [p for p in sweep.points if "kernel" in (p["order"], p.get("baseline_order"))]
+        assert {p["target_subpage"] for p in kernel} == {0, 256, 511}, sweep.name
+    # every comparison against the kernel order, for every method, at every target
+    patch = clear.patch_sweep(quick=quick)
+    against_kernel = {(p["method"], p["extent_bytes"], p["target_subpage"]) for p in patch.points
+                      if p["baseline_order"] == "kernel"}
+    assert len(against_kernel) == len(METHODS) * 2 * 3
+
+
+def test_the_kernel_order_at_target_0_is_the_reverse_order_and_converges_elsewhere():
+    # why the targets matter: at 0 the old order is a plain reverse sweep; at 256 it converges
+    n = clear.CHUNK_SUBPAGES
+    assert clear.kernel_order(n, 0) == list(range(n - 1, -1, -1))
+    middle = clear.kernel_order(n, 256)
+    assert middle[-1] == 256 and middle[:2] == [0, 511]
+    assert clear.kernel_order(8, 5) == [0, 1, 2, 7, 3, 6, 4, 5]
+
+
+def test_quick_scripts_write_to_different_files():
+    from memlab.sweep import output_path
+    paths = {name: output_path(None, experiment(name).sweep(quick=True), many=False)
+             for name in ("clear_order", "clear_patch", "clear_fault")}
+    assert len(set(paths.values())) == 3, paths
+    full = {name: output_path(None, experiment(name).sweep(quick=False), many=False)
+            for name in ("clear_order", "clear_patch")}
+    assert len(set(full.values()) | set(paths.values())) == 5
+
+
+@pytest.mark.parametrize("name, family, point", [
+    ("clear_order", "clear_order", {"region_bytes": 4 * MiB, "pages": "thp"}),
+    ("clear_patch", "clear_order", {"region_bytes": 4 * MiB, "pages": "thp", "baseline_order": "kernel"}),
+    ("clear_fault", "clear_fault", {"region_bytes": 4 * MiB, "pages": "4k"}),
+])
+def test_clear_scripts_exit_non_zero_when_a_point_fails(name, family, point, tmp_path, monkeypatch, capsys):
+    from memlab.grid import Sweep
+    script = experiment(name)
+    # a point that works, then one larger than this machine's memory: MemoryError before anything is touched
+    too_big = dict(point, region_bytes=1 << 40)
+    monkeypatch.setattr(script, "sweep", lambda quick=False: Sweep("failing", family, [point, too_big], repeat=1,
+                                                                   warmup=0, target_seconds=0.0))
+    out = tmp_path / "failing.csv"
+    assert script.main(["--out", str(out), "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    assert "MemoryError" in captured.err
+    assert "ratio: wall clock" not in captured.out  # clear_patch prints no table from a failed run
+    from memlab.dataset import Dataset
+    assert len(Dataset.load(out)) == 1  # the point measured before the failure stays on disk
+
+
+def test_llc_miss_ratio_from_synthetic_counters():
+    # the cover letter's figures: 10.96% of references missed before, 0.73% after
+    assert clear.llc_miss_ratio(1096, 10_000) == pytest.approx(0.1096)
+    assert clear.llc_miss_ratio(73.0, 10_000.0) == pytest.approx(0.0073)
+    assert clear.llc_miss_ratio(0, 0) != clear.llc_miss_ratio(0, 0)  # NaN: no references, no ratio
+    with pytest.raises(ValueError, match="cache_misses=-1 is below the minimum 0"):
+        clear.llc_miss_ratio(-1, 10)
+    values = {"counter_cache_misses": 73.0, "counter_cache_references": 10_000.0,
+              "baseline_cache_misses": 1096.0, "baseline_cache_references": 10_000.0}
+    derived = clear.ORDER_FAMILY.derive(OrderParams(region_bytes=4 * MiB), values)
+    assert derived == {"llc_miss_ratio": pytest.approx(0.0073), "baseline_llc_miss_ratio": pytest.approx(0.1096)}
+    # a side the PMU did not count gives no ratio at all, never a zero
+    assert clear.ORDER_FAMILY.derive(OrderParams(region_bytes=4 * MiB), {"counter_cache_misses": 5.0}) == {}
+    row = {"llc_miss_ratio": 0.0073, "baseline_llc_miss_ratio": 0.1096, "baseline_order": "kernel"}
+    assert clear.patch_llc_miss(row) == {"llc_miss_ratio": 0.0073, "baseline_llc_miss_ratio": 0.1096}
+
+
+def test_llc_miss_ratio_is_measured_or_said_not_measurable_here():
+    m = clear.order(region_bytes=4 * MiB, order="sequential", extent_bytes=2 * MiB, baseline_order="kernel",
+                    baseline_extent_bytes=4096, target_subpage=256, **QUICK)
+    row = m.to_row()
+    llc = clear.patch_llc_miss(row)
+    if "cache_misses" in m.counters_missing or "cache_references" in m.counters_missing:
+        # this machine's case (no PMU in the VM): the row says why, and has no ratio
+        assert "llc_miss_ratio" not in m.samples[0] and "baseline_llc_miss_ratio" not in m.samples[0]
+        assert llc["not_measurable"].startswith("not measurable here: cache_")
+        assert m.counters_missing.get("cache_misses", m.counters_missing.get("cache_references")) in llc["not_measurable"]
+    else:
+        sample = m.samples[0]
+        assert 0 <= sample["llc_miss_ratio"] and 0 <= sample["baseline_llc_miss_ratio"]
+        assert sample["baseline_cache_references"] > 0
+        assert set(llc) == {"llc_miss_ratio", "baseline_llc_miss_ratio"}
+    # counting off: not measurable, and the reason says so
+    quiet = clear.order(region_bytes=4 * MiB, baseline_order="kernel", counters=False, **QUICK).to_row()
+    assert clear.patch_llc_miss(quiet)["not_measurable"] == (
+        "not measurable here: cache_misses: not requested; cache_references: not requested")
+
+
+def test_patch_figure_shows_both_rates_and_their_ratio():
+    from memlab.dataset import Dataset
+    rows = []
+    for target in (0, 256, 511):
+        m = clear.order(region_bytes=4 * MiB, order="sequential", extent_bytes=2 * MiB, baseline_order="kernel",
+                        baseline_extent_bytes=4096, target_subpage=target, method="rep_stosb", **QUICK)
+        rows.append(m.to_row())
+    fig = clear.ORDER_FAMILY.figure(Dataset(rows))
+    ax = fig.axes[0]
+    bars = [patch.get_width() for patch in ax.patches]
+    assert sorted(bars) == sorted([r["GB_per_s"] for r in rows] + [r["baseline_GB_per_s"] for r in rows])
+    texts = [t.get_text() for t in ax.texts]
+    assert [t.split()[0] for t in texts] == [f"x{r['GB_per_s'] / r['baseline_GB_per_s']:.2f}" for r in rows]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [f"sequential, 2 MiB calls\nvs kernel order -> {t}, 4 KiB calls" for t in (0, 256, 511)]
+    assert sorted(ax.get_legend_handles_labels()[1]) == ["after (the new plan)", "before (the old plan)"]

@@ -518,6 +518,8 @@ static int chase_setup(const void *config, void **state_out, ml_context *ctx, ml
     s->base = s->region.base;
     if (chase_build(s, ctx, err))
         goto fail;
+    if (cfg->strict_pages && ml_region_require_requested(&s->region, ml_region_huge_bytes(&s->region), err))
+        goto fail;
     for (int c = 0; c < s->k; c++) {
         s->start[c] = chase_element(s, (uint64_t)c * s->chain_elements);
         s->walk.pos[c] = s->start[c];
@@ -790,6 +792,7 @@ static void chase_add_layout_metrics(chase_state *s, ml_measurement *out)
         ml_metric_add(out, "huge_page_fraction",
                       s->region.bytes ? (double)huge / (double)s->region.bytes : 0.0);
     }
+    ml_region_facts(out, &s->region, huge);
 }
 
 static int chase_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)

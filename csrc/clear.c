@@ -24,6 +24,7 @@ typedef struct clear_order_config {
     int check;
     int baseline_order;
     int64_t baseline_extent_bytes;
+    int strict_pages;
 } clear_order_config;
 
 typedef struct clear_pass_plan {
@@ -65,6 +66,7 @@ static const ml_param clear_order_params[] = {
      .choices = clear_baseline_names},
     {.name = "baseline_extent_bytes", .kind = ML_PARAM_INT,
      .offset = offsetof(clear_order_config, baseline_extent_bytes), .min = 0, .max = CLEAR_MAX_REGION_BYTES},
+    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(clear_order_config, strict_pages)},
     {0},
 };
 
@@ -185,9 +187,11 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
         goto error;
     }
     if (ml_region_map(&s->region, (size_t)c->region_bytes, (ml_page_kind)c->pages, CLEAR_CHUNK_BYTES,
-                      ML_POPULATE_TOUCH, 1, err) < 0)
+                      ML_POPULATE_TOUCH, !c->strict_pages, err) < 0)
         goto error;
     s->mapped = 1;
+    if (c->strict_pages && ml_region_require_requested(&s->region, ml_region_huge_bytes(&s->region), err) < 0)
+        goto error;
     if (ml_interrupted(ctx))
         goto interrupted;
     memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
@@ -324,7 +328,7 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
             ml_metric_add(out, "baseline_cache_misses", baseline_counters.value[ML_COUNTER_CACHE_MISSES]);
         }
     }
-    clear_add_huge_coverage(out, &s->region);
+    clear_add_huge_coverage(out, &s->region, ml_region_huge_bytes(&s->region));
     ML_CHECK_INTERRUPT(ctx, err);
     return 0;
 }

@@ -26,7 +26,7 @@ import math
 import os
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from memlab.dataset import Dataset
+from memlab.dataset import OUTCOME_PAIRS, Dataset
 from memlab.machine import cache_sizes
 from memlab.units import format_bytes, format_param, metric_label
 
@@ -39,6 +39,7 @@ __all__ = [
     "finite",
     "generic_figure",
     "groups",
+    "grouping_names",
     "label",
     "line_figure",
     "new_figure",
@@ -155,9 +156,37 @@ def varying(rows: Sequence[Mapping[str, Any]], names: Iterable[str]) -> list[str
     return [n for n in names if len({repr(row.get(n)) for row in rows}) > 1]
 
 
+def grouping_names(ds: Dataset) -> list[str]:
+    """What a figure may group rows by: the parameters, then the columns saying what the kernel
+    gave (``pages_obtained``, ``populate_used``) where the rows carry them, so that a bar or a
+    line stands for what was obtained, not only for what was asked.
+
+    >>> grouping_names(Dataset([{"family": "f", "pages": "thp", "pages_obtained": "4k"}],
+    ...                        {"param_names": ["pages"]}))
+    ['pages', 'pages_obtained']
+    """
+    present = set(ds.columns)
+    return [*ds.param_names, *(name for name in OUTCOME_PAIRS if name in present)]
+
+
 def label(row: Mapping[str, Any], names: Sequence[str]) -> str:
-    """``name=value`` of each name, values formatted for a reader ("all" for no names)."""
-    return " ".join(f"{n}={format_param(n, row.get(n))}" for n in names) or "all"
+    """``name=value`` of each name, values formatted for a reader ("all" for no names).
+
+    An obtained column (``pages_obtained``) beside what was asked (``pages``) is shown only
+    where the two differ.
+
+    >>> label({"pages": "thp", "pages_obtained": "thp"}, ["pages", "pages_obtained"])
+    'pages=thp'
+    >>> label({"pages": "hugetlb-2m", "pages_obtained": "4k"}, ["pages", "pages_obtained"])
+    'pages=hugetlb-2m pages_obtained=4k'
+    """
+    shown = [n for n in names if not _same_as_asked(row, n, names)]
+    return " ".join(f"{n}={format_param(n, row.get(n))}" for n in shown) or "all"
+
+
+def _same_as_asked(row: Mapping[str, Any], name: str, names: Sequence[str]) -> bool:
+    asked = [a for a in OUTCOME_PAIRS.get(name, ()) if a in names]
+    return bool(asked) and all(row.get(a) == row.get(name) for a in asked)
 
 
 def groups(rows: Sequence[dict], names: Sequence[str]) -> dict[tuple, list[dict]]:
@@ -261,7 +290,7 @@ def line_figure(
     rows = [r for r in rows_with(ds, metric) if finite(r.get(x))]
     if not rows:
         raise ValueError(f"no row of the dataset has a finite {x}")
-    others = [n for n in varying(rows, ds.param_names) if n != x]
+    others = [n for n in varying(rows, grouping_names(ds)) if n != x]
     fig, ax = new_figure()
     xs_all = [float(r[x]) for r in rows]
     if log2_x is None:
@@ -313,7 +342,7 @@ def bars_figure(
     ds = as_dataset(data)
     metric = metric or ds.primary_metric()
     rows = rows_with(ds, metric)
-    changing = varying(rows, ds.param_names)
+    changing = varying(rows, grouping_names(ds))
     series = [n for n in series if n in changing]
     facet = [n for n in facet if n in changing]
     if category is None:
@@ -374,6 +403,8 @@ def _category_label(row: Mapping[str, Any], names: Sequence[str], rows: Sequence
         return ""
     parts = [format_param(names[0], row.get(names[0]))]
     for name in names[1:]:
+        if _same_as_asked(row, name, names):
+            continue
         values = [repr(r.get(name)) for r in rows]
         usual = max(set(values), key=values.count)
         if repr(row.get(name)) != usual:

@@ -160,8 +160,9 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
         /* Keep 4 KiB regions 4 KiB even where THP is "always". */
         madvise(r->base, advise_bytes, MADV_NOHUGEPAGE);
     }
-    if (populate == ML_POPULATE_MAP_POPULATE && r->granted == ML_PAGES_THP) {
-        /* MAP_POPULATE would come too early for THP (refused above when strict). */
+    if (populate == ML_POPULATE_MAP_POPULATE && kind == ML_PAGES_THP) {
+        /* MAP_POPULATE would come too early for THP (refused above when strict);
+         * also when MADV_HUGEPAGE was refused, since mmap did not populate. */
         int rc = ml_region_populate(r, ML_POPULATE_MADVISE_WRITE, err);
         if (rc < 0 && err->code == ML_ERR_OS && err->errnum == EINVAL)
             rc = ml_region_populate(r, ML_POPULATE_TOUCH, err); /* before Linux 5.14 */

@@ -398,12 +398,21 @@ def bars_figure(
 
 
 def _category_label(row: Mapping[str, Any], names: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
-    """The first parameter's value, then ``name=value`` for each other one that differs from its usual value."""
+    """The first parameter's value, then ``name=value`` for each other one that differs from its usual value
+    (an obtained column beside what was asked: where it differs from what was asked).
+
+    >>> rows = [{"populate": "touch", "populate_used": "touch"},
+    ...         {"populate": "map_populate", "populate_used": "madvise_populate_write"}]
+    >>> [_category_label(r, ["populate", "populate_used"], rows) for r in rows]
+    ['touch', 'map_populate\npopulate_used=madvise_populate_write']
+    """
     if not names:
         return ""
     parts = [format_param(names[0], row.get(names[0]))]
     for name in names[1:]:
-        if _same_as_asked(row, name, names):
+        if any(asked in names for asked in OUTCOME_PAIRS.get(name, ())):
+            if not _same_as_asked(row, name, names):
+                parts.append(f"{name}={format_param(name, row.get(name))}")
             continue
         values = [repr(r.get(name)) for r in rows]
         usual = max(set(values), key=values.count)

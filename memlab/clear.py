@@ -446,8 +446,9 @@ def patch_sweep(quick: bool = False, name: str | None = None) -> Sweep:
 # ---- the standard figures -----------------------------------------------------
 
 
-#: Under the clear_fault figure: what the populate comparison is and is not (LWN, "A pair of
-#: memory-allocation improvements in 5.13", on alloc_pages_bulk()).
+#: Under the clear_fault figure: what the populate comparison is and is not (Jonathan Corbet, "A pair
+#: of memory-allocation improvements in 5.13", LWN 2021, https://lwn.net/Articles/855226/, on
+#: alloc_pages_bulk()).
 BULK_ALLOCATION_NOTE = ("user space cannot call the kernel's bulk page allocator (alloc_pages_bulk()); "
                         "MAP_POPULATE / MADV_POPULATE_WRITE vs one fault per page (touch) is the nearest "
                         "user-visible analogue")

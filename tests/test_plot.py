@@ -12,7 +12,7 @@ import pytest
 import dataclasses
 
 import plot_fixtures as fixtures
-from memlab import chase, clear, cli, matrix, pipe, plot, registry, share, system
+from memlab import chase, clear, cli, matrix, pipe, plot, region, registry, share, system
 from memlab.dataset import Dataset
 from memlab.units import metric_label
 
@@ -149,17 +149,36 @@ def test_clear_fault_labels_faults_per_page():
     assert "1 f/pg" in [t.get_text() for t in ax.texts]
 
 
+def test_clear_fault_says_what_populate_call_was_made_and_what_it_stands_for():
+    fig = clear.fault_figure(fixtures.clear_fault())
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["touch", "map_populate", "madvise_populate_write",
+                     "map_populate\npopulate_used=madvise_populate_write"]
+    titles = [t.get_text() for t in fig.texts] + [a.get_title() for a in fig.axes]
+    assert any("bulk page allocator" in t for t in titles), titles
+
+
+def test_region_bars_group_by_the_pages_obtained_and_say_what_was_asked():
+    ax = region.figure(fixtures.region()).axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["pages=4k", "pages=thp", "pages=hugetlb-2m pages_obtained=4k"]
+
+
 def test_matrix_bars_by_variant_with_blas_as_a_reference_line():
     ax = matrix.figure(fixtures.matrix()).axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["naive", "transposed", "tiled\ntile 8",
-                                                            "tiled_simd\ntile 256"]
-    assert [p.get_height() for p in ax.patches] == pytest.approx([0.3, 1.4, 1.8, 3.4])
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "naive", "transposed", "tiled\ntile 8", "tiled_sse2\n(the source's SSE2)\ntile 8",
+        "tiled_simd\n(memlab, beyond it)\ntile 256"]
+    assert [p.get_height() for p in ax.patches] == pytest.approx([0.3, 1.4, 1.8, 2.6, 3.4])
     reference = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert len(reference) == 1 and reference[0].get_ydata()[0] == pytest.approx(40.0)
     assert "BLAS" in reference[0].get_label()
     texts = [t.get_text() for t in ax.texts]
     assert texts[0] == "100% of naive time"
-    assert texts[1] == f"{100 * 0.3 / 1.4:.3g}% of naive time"
+    assert texts[1] == f"{100 * 0.3 / 1.4:.3g}% of naive time\n(source: 23.4%)"
+    assert texts[3] == f"{100 * 0.3 / 2.6:.3g}% of naive time\n(source: 9.47%)"  # the source's SSE2 listing
+    assert texts[4] == f"{100 * 0.3 / 3.4:.3g}% of naive time"  # memlab's own: the source has no number
 
 
 def test_system_table_has_unixbench_indexes_and_the_geometric_mean():

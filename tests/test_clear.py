@@ -11,6 +11,7 @@ import pytest
 from conftest import experiment, hugetlb_free_pages, python_with_hidden_features, require_populate_write, skip_if_thp_refused, thp_fallbacks_during
 
 from memlab import _core, clear
+from memlab.machine import populate_write_supported
 from memlab.clear import CHUNK_BYTES, METHODS, ORDERS, FaultParams, OrderParams
 from memlab.twins import kernel_order as reference_kernel_order
 
@@ -202,6 +203,17 @@ def test_fault_bulk_paths_raise_no_cpu_faults(populate):
     assert m.median("page_faults") < 16
     assert m.median("faults_handled") == pytest.approx(4096, rel=0.01)
     assert m.median("GB_per_s") > 0
+    assert m.facts == {"pages_requested": "4k", "pages_obtained": "4k", "populate_requested": populate,
+                       "populate_used": populate}
+
+
+def test_fault_map_populate_of_thp_is_done_another_way_and_the_row_says_which():
+    m = clear.fault(region_bytes=8 * MiB, pages="thp", populate="map_populate", repeat=1, warmup=0)
+    row = m.to_row()
+    assert row["populate"] == row["populate_requested"] == "map_populate"
+    assert row["populate_used"] == ("madvise_populate_write" if populate_write_supported() else "touch")
+    assert row["pages_obtained"] == ("thp" if m.median("huge_fraction") >= 0.5 else "4k")
+    assert m.median("resident_fraction") == 1.0
 
 
 def test_fault_rate_counts_the_bytes_resident_after_population():
@@ -224,12 +236,13 @@ def test_hugetlb_lack_is_reported_or_raised():
     m = clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", repeat=1, warmup=0)
     assert m.median("granted_page_bytes") == 4096
     assert m.median("huge_fraction") == 0
+    assert m.facts["pages_requested"] == "hugetlb-2m" and m.facts["pages_obtained"] == "4k"
     with pytest.raises(OSError, match="hugetlb-2m pages refused"):
-        clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict=True, repeat=1, warmup=0)
+        clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict_pages=True, repeat=1, warmup=0)
 
 
 def test_hugetlb_2m_fault_and_clear(reserved_hugetlb_2m):
-    m = clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict=True, repeat=1, warmup=0)
+    m = clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict_pages=True, repeat=1, warmup=0)
     assert m.median("granted_page_bytes") == CHUNK_BYTES
     assert m.median("huge_fraction") == 1
     c = clear.order(region_bytes=4 * MiB, pages="hugetlb-2m", order="kernel", check=True, **QUICK)
@@ -239,7 +252,7 @@ def test_hugetlb_2m_fault_and_clear(reserved_hugetlb_2m):
 def test_hugetlb_1g_skips_without_reserved_pages():
     if hugetlb_free_pages(1048576) < 1:
         pytest.skip("no 1 GiB hugetlb pages are reserved (/sys/kernel/mm/hugepages/hugepages-1048576kB)")
-    m = clear.fault(region_bytes=GiB, pages="hugetlb-1g", strict=True, repeat=1, warmup=0)
+    m = clear.fault(region_bytes=GiB, pages="hugetlb-1g", strict_pages=True, repeat=1, warmup=0)
     assert m.median("huge_fraction") == 1
 
 
@@ -257,6 +270,8 @@ def test_hugetlb_1g_skips_without_reserved_pages():
         ({"populate": "poke"}, r"populate='poke' is not one of"),
         ({"touch_offset": "end"}, r"touch_offset='end' is not one of"),
         ({"pause_s": -1}, r"pause_s=-1 is below the minimum 0"),
+        ({"pages": "thp", "populate": "map_populate", "strict_pages": True},
+         r"populate='map_populate' cannot populate THP pages with strict_pages=True"),
     ],
 )
 def test_fault_rejects_bad_parameters(kwargs, message):
@@ -308,7 +323,7 @@ def test_order_rejects_bad_parameters(kwargs, message):
 def test_order_c_boundary_rejects_bad_parameters(config, message):
     base = {"region_bytes": 4 * MiB, "pages": "4k", "order": "sequential", "method": "memset",
             "extent_bytes": 4096, "target_subpage": 0, "seed": 1, "check": False,
-            "baseline_order": "none", "baseline_extent_bytes": 0}
+            "baseline_order": "none", "baseline_extent_bytes": 0, "strict_pages": False}
     base.update(config)
     with pytest.raises(ValueError, match=re.escape(message)):
         with _core.Kernel("clear_order", base):
@@ -317,7 +332,7 @@ def test_order_c_boundary_rejects_bad_parameters(config, message):
 
 def test_fault_c_boundary_rejects_a_region_off_the_page_size():
     config = {"region_bytes": 3 * MiB, "pages": "thp", "populate": "touch", "touch_offset": "first",
-              "pause_s": 0.0, "strict": False}
+              "pause_s": 0.0, "strict_pages": False}
     with pytest.raises(ValueError, match="region_bytes=3145728 is not a multiple of the 2 MiB page size"):
         with _core.Kernel("clear_fault", config):
             pass

@@ -246,35 +246,44 @@ def test_thp_region_is_backed_by_huge_pages():
 
 # A process may switch THP off for itself (prctl PR_SET_THP_DISABLE, Linux 3.15+): then a
 # THP request gets 4 KiB pages on every host, the fallback the labels must tell.
-THP_DISABLED_REGION = """
+THP_DISABLED_RUN = """
 import ctypes, json, sys
-from memlab import _core
+import memlab
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(41, 1, 0, 0, 0) != 0:  # PR_SET_THP_DISABLE
     print(json.dumps({"skip": "prctl(PR_SET_THP_DISABLE) failed: errno %d" % ctypes.get_errno()}))
     sys.exit(0)
-config = {"region_bytes": 8 << 20, "pages": "thp", "populate": "touch", "strict_pages": False}
-with _core.Kernel("region", config) as kernel:
-    sample = kernel.measure(counters=False)
+family, params = sys.argv[1], json.loads(sys.argv[2])
+m = memlab.run(family, pages="thp", repeat=1, warmup=0, **params)
 try:
-    with _core.Kernel("region", {**config, "strict_pages": True}) as kernel:
-        kernel.measure(counters=False)
+    memlab.run(family, pages="thp", strict_pages=True, repeat=1, warmup=0, **params)
     refusal = None
 except OSError as error:
     refusal = str(error)
-print(json.dumps({"facts": sample["facts"], "huge_bytes": sample["metrics"]["huge_bytes"], "refusal": refusal}))
+print(json.dumps({"facts": m.facts, "refusal": refusal}))
 """
 
+#: Every family that maps memory of a chosen page kind, with a small point.
+THP_FAMILIES = {
+    "region": {"region_bytes": 8 * MiB, "populate": "touch"},
+    "clear_fault": {"region_bytes": 8 * MiB, "populate": "touch"},
+    "clear_order": {"region_bytes": 8 * MiB},
+    "chase": {"working_set_bytes": 8 * MiB, "target_seconds": 0.005},
+    "bandwidth": {"working_set_bytes": 8 * MiB, "target_seconds": 0.01},
+}
 
-def test_a_thp_request_served_with_4k_pages_says_so_and_strict_refuses_it():
-    result = subprocess.run([sys.executable, "-c", THP_DISABLED_REGION], capture_output=True, text=True, timeout=120)
+
+@pytest.mark.parametrize("family", sorted(THP_FAMILIES))
+def test_a_thp_request_served_with_4k_pages_says_so_and_strict_refuses_it(family):
+    result = subprocess.run([sys.executable, "-c", THP_DISABLED_RUN, family, json.dumps(THP_FAMILIES[family])],
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     if "skip" in answer:
         pytest.skip(answer["skip"])
-    assert answer["huge_bytes"] == 0
-    assert answer["facts"] == {"pages_requested": "thp", "pages_obtained": "4k",
-                               "populate_requested": "touch", "populate_used": "touch"}
+    assert answer["facts"]["pages_requested"] == "thp"
+    assert answer["facts"]["pages_obtained"] == "4k"
+    assert answer["facts"]["populate_used"] == "touch"
     assert answer["refusal"] is not None
     assert "pages=thp asked, but the kernel gave 4k pages" in answer["refusal"]
 

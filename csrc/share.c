@@ -194,7 +194,7 @@ __attribute__((noinline)) static uint64_t sync_cas_increments(long *counter, uin
     return sum;
 }
 
-/* volatile: every increment loads and stores memory, as the seed's asm does. */
+/* volatile: every increment loads and stores memory, as the source's asm does. */
 __attribute__((noinline)) static void plain_increments(volatile long *counter, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)

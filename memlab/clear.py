@@ -1,11 +1,16 @@
 """Page clearing: how fast memory is zeroed, by the kernel and by user space.
 
-Two experiments (EXPERIMENTS.md section 3, seeds 001 and 003):
+Two experiments, after the Linux kernel's huge-page clearing patch series
+(``folio_zero_user()``, ``clear_pages()``) and its cover letter, and LWN's
+"A pair of memory-allocation improvements in 5.13" (Jonathan Corbet, 2021,
+https://lwn.net/Articles/855226/) on bulk page allocation:
 
 * :func:`fault` - the kernel zeroing pages on first touch. Every sample maps
   a fresh region and times making it usable (a touch per page, MAP_POPULATE
   or MADV_POPULATE_WRITE): GB/s, page faults, ns per fault and the huge-page
-  coverage the kernel really gave.
+  coverage the kernel really gave. Populating in one call is the nearest
+  user-visible analogue of the kernel's bulk page allocator, which user space
+  cannot call (:data:`BULK_ALLOCATION_NOTE`).
 * :func:`order` - user space re-clearing a faulted region in 4 KiB subpages
   of each 2 MiB chunk, sequentially or in the old kernel's
   ``process_huge_page()`` order (:func:`kernel_order`), with one of four store
@@ -409,7 +414,7 @@ def order_sweep(quick: bool = False, name: str | None = None) -> Sweep:
 
 
 # (label, order, extent_bytes, baseline_order, baseline_extent_bytes): the
-# comparisons of seed 001, each measured as an interleaved ratio.
+# comparisons of the clearing patch series' cover letter, each measured as an interleaved ratio.
 PATCH_COMPARISONS = (
     ("sequential 2 MiB / kernel order 4 KiB", "sequential", 2 * MiB, "kernel", 4096),
     ("sequential 4 KiB / kernel order 4 KiB", "sequential", 4096, "kernel", 4096),
@@ -419,7 +424,7 @@ PATCH_COMPARISONS = (
 
 
 def patch_sweep(quick: bool = False, name: str | None = None) -> Sweep:
-    """clear_patch: seed 001's comparison in one table - sequential vs the old
+    """clear_patch: the clearing patch series' comparison in one table - sequential vs the old
     kernel order (converging on each of :data:`KERNEL_TARGETS`), 4 KiB vs 2 MiB
     calls, 2 MiB vs 32 MiB (1 GiB-page style) extents, per method; each point
     clears one way and its baseline the other within every sample, so both
@@ -439,7 +444,7 @@ def patch_sweep(quick: bool = False, name: str | None = None) -> Sweep:
                 })
     return Sweep(name=name or ("clear_patch_quick" if quick else "clear_patch"), family="clear_order",
                  points=points, repeat=3 if quick else 11, warmup=1, target_seconds=0.05 if quick else 0.2,
-                 description="seed 001: kernel order (targets 0, 256, 511) vs sequential, 4 KiB vs 2 MiB vs "
+                 description="the clearing patches: kernel order (targets 0, 256, 511) vs sequential, 4 KiB vs 2 MiB vs "
                              "32 MiB extents, both rates and their ratio from interleaved passes")
 
 

@@ -1,8 +1,9 @@
 """Cache-line sharing: what it costs threads to write near each other.
 
-Drepper's test (seed 004, section 6.4.1, program of section 9.3): ``threads``
+Drepper's test ("What every programmer should know about memory", 2007,
+section 6.4.1, program of section 9.3): ``threads``
 threads, pinned one per CPU, each add 1 to a counter ``increments`` times;
-thread i's counter is ``disp_longs`` longs after thread i-1's (the seed's DISP,
+thread i's counter is ``disp_longs`` longs after thread i-1's (the source's DISP,
 counted in 8-byte longs as its program does).
 
 - ``disp_longs=0``: one counter shared by every thread (true sharing);

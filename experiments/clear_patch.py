@@ -21,12 +21,9 @@ Exits non-zero, before printing, when a point fails.
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 
 import memlab.cli
-import memlab.sweep
 from memlab.clear import patch_label, patch_llc_miss, patch_sweep
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
@@ -88,17 +85,7 @@ def table(dataset: Dataset) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    status = memlab.cli.script_main(sweep, argv)
-    if status != 0:
-        return status
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out")
-    args, _ = parser.parse_known_args(argv)
-    path = memlab.sweep.output_path(args.out, sweep(quick=args.quick), False)
-    print(table(Dataset.load(path)))
-    return 0
+    return memlab.cli.script_main(sweep, argv, report=lambda dataset, quick: table(dataset))
 
 
 if __name__ == "__main__":

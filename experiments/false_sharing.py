@@ -21,13 +21,10 @@ is the control: its ratio shows how much of a ratio the noise alone makes.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 import memlab.cli
 import memlab.share
-import memlab.sweep
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
 
@@ -86,19 +83,7 @@ def interleaved_table(quick: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    status = memlab.cli.script_main(sweep, argv)
-    if status != 0:
-        return status
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out")
-    args, _ = parser.parse_known_args(argv)
-    path = memlab.sweep.output_path(args.out, sweep(quick=args.quick), many=False)
-    print(penalty_table(Dataset.load(path)))
-    print()
-    print(interleaved_table(args.quick))
-    return 0
+    return memlab.cli.script_main(sweep, argv, report=lambda dataset, quick: f"{penalty_table(dataset)}\n\n{interleaved_table(quick)}")
 
 
 if __name__ == "__main__":

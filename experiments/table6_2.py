@@ -14,8 +14,6 @@ transposed 23.4%, tiled 17.3%, vectorised sub-matrix 9.47%).
 
 from __future__ import annotations
 
-import argparse
-import sys
 
 import memlab.cli
 import memlab.sweep
@@ -65,16 +63,7 @@ def format_table(dataset: Dataset) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    status = memlab.cli.script_main(sweep, argv)
-    if status != 0:
-        return status
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out")
-    args, _ = parser.parse_known_args(argv)
-    print(format_table(Dataset.load(memlab.sweep.output_path(args.out, sweep(quick=args.quick), many=False))))
-    return 0
+    return memlab.cli.script_main(sweep, argv, report=lambda dataset, quick: format_table(dataset))
 
 
 if __name__ == "__main__":

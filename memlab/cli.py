@@ -464,14 +464,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(list(sys.argv[1:] if argv is None else argv))
 
 
-def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None) -> int:
+def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None,
+                report: Callable[[Dataset, bool], str] | None = None) -> int:
     """The command line of an experiment script: ``memlab sweep`` on the sweeps ``sweep_fn(quick)`` makes.
 
     Options: --quick, --out (a CSV for one sweep, a folder for several;
     default results/), --shard i/n, --repeat, --cpu, --no-progress,
     --no-resume. Use it as ``raise SystemExit(script_main(sweep))``.
+    ``report(dataset, quick)``, for a script of one sweep: the text printed
+    once every point is measured (the script's table beside the source's).
     """
-    return _run(["sweep", *(sys.argv[1:] if argv is None else argv)], script=sweep_fn)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    status = _run(["sweep", *argv], script=sweep_fn)
+    if status != 0 or report is None or {"-h", "--help"} & set(argv):
+        return status
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out")
+    args, _ = parser.parse_known_args(argv)
+    print(report(Dataset.load(output_path(args.out, sweep_fn(args.quick), False)), args.quick))
+    return 0
 
 
 def _run(argv: list[str], script: SweepFactory | None = None) -> int:

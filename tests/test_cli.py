@@ -89,3 +89,23 @@ def test_sweep_list_and_named_sweep(tmp_path):
     result = run_cli("sweep", "calibrate.quick", "--out", str(out), "--no-progress")
     assert result.returncode == 0, result.stderr
     assert len(Dataset.load(out)) == 1
+
+
+def test_script_main_prints_the_report_of_the_measured_dataset_and_only_after_success(tmp_path, capsys):
+    from memlab.cli import script_main
+    from memlab.grid import Sweep
+
+    def sweep(quick=False):
+        size = 1 << 20 if quick else 2 << 20
+        return Sweep("tiny", "region", [{"region_bytes": size}], repeat=1, warmup=0)
+
+    def report(dataset, quick):
+        return f"REPORT quick={quick} rows={len(dataset)} region_bytes={dataset.rows[0]['region_bytes']}"
+
+    out = tmp_path / "tiny.csv"
+    assert script_main(sweep, ["--quick", "--out", str(out), "--no-progress"], report=report) == 0
+    assert f"REPORT quick=True rows=1 region_bytes={1 << 20}" in capsys.readouterr().out
+    assert script_main(sweep, ["--help"], report=report) == 0
+    assert "REPORT" not in capsys.readouterr().out
+    assert script_main(sweep, ["--repeat", "0", "--out", str(tmp_path / "x.csv")], report=report) == 2
+    assert "REPORT" not in capsys.readouterr().out

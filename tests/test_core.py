@@ -313,32 +313,28 @@ def test_populate_write_lack_is_reported_with_the_kernel_it_needs(tmp_path):
     if built.returncode != 0:
         pytest.skip(f"cannot build the madvise shim: {built.stderr.strip()[:200]}")
     preload = " ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(shim)]))
-    script = (
-        "from memlab import _core\n"
-        "config = {'region_bytes': 1 << 20, 'pages': '4k', 'populate': 'madvise_populate_write',"
-        " 'strict_pages': False}\n"
-        "try:\n"
-        "    with _core.Kernel('region', config) as k:\n"
-        "        k.measure(counters=False)\n"
-        "except OSError as error:\n"
-        "    print('OSError', error.errno, error)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            env={**os.environ, "LD_PRELOAD": preload}, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"OSError {errno.EINVAL} "), result.stdout
-    assert "MADV_POPULATE_WRITE" in result.stdout and "needs Linux 5.14+" in result.stdout
+
+    def on_the_old_kernel(pages: str, populate: str) -> str:
+        script = (
+            "from memlab import _core\n"
+            f"config = {{'region_bytes': 4 << 20, 'pages': {pages!r}, 'populate': {populate!r},"
+            " 'strict_pages': False}\n"
+            "try:\n"
+            "    with _core.Kernel('region', config) as k:\n"
+            "        print(k.measure(counters=False)['facts']['populate_used'])\n"
+            "except OSError as error:\n"
+            "    print('OSError', error.errno, error)\n"
+        )
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                env={**os.environ, "LD_PRELOAD": preload}, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    said = on_the_old_kernel("4k", "madvise_populate_write")
+    assert said.startswith(f"OSError {errno.EINVAL} "), said
+    assert "MADV_POPULATE_WRITE" in said and "needs Linux 5.14+" in said
     # Before 5.14, map_populate asked of THP is done by touching, and the facts say so.
-    script = (
-        "from memlab import _core\n"
-        "config = {'region_bytes': 4 << 20, 'pages': 'thp', 'populate': 'map_populate', 'strict_pages': False}\n"
-        "with _core.Kernel('region', config) as k:\n"
-        "    print(k.measure(counters=False)['facts']['populate_used'])\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            env={**os.environ, "LD_PRELOAD": preload}, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "touch"
+    assert on_the_old_kernel("thp", "map_populate") == "touch"
 
 
 OLD_KERNEL_MADVISE = r"""

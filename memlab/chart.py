@@ -42,6 +42,7 @@ __all__ = [
     "grouping_names",
     "label",
     "line_figure",
+    "outcome_note",
     "new_figure",
     "number",
     "require_matplotlib",
@@ -182,6 +183,28 @@ def label(row: Mapping[str, Any], names: Sequence[str]) -> str:
     """
     shown = [n for n in names if not _same_as_asked(row, n, names)]
     return " ".join(f"{n}={format_param(n, row.get(n))}" for n in shown) or "all"
+
+
+def outcome_note(row: Mapping[str, Any]) -> str:
+    """What the kernel gave where it is not what the row asked for ("" where it is, or unknown):
+    ``pages_obtained`` against ``pages_requested``, ``populate_used`` against ``populate_requested``.
+
+    >>> outcome_note({"pages_requested": "thp", "pages_obtained": "4k"})
+    'got 4k pages'
+    >>> outcome_note({"pages_requested": "thp", "pages_obtained": "thp", "populate_requested": "map_populate",
+    ...               "populate_used": "madvise_populate_write"})
+    'populated by madvise_populate_write'
+    >>> outcome_note({"pages_requested": "4k", "pages_obtained": "4k"})
+    ''
+    """
+    notes = []
+    pages, asked = row.get("pages_obtained"), row.get("pages_requested")
+    if pages and asked and pages != asked and pages != "none":
+        notes.append(f"got {pages} pages")
+    used, asked = row.get("populate_used"), row.get("populate_requested")
+    if used and asked and used != asked:
+        notes.append(f"populated by {used}")
+    return ", ".join(notes)
 
 
 def _same_as_asked(row: Mapping[str, Any], name: str, names: Sequence[str]) -> bool:
@@ -404,7 +427,7 @@ def _category_label(row: Mapping[str, Any], names: Sequence[str], rows: Sequence
     >>> rows = [{"populate": "touch", "populate_used": "touch"},
     ...         {"populate": "map_populate", "populate_used": "madvise_populate_write"}]
     >>> [_category_label(r, ["populate", "populate_used"], rows) for r in rows]
-    ['touch', 'map_populate\npopulate_used=madvise_populate_write']
+    ['touch', 'map_populate\\npopulate_used=madvise_populate_write']
     """
     if not names:
         return ""

@@ -124,6 +124,16 @@ def test_pipe_bars_are_the_ladder_with_ratios_to_the_first_rung():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["two CPUs", "one CPU"]
 
 
+def test_a_pipe_huge_page_rung_served_with_4k_pages_says_so():
+    ds = fixtures.pipe()
+    for row in ds.rows:
+        row.update(pages_requested="thp" if row["huge_pages"] else "4k", pages_obtained="4k")
+    labels = [t.get_text() for t in pipe.figure(ds).axes[0].get_xticklabels()]
+    huge = [text for text in labels if "+huge pages" in text]
+    assert huge and all("+huge pages (got 4k pages)" in text for text in huge), labels
+    assert not any("got" in text for text in labels if "+huge pages" not in text)
+
+
 def test_pipe_rungs_are_ordered_whatever_the_row_order():
     ds = fixtures.pipe()
     ds.rows.reverse()

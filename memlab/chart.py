@@ -42,6 +42,7 @@ __all__ = [
     "grouping_names",
     "label",
     "line_figure",
+    "telling_names",
     "outcome_note",
     "new_figure",
     "number",
@@ -168,6 +169,35 @@ def grouping_names(ds: Dataset) -> list[str]:
     """
     present = set(ds.columns)
     return [*ds.param_names, *(name for name in OUTCOME_PAIRS if name in present)]
+
+
+def telling_names(ds: Dataset, rows: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """The columns that tell ``rows`` (default: all of ``ds``'s) apart: the varying parameters, then
+    each obtained column (``pages_obtained``, ``populate_used``) that, in some row, differs from what
+    was asked (a hugetlb request served with 4 KiB pages, like the 4 KiB rows); one that only
+    repeats what was asked is left out. Without the ``_requested`` columns: where it varies.
+
+    >>> rows = [{"family": "f", "pages": p, "pages_requested": p, "pages_obtained": "4k"}
+    ...         for p in ("4k", "hugetlb-2m")]
+    >>> telling_names(Dataset(rows, {"param_names": ["pages"]}))
+    ['pages', 'pages_obtained']
+    >>> telling_names(Dataset(rows[:1] * 2, {"param_names": ["pages"]}))
+    []
+    """
+    rows = ds.rows if rows is None else rows
+    names = varying(rows, ds.param_names)
+    present = set(ds.columns)
+    for name in OUTCOME_PAIRS:
+        if name not in present:
+            continue
+        asked = OUTCOME_PAIRS[name][0]
+        if any(row.get(asked) for row in rows):
+            differs = any(row.get(asked) and row.get(name) not in (None, row.get(asked), "none") for row in rows)
+        else:
+            differs = bool(varying(rows, [name]))
+        if differs:
+            names.append(name)
+    return names
 
 
 def label(row: Mapping[str, Any], names: Sequence[str]) -> str:
@@ -313,7 +343,7 @@ def line_figure(
     rows = [r for r in rows_with(ds, metric) if finite(r.get(x))]
     if not rows:
         raise ValueError(f"no row of the dataset has a finite {x}")
-    others = [n for n in varying(rows, grouping_names(ds)) if n != x]
+    others = [n for n in telling_names(ds, rows) if n != x]
     fig, ax = new_figure()
     xs_all = [float(r[x]) for r in rows]
     if log2_x is None:
@@ -365,7 +395,7 @@ def bars_figure(
     ds = as_dataset(data)
     metric = metric or ds.primary_metric()
     rows = rows_with(ds, metric)
-    changing = varying(rows, grouping_names(ds))
+    changing = telling_names(ds, rows)
     series = [n for n in series if n in changing]
     facet = [n for n in facet if n in changing]
     if category is None:

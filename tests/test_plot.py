@@ -175,6 +175,13 @@ def test_region_bars_group_by_the_pages_obtained_and_say_what_was_asked():
     assert labels == ["pages=4k", "pages=thp", "pages=hugetlb-2m pages_obtained=4k"]
 
 
+def test_a_fallback_is_named_even_where_every_row_got_the_same_pages():
+    ds = fixtures.region()
+    ds = Dataset([r for r in ds.rows if r["pages"] != "thp"], ds.metadata)  # pages_obtained is 4k throughout
+    labels = region.figure(ds).axes[0].get_legend_handles_labels()[1]
+    assert labels == ["pages=4k", "pages=hugetlb-2m pages_obtained=4k"]
+
+
 def test_matrix_bars_by_variant_with_blas_as_a_reference_line():
     ax = matrix.figure(fixtures.matrix()).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == [

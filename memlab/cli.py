@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from memlab import machine, measure, plot, registry
-from memlab.chart import require_matplotlib
+from memlab.chart import outcome_note, require_matplotlib
 from memlab.check import TUNABLE_SETTINGS, largest_bytes, read_cpu_times, reset, tune
 from memlab.check import check as machine_check
 from memlab.compare import compare, parse_fraction
@@ -325,6 +325,10 @@ def _summary(measurement: Measurement) -> str:
             lines.append("  counters: " + ", ".join(f"{k}={v:.6g}" for k, v in present.items()))
     if measurement.counters_missing:
         lines.append(f"  missing counters: {', '.join(sorted(measurement.counters_missing))}")
+    if measurement.facts:
+        note = outcome_note(measurement.facts)
+        lines.append("  asked and obtained: " + " ".join(f"{k}={v}" for k, v in measurement.facts.items())
+                     + (f" ({note})" if note else ""))
     return "\n".join(lines)
 
 

@@ -77,9 +77,16 @@ def test_kernel_refusal_exits_1_with_the_reason():
     free = open("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").read().strip()
     if free != "0":
         pytest.skip("1 GiB hugetlb pages are reserved here; the refusal cannot occur")
-    result = run_cli("run", "region", "region_bytes=1GiB", "pages=hugetlb-1g")
+    result = run_cli("run", "region", "region_bytes=1GiB", "pages=hugetlb-1g", "strict_pages=true")
     assert result.returncode == 1
     assert "OSError" in result.stderr and "pages refused" in result.stderr
+
+
+def test_run_says_which_pages_the_kernel_gave():
+    result = run_cli("run", "region", "region_bytes=2MiB", "pages=4k", "populate=map_populate", "--repeat", "1")
+    assert result.returncode == 0, result.stderr
+    assert ("  asked and obtained: pages_requested=4k pages_obtained=4k populate_requested=map_populate "
+            "populate_used=map_populate\n") in result.stdout
 
 
 def test_sweep_list_and_named_sweep(tmp_path):

@@ -26,7 +26,7 @@ import math
 import os
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from memlab.dataset import Dataset
+from memlab.dataset import OUTCOME_PAIRS, Dataset
 from memlab.machine import cache_sizes
 from memlab.units import format_bytes, format_param, metric_label
 
@@ -39,10 +39,13 @@ __all__ = [
     "finite",
     "generic_figure",
     "groups",
+    "grouping_names",
     "label",
     "line_figure",
     "log2_axis",
     "mark_caches",
+    "outcome_note",
+    "telling_names",
     "new_figure",
     "number",
     "require_matplotlib",
@@ -157,9 +160,88 @@ def varying(rows: Sequence[Mapping[str, Any]], names: Iterable[str]) -> list[str
     return [n for n in names if len({repr(row.get(n)) for row in rows}) > 1]
 
 
+def grouping_names(ds: Dataset) -> list[str]:
+    """What a figure may group rows by: the parameters, then the columns saying what the kernel
+    gave (``pages_obtained``, ``populate_used``) where the rows carry them, so that a bar or a
+    line stands for what was obtained, not only for what was asked.
+
+    >>> grouping_names(Dataset([{"family": "f", "pages": "thp", "pages_obtained": "4k"}],
+    ...                        {"param_names": ["pages"]}))
+    ['pages', 'pages_obtained']
+    """
+    present = set(ds.columns)
+    return [*ds.param_names, *(name for name in OUTCOME_PAIRS if name in present)]
+
+
+def telling_names(ds: Dataset, rows: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """The columns that tell ``rows`` (default: all of ``ds``'s) apart: the varying parameters, then
+    each obtained column (``pages_obtained``, ``populate_used``) that, in some row, differs from what
+    was asked (a hugetlb request served with 4 KiB pages, like the 4 KiB rows); one that only
+    repeats what was asked is left out. Without the ``_requested`` columns: where it varies.
+
+    >>> rows = [{"family": "f", "pages": p, "pages_requested": p, "pages_obtained": "4k"}
+    ...         for p in ("4k", "hugetlb-2m")]
+    >>> telling_names(Dataset(rows, {"param_names": ["pages"]}))
+    ['pages', 'pages_obtained']
+    >>> telling_names(Dataset(rows[:1] * 2, {"param_names": ["pages"]}))
+    []
+    """
+    rows = ds.rows if rows is None else rows
+    names = varying(rows, ds.param_names)
+    present = set(ds.columns)
+    for name in OUTCOME_PAIRS:
+        if name not in present:
+            continue
+        asked = OUTCOME_PAIRS[name][0]
+        if any(row.get(asked) for row in rows):
+            differs = any(row.get(asked) and row.get(name) not in (None, row.get(asked), "none") for row in rows)
+        else:
+            differs = bool(varying(rows, [name]))
+        if differs:
+            names.append(name)
+    return names
+
+
 def label(row: Mapping[str, Any], names: Sequence[str]) -> str:
-    """``name=value`` of each name, values formatted for a reader ("all" for no names)."""
-    return " ".join(f"{n}={format_param(n, row.get(n))}" for n in names) or "all"
+    """``name=value`` of each name, values formatted for a reader ("all" for no names).
+
+    An obtained column (``pages_obtained``) beside what was asked (``pages``) is shown only
+    where the two differ.
+
+    >>> label({"pages": "thp", "pages_obtained": "thp"}, ["pages", "pages_obtained"])
+    'pages=thp'
+    >>> label({"pages": "hugetlb-2m", "pages_obtained": "4k"}, ["pages", "pages_obtained"])
+    'pages=hugetlb-2m pages_obtained=4k'
+    """
+    shown = [n for n in names if not _same_as_asked(row, n, names)]
+    return " ".join(f"{n}={format_param(n, row.get(n))}" for n in shown) or "all"
+
+
+def outcome_note(row: Mapping[str, Any]) -> str:
+    """What the kernel gave where it is not what the row asked for ("" where it is, or unknown):
+    ``pages_obtained`` against ``pages_requested``, ``populate_used`` against ``populate_requested``.
+
+    >>> outcome_note({"pages_requested": "thp", "pages_obtained": "4k"})
+    'got 4k pages'
+    >>> outcome_note({"pages_requested": "thp", "pages_obtained": "thp", "populate_requested": "map_populate",
+    ...               "populate_used": "madvise_populate_write"})
+    'populated by madvise_populate_write'
+    >>> outcome_note({"pages_requested": "4k", "pages_obtained": "4k"})
+    ''
+    """
+    notes = []
+    pages, asked = row.get("pages_obtained"), row.get("pages_requested")
+    if pages and asked and pages != asked and pages != "none":
+        notes.append(f"got {pages} pages")
+    used, asked = row.get("populate_used"), row.get("populate_requested")
+    if used and asked and used != asked:
+        notes.append(f"populated by {used}")
+    return ", ".join(notes)
+
+
+def _same_as_asked(row: Mapping[str, Any], name: str, names: Sequence[str]) -> bool:
+    asked = [a for a in OUTCOME_PAIRS.get(name, ()) if a in names]
+    return bool(asked) and all(row.get(a) == row.get(name) for a in asked)
 
 
 def groups(rows: Sequence[dict], names: Sequence[str]) -> dict[tuple, list[dict]]:
@@ -265,7 +347,7 @@ def line_figure(
     rows = [r for r in rows_with(ds, metric) if finite(r.get(x))]
     if not rows:
         raise ValueError(f"no row of the dataset has a finite {x}")
-    others = [n for n in varying(rows, ds.param_names) if n != x]
+    others = [n for n in telling_names(ds, rows) if n != x]
     fig, ax = new_figure()
     xs_all = [float(r[x]) for r in rows]
     if log2_x is None:
@@ -317,7 +399,7 @@ def bars_figure(
     ds = as_dataset(data)
     metric = metric or ds.primary_metric()
     rows = rows_with(ds, metric)
-    changing = varying(rows, ds.param_names)
+    changing = telling_names(ds, rows)
     series = [n for n in series if n in changing]
     facet = [n for n in facet if n in changing]
     if category is None:
@@ -373,11 +455,22 @@ def bars_figure(
 
 
 def _category_label(row: Mapping[str, Any], names: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
-    """The first parameter's value, then ``name=value`` for each other one that differs from its usual value."""
+    """The first parameter's value, then ``name=value`` for each other one that differs from its usual value
+    (an obtained column beside what was asked: where it differs from what was asked).
+
+    >>> rows = [{"populate": "touch", "populate_used": "touch"},
+    ...         {"populate": "map_populate", "populate_used": "madvise_populate_write"}]
+    >>> [_category_label(r, ["populate", "populate_used"], rows) for r in rows]
+    ['touch', 'map_populate\\npopulate_used=madvise_populate_write']
+    """
     if not names:
         return ""
     parts = [format_param(names[0], row.get(names[0]))]
     for name in names[1:]:
+        if any(asked in names for asked in OUTCOME_PAIRS.get(name, ())):
+            if not _same_as_asked(row, name, names):
+                parts.append(f"{name}={format_param(name, row.get(name))}")
+            continue
         values = [repr(r.get(name)) for r in rows]
         usual = max(set(values), key=values.count)
         if repr(row.get(name)) != usual:

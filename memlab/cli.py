@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from memlab import machine, measure, plot, registry
-from memlab.chart import require_matplotlib
+from memlab.chart import outcome_note, require_matplotlib
 from memlab.check import TUNABLE_SETTINGS, largest_bytes, read_cpu_times, reset, tune
 from memlab.check import check as machine_check
 from memlab.compare import compare, parse_fraction
@@ -325,6 +325,10 @@ def _summary(measurement: Measurement) -> str:
             lines.append("  counters: " + ", ".join(f"{k}={v:.6g}" for k, v in present.items()))
     if measurement.counters_missing:
         lines.append(f"  missing counters: {', '.join(sorted(measurement.counters_missing))}")
+    if measurement.facts:
+        note = outcome_note(measurement.facts)
+        lines.append("  asked and obtained: " + " ".join(f"{k}={v}" for k, v in measurement.facts.items())
+                     + (f" ({note})" if note else ""))
     return "\n".join(lines)
 
 
@@ -464,14 +468,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(list(sys.argv[1:] if argv is None else argv))
 
 
-def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None) -> int:
+def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None,
+                report: Callable[[Dataset, bool], str] | None = None) -> int:
     """The command line of an experiment script: ``memlab sweep`` on the sweeps ``sweep_fn(quick)`` makes.
 
     Options: --quick, --out (a CSV for one sweep, a folder for several;
     default results/), --shard i/n, --repeat, --cpu, --no-progress,
     --no-resume. Use it as ``raise SystemExit(script_main(sweep))``.
+    ``report(dataset, quick)``, for a script of one sweep: the text printed
+    once every point is measured (the script's table beside the source's).
     """
-    return _run(["sweep", *(sys.argv[1:] if argv is None else argv)], script=sweep_fn)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    status = _run(["sweep", *argv], script=sweep_fn)
+    if status != 0 or report is None or {"-h", "--help"} & set(argv):
+        return status
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out")
+    args, _ = parser.parse_known_args(argv)
+    print(report(Dataset.load(output_path(args.out, sweep_fn(args.quick), False)), args.quick))
+    return 0
 
 
 def _run(argv: list[str], script: SweepFactory | None = None) -> int:

@@ -48,7 +48,9 @@ class Family:
     Measuring: ``params_type`` (a frozen dataclass validating itself),
     ``core`` (the C family's name) with ``to_core`` (params -> C config), or
     ``python_sample`` (a sample timed in Python); ``unit`` names the derived
-    ``ns_per_<unit>``; ``derive`` adds metrics computed from a sample.
+    ``ns_per_<unit>``; ``derive(params, values)`` adds metrics computed from a
+    sample (``values``: its metrics, and its counters as ``counter_<name>``
+    where they opened).
     Presenting: ``figure(dataset)`` draws the family's standard figure (a
     matplotlib Figure, from the kinds in :mod:`memlab.chart`; None: the
     generic one), ``caption`` says in a sentence or two how to read it (or,

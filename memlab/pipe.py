@@ -252,7 +252,8 @@ _RUNG_PARAMS = ("writer", "reader", "huge_pages", "busy_loop", "writer_cpu", "re
 def _rung_label(row: Mapping[str, Any]) -> str:
     label = f"{row.get('writer', '?')}/{row.get('reader', '?')}"
     if row.get("huge_pages"):
-        label += "\n+huge pages"
+        note = chart.outcome_note(row)  # the kernel may serve the THP request with 4 KiB pages
+        label += "\n+huge pages" + (f" ({note})" if note else "")
     if row.get("busy_loop"):
         label += "\n+busy loop"
     return label

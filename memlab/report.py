@@ -93,7 +93,7 @@ def _table(ds: Dataset) -> str:
     except ValueError:
         return "<p>No metric columns.</p>"
     params = ds.param_names
-    shown = chart.varying(ds.rows, params) or params
+    shown = chart.telling_names(ds) or params
     family = _family(ds)
     wanted = family.report_columns if family is not None else ()
     extras = [c for c in wanted if c in set(ds.columns) and c != metric]

@@ -12,8 +12,9 @@ import pytest
 import dataclasses
 
 import plot_fixtures as fixtures
-from memlab import chase, clear, cli, matrix, pipe, plot, registry, share, system
+from memlab import chase, clear, cli, matrix, pipe, plot, region, registry, share, system
 from memlab.dataset import Dataset
+from memlab.units import metric_label
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
@@ -123,6 +124,16 @@ def test_pipe_bars_are_the_ladder_with_ratios_to_the_first_rung():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["two CPUs", "one CPU"]
 
 
+def test_a_pipe_huge_page_rung_served_with_4k_pages_says_so():
+    ds = fixtures.pipe()
+    for row in ds.rows:
+        row.update(pages_requested="thp" if row["huge_pages"] else "4k", pages_obtained="4k")
+    labels = [t.get_text() for t in pipe.figure(ds).axes[0].get_xticklabels()]
+    huge = [text for text in labels if "+huge pages" in text]
+    assert huge and all("+huge pages (got 4k pages)" in text for text in huge), labels
+    assert not any("got" in text for text in labels if "+huge pages" not in text)
+
+
 def test_pipe_rungs_are_ordered_whatever_the_row_order():
     ds = fixtures.pipe()
     ds.rows.reverse()
@@ -148,17 +159,43 @@ def test_clear_fault_labels_faults_per_page():
     assert "1 f/pg" in [t.get_text() for t in ax.texts]
 
 
+def test_clear_fault_says_what_populate_call_was_made_and_what_it_stands_for():
+    fig = clear.fault_figure(fixtures.clear_fault())
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["touch", "map_populate", "madvise_populate_write",
+                     "map_populate\npopulate_used=madvise_populate_write"]
+    titles = [t.get_text() for t in fig.texts] + [a.get_title() for a in fig.axes]
+    assert any("bulk page allocator" in t for t in titles), titles
+
+
+def test_region_bars_group_by_the_pages_obtained_and_say_what_was_asked():
+    ax = region.figure(fixtures.region()).axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["pages=4k", "pages=thp", "pages=hugetlb-2m pages_obtained=4k"]
+
+
+def test_a_fallback_is_named_even_where_every_row_got_the_same_pages():
+    ds = fixtures.region()
+    ds = Dataset([r for r in ds.rows if r["pages"] != "thp"], ds.metadata)  # pages_obtained is 4k throughout
+    labels = region.figure(ds).axes[0].get_legend_handles_labels()[1]
+    assert labels == ["pages=4k", "pages=hugetlb-2m pages_obtained=4k"]
+
+
 def test_matrix_bars_by_variant_with_blas_as_a_reference_line():
     ax = matrix.figure(fixtures.matrix()).axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["naive", "transposed", "tiled\ntile 8",
-                                                            "tiled_simd\ntile 256"]
-    assert [p.get_height() for p in ax.patches] == pytest.approx([0.3, 1.4, 1.8, 3.4])
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "naive", "transposed", "tiled\ntile 8", "tiled_sse2\n(the source's SSE2)\ntile 8",
+        "tiled_simd\n(memlab, beyond it)\ntile 256"]
+    assert [p.get_height() for p in ax.patches] == pytest.approx([0.3, 1.4, 1.8, 2.6, 3.4])
     reference = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert len(reference) == 1 and reference[0].get_ydata()[0] == pytest.approx(40.0)
     assert "BLAS" in reference[0].get_label()
     texts = [t.get_text() for t in ax.texts]
     assert texts[0] == "100% of naive time"
-    assert texts[1] == f"{100 * 0.3 / 1.4:.3g}% of naive time"
+    assert texts[1] == f"{100 * 0.3 / 1.4:.3g}% of naive time\n(source: 23.4%)"
+    assert texts[3] == f"{100 * 0.3 / 2.6:.3g}% of naive time\n(source: 9.47%)"  # the source's SSE2 listing
+    assert texts[4] == f"{100 * 0.3 / 3.4:.3g}% of naive time"  # memlab's own: the source has no number
 
 
 def test_system_table_has_unixbench_indexes_and_the_geometric_mean():
@@ -189,10 +226,25 @@ def test_unixbench_index_uses_the_baseline_of_the_same_buffer():
     assert result == 1.0 and math.isnan(baseline)
 
 
-def test_share_plots_ns_per_increment_by_disp():
-    ax = share.figure(fixtures.share()).axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "4", "8", "16"]
-    assert sorted(ax.get_legend_handles_labels()[1]) == ["atomic=no", "atomic=yes"]
+def test_share_plots_time_per_thread_by_threads_one_curve_per_placement():
+    fig = share.figure(fixtures.share())
+    plain, atomic = fig.axes[0], fig.axes[1]
+    assert plain.get_xlabel().startswith("threads")
+    assert [t.get_text() for t in plain.get_xticklabels()] == ["1", "2", "3", "4"]
+    assert plain.get_ylabel() == metric_label("ns_per_increment_per_thread")
+    assert sorted(plain.get_legend_handles_labels()[1]) == sorted(
+        ["one counter", "one cache line (false sharing)", "a cache line each"])
+    assert "plain" in plain.get_title() and "lock_add" in atomic.get_title()
+    # the source's penalty, one line / own lines, written over each thread count from 2 on
+    assert [t.get_text() for t in plain.texts] == ["400%", "600%", "800%"]
+
+
+def test_share_atomic_forms_give_figure_6_12():
+    fig = share.figure(fixtures.share_atomic_ops())
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(share.ATOMIC_OPS)
+    assert sorted(ax.get_legend_handles_labels()[1]) == ["threads=1", "threads=4"]
+    assert "2.91x" in [t.get_text() for t in ax.texts]  # cas over sync_add_and_fetch
 
 
 def test_unknown_family_gets_a_generic_line_figure():

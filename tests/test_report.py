@@ -36,13 +36,25 @@ def test_report_table_shows_the_varying_parameters_and_the_spread():
     width = 7
     assert parsed.cells[:width] == ["variant", "tile", "GFLOP_per_s (median)", "min … max", "n", "seconds",
                                     "max_abs_error"]
-    rows = [parsed.cells[i : i + width] for i in range(width, width * 6, width)]
-    assert [r[0] for r in rows] == ["naive", "transposed", "tiled", "tiled_simd", "blas"]
-    assert [r[1] for r in rows] == ["-", "-", "8", "256", "-"]
+    rows = [parsed.cells[i : i + width] for i in range(width, width * 7, width)]
+    assert [r[0] for r in rows] == ["naive", "transposed", "tiled", "tiled_sse2", "tiled_simd", "blas"]
+    assert [r[1] for r in rows] == ["-", "-", "8", "8", "256", "-"]
     naive = fixtures.matrix().rows[0]
     assert rows[0][2] == f"{naive['GFLOP_per_s']:.4g}"
     assert rows[0][3] == f"{naive['GFLOP_per_s_min']:.4g} … {naive['GFLOP_per_s_max']:.4g}"
     assert rows[0][4] == "3"
+
+
+def test_report_table_says_which_pages_the_kernel_gave():
+    ds = fixtures.region()
+    ds = Dataset([r for r in ds.rows if r["pages"] != "thp"], ds.metadata)  # every row got 4 KiB pages
+    parsed = parse_report(report.build_report([ds], command="x"))
+    width = parsed.cells.index("GB_per_s (median)") + 4  # the median, min … max, n, huge_fraction
+    header = parsed.cells[:width]
+    assert header == ["pages", "populate", "pages_obtained", "GB_per_s (median)", "min … max", "n",
+                      "huge_fraction"]
+    rows = [parsed.cells[i : i + width] for i in range(width, width * (len(ds) + 1), width)]
+    assert {(r[0], r[2]) for r in rows} == {("4k", "4k"), ("hugetlb-2m", "4k")}
 
 
 def test_report_escapes_what_the_data_says():

@@ -56,7 +56,7 @@ def test_sweep_writes_rows_with_metadata(tmp_path):
     assert len(dataset) == 2
     loaded = Dataset.load(out)
     assert [r["region_bytes"] for r in loaded.rows] == [MiB, 2 * MiB]
-    assert loaded.metadata["param_names"] == ["region_bytes", "pages", "populate", "allow_fallback"]
+    assert loaded.metadata["param_names"] == ["region_bytes", "pages", "populate", "strict_pages"]
     assert loaded.metadata["machine"]["cpu_count"] >= 1
     row = loaded.rows[0]
     assert row["GB_per_s"] > 0 and len(row["GB_per_s_samples"]) == 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from memlab import bandwidth, calibrate, chase, clear, matrix, pipe, region, share, system
+from memlab import bandwidth, calibrate, chase, clear, core_to_core, matrix, pipe, region, share, system
 from memlab.family import Family
 
 __all__ = ["FAMILY_MODULES", "MODULES", "all_families", "family", "family_module"]
@@ -30,6 +30,7 @@ MODULES: tuple[ModuleType, ...] = (
     system,
     share,
     bandwidth,
+    core_to_core,
 )
 
 #: The family modules' names (``memlab.<name>``).

@@ -21,36 +21,53 @@ from memlab import bandwidth, chase, loaded, machine
 from memlab.dataset import Dataset
 
 
+def on_cpu_ns_per_element(m) -> float:
+    """The walking thread's CPU time per element (median over samples): the latency while it ran."""
+    return statistics.median(s["thread_cpu_ns"] / s["steps_per_chain"] for s in m.samples)
+
+
 def compare(rounds: int, working_set: int, repeat: int, target_seconds: float) -> Dataset:
     """Two rows: the idle latency (chase vs loaded) and the unthrottled load (bandwidth vs loaded)."""
     load_threads = max(0, len(os.sched_getaffinity(0)) - 1)
     cpus = machine.placement_cpus("cores", load_threads + 1)
     options = dict(repeat=repeat, warmup=1, target_seconds=target_seconds, counters=False)
-    sides: dict[str, list[float]] = {k: [] for k in ("chase", "loaded_idle", "bandwidth", "loaded_load")}
+    sides: dict[str, list[float]] = {k: [] for k in ("chase", "loaded_idle", "chase_on_cpu", "loaded_idle_on_cpu",
+                                                     "bandwidth", "loaded_load",
+                                                     "bandwidth_on_cpu", "loaded_load_on_cpu")}
     for index in range(rounds):
-        sides["chase"].append(chase.run(working_set_bytes=working_set, npad=7, order="random", pages="thp",
-                                        cpu=cpus[0], **options).median("ns_per_element"))
-        sides["loaded_idle"].append(loaded.run(working_set_bytes=working_set, load_threads=0,
-                                               **options).median("ns_per_element"))
+        reference = chase.run(working_set_bytes=working_set, npad=7, order="random", pages="thp", cpu=cpus[0],
+                              **options)
+        ours = loaded.run(working_set_bytes=working_set, load_threads=0, **options)
+        sides["chase"].append(reference.median("ns_per_element"))
+        sides["loaded_idle"].append(ours.median("ns_per_element"))
+        sides["chase_on_cpu"].append(on_cpu_ns_per_element(reference))
+        sides["loaded_idle_on_cpu"].append(on_cpu_ns_per_element(ours))
         if load_threads:
             # the same CPUs as loaded's load threads: one thread goes where loaded puts it
             where = dict(cpu=cpus[1]) if load_threads == 1 else dict(placement="cores")
-            sides["bandwidth"].append(bandwidth.run(
-                working_set_bytes=working_set, op="read", threads=load_threads, shared=False,
-                pages="thp", **where, **options).median("GB_per_s_total"))
-            sides["loaded_load"].append(loaded.run(
-                working_set_bytes=working_set, load_working_set_bytes=working_set, load_threads=load_threads,
-                load_op="read", delay_ns=0, **options).median("load_GB_per_s"))
+            reference = bandwidth.run(working_set_bytes=working_set, op="read", threads=load_threads,
+                                      shared=False, pages="thp", **where, **options)
+            ours = loaded.run(working_set_bytes=working_set, load_working_set_bytes=working_set,
+                              load_threads=load_threads, load_op="read", delay_ns=0, **options)
+            sides["bandwidth"].append(reference.median("GB_per_s_total"))
+            sides["loaded_load"].append(ours.median("load_GB_per_s"))
+            # on the CPU: over the threads' CPU time (the load's CPU fraction is of its whole run)
+            sides["bandwidth_on_cpu"].append(reference.median("on_cpu_GB_per_s") * load_threads)
+            sides["loaded_load_on_cpu"].append(statistics.median(
+                s["load_GB_per_s"] / s["load_cpu_fraction"] for s in ours.samples))
         print(f"round {index + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in sides.items() if v),
               flush=True)
     rows = []
     for what, ours, theirs, unit in (("idle latency", "loaded_idle", "chase", "ns_per_element"),
-                                     ("unthrottled load", "loaded_load", "bandwidth", "GB_per_s")):
+                                     ("idle latency on CPU", "loaded_idle_on_cpu", "chase_on_cpu", "ns_per_element"),
+                                     ("unthrottled load", "loaded_load", "bandwidth", "GB_per_s"),
+                                     ("unthrottled load on CPU", "loaded_load_on_cpu", "bandwidth_on_cpu",
+                                      "GB_per_s")):
         if not sides[ours]:
             continue
         row = {"family": "loaded_vs_parts", "what": what, "unit": unit, "working_set_bytes": working_set,
                "load_threads": load_threads, "loaded": statistics.median(sides[ours]),
-               "reference": statistics.median(sides[theirs]), "reference_family": theirs,
+               "reference": statistics.median(sides[theirs]), "reference_family": theirs.split("_")[0],
                "loaded_spread": max(sides[ours]) - min(sides[ours]),
                "reference_spread": max(sides[theirs]) - min(sides[theirs])}
         row["ratio"] = row["loaded"] / row["reference"]

@@ -27,7 +27,7 @@
 extern const ml_family ml_family_chase;
 
 #define LOADED_MAX_LOAD_THREADS 1023
-#define LOADED_CHUNK_BYTES (16u << 10)
+#define LOADED_CHUNK_BYTES (64u << 10)
 #define LOADED_MAX_DELAY_NS 10000000
 #define LOADED_MAX_CPU_METRICS 4
 

@@ -4,7 +4,7 @@ One thread walks the chase family's random list (one element per line,
 beyond the last cache, huge pages when THP gives them) while ``load_threads``
 other threads run a bandwidth kernel (``load_op``: ``read``; ``write``;
 ``copy``, one read per write like Intel MLC's 1:1 mix) over working sets of
-their own, each resting ``delay_ns`` after every 16 KiB chunk: the knob,
+their own, each resting ``delay_ns`` after every 64 KiB chunk: the knob,
 from 0 (as fast as they can) to idle. A point reports the chaser's
 ``ns_per_element`` and the load's ``load_GB_per_s`` (bytes passed over, as
 the bandwidth family counts them) and ``load_traffic_GB_per_s`` (bytes read
@@ -43,9 +43,9 @@ __all__ = ["FAMILY", "LoadedParams", "LOAD_OPS", "beyond_caches_bytes", "figure"
 LOAD_OPS = ("read", "write", "copy")
 PAGE_KINDS = ("4k", "thp", "hugetlb-2m")
 MAX_DELAY_NS = 10_000_000
-#: The delay knob of the named sweeps (ns of rest after every 16 KiB chunk of a load thread).
-DELAYS_NS = (0, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 100000)
-QUICK_DELAYS_NS = (0, 2000, 16000, 100000)
+#: The delay knob of the named sweeps (ns of rest after every 64 KiB chunk of a load thread).
+DELAYS_NS = (0, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000, 400000)
+QUICK_DELAYS_NS = (0, 8000, 64000, 400000)
 
 
 def _allowed() -> int:
@@ -79,8 +79,8 @@ class LoadedParams:
       latency.
     - ``load_op``: ``read``, ``write`` or ``copy`` (1 read : 1 write).
     - ``load_working_set_bytes``: each load thread's own set (a multiple of 64).
-    - ``delay_ns``: busy rest after every 16 KiB chunk of a load thread
-      (0: unthrottled; 100 000: nearly idle).
+    - ``delay_ns``: busy rest after every 64 KiB chunk of a load thread
+      (0: unthrottled; 400 000: nearly idle).
     """
 
     working_set_bytes: int = field(default_factory=beyond_caches_bytes)
@@ -196,7 +196,7 @@ def _curve_quick_sweep() -> Sweep:
 
 
 def _quick_sweep() -> Sweep:
-    return _curve("quick", ("read",), (0, 100000), 2, 0.05, working_set=64 << 20)
+    return _curve("quick", ("read",), (0, 400000), 2, 0.05, working_set=64 << 20)
 
 
 FAMILY = _LoadedFamily(

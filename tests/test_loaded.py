@@ -16,7 +16,7 @@ from memlab.dataset import Dataset
 CPUS = sorted(os.sched_getaffinity(0))
 SMALL = dict(working_set_bytes=1 << 20, load_working_set_bytes=1 << 20)
 FAST = dict(repeat=1, warmup=0, target_seconds=0.03, counters=False)
-CHUNK_BYTES = 16 << 10
+CHUNK_BYTES = 64 << 10
 
 
 def two_cpus() -> None:
@@ -67,14 +67,14 @@ def test_no_load_thread_measures_the_idle_latency():
 def test_the_delay_knob_lowers_the_achieved_bandwidth_monotonically():
     """In-cache sets (the load is CPU-bound): each tenfold delay must lower the rate."""
     two_cpus()
-    delays = [0, 20_000, 200_000]
+    delays = [0, 80_000, 800_000]
     rates = []
     for delay in delays:
         m = loaded.run(load_threads=1, delay_ns=delay, repeat=3, warmup=0, target_seconds=0.05,
                        counters=False, **SMALL)
         rates.append(m.median("load_GB_per_s"))
         if delay:
-            # each 16 KiB chunk is followed by at least delay_ns of rest: an upper bound by construction
+            # each 64 KiB chunk is followed by at least delay_ns of rest: an upper bound by construction
             for sample in m.samples:
                 assert sample["load_GB_per_s"] <= CHUNK_BYTES / delay
     assert rates[0] > rates[1] > rates[2] > 0, rates

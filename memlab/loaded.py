@@ -113,6 +113,14 @@ def _to_core(params: LoadedParams) -> dict[str, Any]:
     return config
 
 
+def _derive(params: LoadedParams, values: dict[str, float]) -> dict[str, float]:
+    """The chaser's latency over its CPU time: what it was while the walk ran."""
+    ns, elapsed, cpu = values.get("ns_per_element"), values.get("elapsed_ns"), values.get("thread_cpu_ns")
+    if ns and elapsed and cpu:
+        return {"on_cpu_ns_per_element": cpu / (elapsed / ns)}
+    return {}
+
+
 class _LoadedFamily(Family):
     """``cpu=`` does not apply: the chaser and the load threads get a core each."""
 
@@ -204,6 +212,7 @@ FAMILY = _LoadedFamily(
     params_type=LoadedParams,
     core="loaded",
     to_core=_to_core,
+    derive=_derive,
     unit="element",
     primary_metric="ns_per_element",
     sweeps={"quick": _quick_sweep, "curve": _curve_sweep, "curve_quick": _curve_quick_sweep},
@@ -215,5 +224,5 @@ FAMILY = _LoadedFamily(
     caption="Latency of a random pointer chase beyond the caches (ns per element) against the memory "
             "traffic the load threads achieved in the same window (GB/s), one curve per load op; each "
             "point is one delay of the throttle, the leftmost the idle latency.",
-    report_columns=("load_traffic_GB_per_s", "load_GB_per_s", "load_cpu_fraction"),
+    report_columns=("load_traffic_GB_per_s", "on_cpu_ns_per_element", "load_cpu_fraction"),
 )

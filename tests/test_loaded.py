@@ -50,6 +50,8 @@ def test_chaser_and_load_thread_run_on_their_cores_and_are_joined(op):
     factor = 2 if op == "copy" else 1
     assert m.median("load_traffic_GB_per_s") == pytest.approx(factor * m.median("load_GB_per_s"))
     assert m.median("ns_per_element") > 0
+    for sample in m.samples:  # CPU time over steps: never above the wall-clock latency
+        assert 0 < sample["on_cpu_ns_per_element"] <= sample["ns_per_element"] * 1.001
     assert threads_now() == before
     # the calling thread is given its affinity back
     assert sorted(os.sched_getaffinity(0)) == CPUS

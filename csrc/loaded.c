@@ -113,7 +113,9 @@ static int loaded_chase_config(loaded_state *s, ml_error *err)
         {"block_pages", 1}, {"layout", 0 /* packed */}, {"op", 0 /* follow */}, {"work_cycles", 0},
         {"prefetch_distance", 0}, {"helper_thread", 0}, {"helper_distance", 100}, {"helper_cpu", -1},
         {"pages", s->cfg.pages}, {"strict_pages", 0}, {"chains", 1}, {"seed", 1}, {"laps", 0},
-        {"check", 0},
+        {"check", 0}, {"pair_word", 2}, {"pointer_word", 0}, {"misalign_bytes", 0},
+        {"element_distance", 1}, {"threads", 1}, {"thread_lists", 0 /* shared */}, {"walk_cpu", -1},
+        {"memory_node", -1},
     };
     size_t n = sizeof values / sizeof values[0];
     for (const ml_param *p = chase->params; p->name; p++) {

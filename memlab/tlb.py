@@ -77,7 +77,9 @@ def chase_config(params: TlbParams, layout: str, pages: str) -> dict[str, Any]:
     return {"working_set_bytes": params.working_set_bytes, "npad": 7, "order": "random", "block_pages": 1,
             "layout": layout, "op": "follow", "work_cycles": 0, "prefetch_distance": 0,
             "helper_thread": False, "helper_distance": 100, "helper_cpu": -1, "pages": pages,
-            "strict_pages": False, "chains": 1, "seed": params.seed, "laps": 0, "check": False}
+            "strict_pages": False, "chains": 1, "seed": params.seed, "laps": 0, "check": False,
+            "pair_word": 2, "pointer_word": 0, "misalign_bytes": 0, "element_distance": 1, "threads": 1,
+            "thread_lists": "shared", "walk_cpu": -1, "memory_node": -1}
 
 
 def _sample(params: TlbParams, target_seconds: float) -> Mapping[str, Any]:

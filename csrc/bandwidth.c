@@ -491,8 +491,12 @@ static void worker_loop(ml_bw_worker *w, atomic_int *stop)
             double estimate = (double)(t1 - t0) / (double)moved;
             w->ns_per_byte = w->ns_per_byte > 0 ? 0.5 * (w->ns_per_byte + estimate) : estimate;
         }
-        if (w->hook && w->hook(w, w->hook_arg))
-            break;
+        if (w->hook) {
+            w->bytes_done = done; /* the hook sees the progress so far */
+            w->chunks = chunks;
+            if (w->hook(w, w->hook_arg))
+                break;
+        }
     }
     w->end_ns = ml_now_ns();
     w->cpu_ns = ml_thread_cpu_ns() - cpu_start;

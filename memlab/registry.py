@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from memlab import bandwidth, calibrate, chase, clear, matrix, pipe, region, share, system
+from memlab import bandwidth, calibrate, chase, clear, core_to_core, loaded, matrix, pipe, region, share, system, tlb
 from memlab.family import Family
 
 __all__ = ["FAMILY_MODULES", "MODULES", "all_families", "family", "family_module"]
@@ -30,6 +30,9 @@ MODULES: tuple[ModuleType, ...] = (
     system,
     share,
     bandwidth,
+    core_to_core,
+    loaded,
+    tlb,
 )
 
 #: The family modules' names (``memlab.<name>``).

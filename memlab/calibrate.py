@@ -68,4 +68,5 @@ FAMILY = Family(
     figure=figure,
     caption="The core clock measured with a chain of dependent adds (one per cycle); memlab turns "
             "ns into cycles with it. Dots are the repetitions, the bar their median.",
+    sample_seconds=lambda params, target: params.budget_ns / 1e9,
 )

@@ -532,7 +532,7 @@ def _sweep(name: str, points: list[dict[str, Any]], quick: bool, description: st
         repeat=2 if quick else repeat,
         warmup=1,
         target_seconds=0.03 if quick else 0.1,
-        description=description,
+        description=(description or "").split("\n\n")[0].strip(),
     )
 
 

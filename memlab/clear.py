@@ -392,6 +392,7 @@ FAULT_FAMILY = Family(
     default_repeat=5,
     default_warmup=1,
     figure=fault_figure,
+    sample_seconds=lambda params, target: target + params.pause_s,
     caption="The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
             "faults taken per page (the huge-page clearing patches, bulk page allocation).",
     report_columns=("faults_per_page", "huge_fraction"),

@@ -16,6 +16,7 @@ from types import ModuleType
 
 from memlab import calibrate, chase, clear, matrix, pipe, region, share, system
 from memlab.family import Family
+from memlab.units import suggest
 
 __all__ = ["FAMILY_MODULES", "MODULES", "all_families", "family", "family_module"]
 
@@ -58,7 +59,7 @@ def family(name: str) -> Family:
     families = all_families()
     if name not in families:
         raise ValueError(
-            f"family={name!r} is not a memlab family (known: {', '.join(families)})"
+            f"family={name!r} is not a memlab family{suggest(name, families)} (known: {', '.join(families)})"
         )
     return families[name]
 

@@ -467,6 +467,11 @@ def figure(data: Dataset | str):
                               title="system: UnixBench index (result / baseline x 10)")
 
 
+def _sample_seconds(params: SystemParams, target_seconds: float) -> float:
+    """How long one sample lasts: ``duration_s``, or a guess of 1 ms per loop with ``iterations``."""
+    return params.duration_s if params.iterations == 0 else params.iterations * 1e-3
+
+
 FAMILY = Family(
     name="system",
     params_type=SystemParams,
@@ -483,4 +488,5 @@ FAMILY = Family(
     caption="UnixBench's process creation, execl and file copy, scored as UnixBench does: "
             "index = result / baseline x 10, the score their geometric mean.",
     report_columns=("index",),
+    sample_seconds=_sample_seconds,
 )

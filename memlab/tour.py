@@ -31,7 +31,7 @@ from memlab.grid import Sweep, as_sweeps
 from memlab.registry import all_families
 from memlab.registry import family as get_family
 from memlab.report import ReportItem, write_report
-from memlab.sweep import run_sweep
+from memlab.sweep import progress_bar, progress_enabled, run_sweep
 
 __all__ = ["REDUCED_MAX_POINTS", "REDUCED_TARGET_SECONDS", "FamilyRun", "TourResult", "reduce_sweep", "tour"]
 
@@ -113,11 +113,6 @@ def _remove_dataset(path: Path) -> None:
             pass
 
 
-def _say(text: str, enabled: bool) -> None:
-    if enabled:
-        print(text, file=sys.stderr, flush=True)
-
-
 def tour(
     out: str | os.PathLike = "memlab-tour",
     *,
@@ -157,41 +152,49 @@ def tour(
     result = TourResult(out=out)
     started = time.monotonic()
     names = [name for name, fam in selected.items() if "quick" in fam.sweeps]
-    for index, name in enumerate(names, start=1):
-        fam = selected[name]
-        began = time.monotonic()
+    planned: dict[str, list[Sweep] | str] = {}
+    for name in names:
         try:
-            sweeps = _quick_sweeps(fam)
+            sweeps = _quick_sweeps(selected[name])
+            planned[name] = [reduce_sweep(s, repeat=repeat or 1) if reduced else s for s in sweeps]
         except Exception as error:  # a family's own bug must not stop the tour
-            result.runs.append(FamilyRun(name, "quick", None, None, 0.0, f"{type(error).__name__}: {error}"))
-            continue
-        for sweep in sweeps:
-            if reduced:
-                sweep = reduce_sweep(sweep, repeat=repeat or 1)
-            stem = name if len(sweeps) == 1 else f"{name}-{sweep.name}"
-            path = out / f"{stem}.csv"
-            if not resume:
-                _remove_dataset(path)
-            _say(f"[{index}/{len(names)}] {name}: {len(sweep.points)} points "
-                 f"(tour {time.monotonic() - started:.0f}s so far)", progress)
-            began = time.monotonic()
-            try:
-                dataset = run_sweep(sweep, path, resume=resume, progress=progress, repeat=repeat, cpu=cpu)
-            except KeyboardInterrupt:
-                result.interrupted = True
-                partial = Dataset.load(path) if Path(paths_for(path)[0]).exists() else None
-                result.runs.append(FamilyRun(name, sweep.name, path, partial, time.monotonic() - began,
-                                             "interrupted (Ctrl-C); the rows measured so far are kept"))
-                break
-            except Exception as error:  # recorded in the report; the tour goes on
-                partial = Dataset.load(path) if Path(paths_for(path)[0]).exists() else None
-                message = f"{type(error).__name__}: {error}"
-                _say(f"    {name} failed: {message}", True)
-                result.runs.append(FamilyRun(name, sweep.name, path, partial, time.monotonic() - began, message))
+            planned[name] = f"{type(error).__name__}: {error}"
+    total = sum(len(s.points) for sweeps in planned.values() if not isinstance(sweeps, str) for s in sweeps)
+    overall = progress_bar(total, "tour", enabled=progress_enabled(progress), position=0)
+    try:
+        for name in names:
+            sweeps = planned[name]
+            if isinstance(sweeps, str):
+                result.runs.append(FamilyRun(name, "quick", None, None, 0.0, sweeps))
                 continue
-            result.runs.append(FamilyRun(name, sweep.name, path, dataset, time.monotonic() - began))
-        if result.interrupted:
-            break
+            for sweep in sweeps:
+                overall.set_description_str(f"tour: {name}", refresh=True)
+                stem = name if len(sweeps) == 1 else f"{name}-{sweep.name}"
+                path = out / f"{stem}.csv"
+                if not resume:
+                    _remove_dataset(path)
+                began = time.monotonic()
+                try:
+                    dataset = run_sweep(sweep, path, resume=resume, progress=progress, repeat=repeat, cpu=cpu,
+                                        overall=overall)
+                except KeyboardInterrupt:
+                    result.interrupted = True
+                    partial = Dataset.load(path) if Path(paths_for(path)[0]).exists() else None
+                    result.runs.append(FamilyRun(name, sweep.name, path, partial, time.monotonic() - began,
+                                                 "interrupted (Ctrl-C); the rows measured so far are kept"))
+                    break
+                except Exception as error:  # recorded in the report; the tour goes on
+                    partial = Dataset.load(path) if Path(paths_for(path)[0]).exists() else None
+                    message = f"{type(error).__name__}: {error}"
+                    overall.write(f"    {name} failed: {message}", file=sys.stderr)
+                    result.runs.append(FamilyRun(name, sweep.name, path, partial, time.monotonic() - began,
+                                                 message))
+                    continue
+                result.runs.append(FamilyRun(name, sweep.name, path, dataset, time.monotonic() - began))
+            if result.interrupted:
+                break
+    finally:
+        overall.close()
     result.seconds = time.monotonic() - started
     if report:
         result.report = _write_tour_report(result, reduced, command)

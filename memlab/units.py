@@ -10,20 +10,24 @@ the dataset files never go through it.
 
 from __future__ import annotations
 
+import difflib
 import math
-from typing import Any
+from typing import Any, Iterable
 
 __all__ = [
     "format_bytes",
+    "format_duration",
     "format_number",
     "format_param",
     "format_plain",
     "is_bytes_name",
     "is_missing",
     "metric_label",
+    "suggest",
+    "unit_of",
 ]
 
-_BINARY_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+_BINARY_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
 def is_missing(value: Any) -> bool:
@@ -122,3 +126,64 @@ def metric_label(name: str) -> str:
     'GiB per s'
     """
     return name.replace("_per_", " per ").replace("_", " ")
+
+
+def suggest(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` naming the known names closest to ``name`` ("" when none is close).
+
+    The hint an error message about an unknown name ends with.
+
+    >>> suggest("working_set", ["working_set_bytes", "npad"]), suggest("zzz", ["npad"])
+    ("; did you mean 'working_set_bytes'?", '')
+    """
+    known = [str(k) for k in known]
+    close = difflib.get_close_matches(str(name), known, n=2, cutoff=0.6)
+    if not close:
+        lowered = str(name).lower()
+        close = [k for k in known if lowered and (k.lower().startswith(lowered) or lowered in k.lower())][:2]
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+#: Unit suffixes of parameter and metric names (docs/dataset.md: names carry units).
+_NAME_UNITS = (
+    ("_bytes", "bytes"), ("_size", "bytes"), ("_ns", "ns"), ("_us", "µs"), ("_ms", "ms"), ("_s", "s"),
+    ("_GHz", "GHz"), ("_cycles", "cycles"), ("_pages", "pages"), ("_longs", "longs"),
+    ("_KiB", "KiB"), ("_per_s", "per s"),
+)
+
+
+def unit_of(name: str) -> str:
+    """The unit a parameter's or metric's name carries ("" when it names none).
+
+    >>> unit_of("working_set_bytes"), unit_of("budget_ns"), unit_of("pause_s"), unit_of("npad")
+    ('bytes', 'ns', 's', '')
+    >>> unit_of("ns_per_element"), unit_of("GiB_per_s")
+    ('ns per element', 'GiB per s')
+    """
+    if name == "bytes":
+        return "bytes"
+    if "_per_" in name:
+        return metric_label(name)
+    for suffix, unit in _NAME_UNITS:
+        if name.endswith(suffix):
+            return unit
+    return ""
+
+
+def format_duration(seconds: float) -> str:
+    """A duration for a person: ``0.4 s``, ``12 s``, ``3.5 min``, ``2.1 h``.
+
+    >>> format_duration(0.42), format_duration(12.3), format_duration(210), format_duration(7600)
+    ('0.4 s', '12 s', '3.5 min', '2.1 h')
+    """
+    if not math.isfinite(seconds):
+        return "?"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,191 @@
+"""What a new user meets first: the install's errors, --version, help that lists what a family
+takes, "did you mean", and the sweep list."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import os
+import subprocess
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memlab import __version__, cli, registry
+from memlab.family import check_choice, check_int, check_number, describe_params
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def memlab(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memlab", *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "100", **env})
+
+
+# ---- install ----------------------------------------------------------------------------
+
+
+def test_setup_without_a_compiler_says_what_is_missing_in_one_sentence():
+    result = subprocess.run([sys.executable, "setup.py", "--name"], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "CC": "/no/such/cc"}, timeout=120)
+    assert result.returncode == 1
+    message = result.stderr.strip()
+    assert "Traceback" not in message and len(message.splitlines()) == 1, message
+    assert "needs a C compiler" in message and "'/no/such/cc' was not found" in message
+    assert "apt-get install gcc python3-dev" in message and "dnf install gcc python3-devel" in message
+
+
+def _setup_function(name: str, **namespace):
+    """One function of setup.py, compiled alone (importing setup.py would run setup())."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    keep = [node for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.Assign)) and
+            (getattr(node, "name", None) == name or
+             any(getattr(t, "id", "") == "BUILD_PACKAGES" for t in getattr(node, "targets", [])))]
+    module = types.ModuleType("setup_part")
+    module.__dict__.update(namespace)
+    exec(compile(ast.Module(body=keep, type_ignores=[]), "setup.py", "exec"), module.__dict__)
+    return getattr(module, name)
+
+
+def test_setup_without_python_headers_names_the_package(tmp_path, monkeypatch):
+    import shlex
+    import shutil
+    import sysconfig
+
+    fake_sysconfig = types.SimpleNamespace(get_paths=lambda: {"include": str(tmp_path)})
+    check = _setup_function("check_build_tools", os=os, shlex=shlex, shutil=shutil, sys=sys,
+                            sysconfig=fake_sysconfig)
+    monkeypatch.setenv("CC", sys.executable)  # a program that exists: only the headers are missing
+    with pytest.raises(SystemExit) as stop:
+        check()
+    message = str(stop.value.code)
+    assert "Python.h is not in" in message and str(tmp_path) in message
+    assert "python3-dev" in message and "python3-devel" in message
+    real = _setup_function("check_build_tools", os=os, shlex=shlex, shutil=shutil, sys=sys, sysconfig=sysconfig)
+    monkeypatch.setenv("CC", "cc")
+    if shutil.which("cc") and os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        real()  # this machine builds memlab: no complaint
+
+
+def test_readme_names_the_build_packages_before_the_two_commands():
+    text = (ROOT / "README.md").read_text()
+    first_command = text.index("python3 -m venv .venv")
+    for package in ("gcc", "python3-dev", "python3-devel"):
+        assert -1 < text.find(package) < first_command, package
+    assert "Debian" in text[:first_command] and "Fedora" in text[:first_command]
+
+
+# ---- --version, python -m memlab ------------------------------------------------------------
+
+
+def test_version_and_python_dash_m():
+    result = memlab("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith(f"memlab {__version__} (Python ")
+    assert "core built by" in result.stdout
+    assert memlab("--help").stdout.startswith("usage: memlab")
+
+
+# ---- memlab run FAMILY --help -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(registry.all_families()))
+def test_run_help_lists_every_parameter_of_the_params_class(name):
+    fam = registry.family(name)
+    result = memlab("run", name, "--help")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert f"parameters of {name}" in text
+    rows = {line.split()[0]: line for line in text.splitlines()
+            if line.startswith("  ") and not line.startswith("   ") and line.split()}
+    for field in dataclasses.fields(fam.params_type):
+        assert field.name in rows, f"{name}: {field.name} is not listed"
+        spec = next(s for s in fam.describe_params() if s.name == field.name)
+        assert spec.type.split()[0] in rows[field.name] and spec.default_text in rows[field.name]
+
+
+def test_describe_params_reads_ranges_choices_units_and_help_from_the_class():
+    @dataclass(frozen=True)
+    class ToyParams:
+        """A toy.
+
+        - ``span_bytes``: how much memory to touch.
+        - ``mode``: how to touch it.
+        """
+
+        span_bytes: int = 4096
+        mode: str = "read"
+        ratio: float = 0.5
+        cpu: int | None = None
+
+        def __post_init__(self):
+            check_int("span_bytes", self.span_bytes, 1024, 1 << 30)
+            check_choice("mode", self.mode, ("read", "write"))
+            check_number("ratio", self.ratio, 0.0, 1.0, exclusive_minimum=True)
+            if self.cpu is not None:
+                check_int("cpu", self.cpu, 0, 7)
+
+    specs = {s.name: s for s in describe_params(ToyParams)}
+    assert specs["span_bytes"].allowed == "1KiB .. 1GiB" and specs["span_bytes"].unit == "bytes"
+    assert specs["span_bytes"].default_text == "4KiB" and specs["span_bytes"].help == "how much memory to touch."
+    assert specs["mode"].allowed == "read, write" and specs["mode"].type == "str"
+    assert specs["ratio"].allowed == "above 0, up to 1"
+    assert specs["cpu"].allowed == "None or 0 .. 7" and specs["cpu"].default_text == "None"
+
+
+# ---- did you mean ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, hint",
+    [(["run", "chaes"], "did you mean 'chase'"),
+     (["run", "chase", "working_set=1MiB"], "did you mean 'working_set_bytes'"),
+     (["run", "chase", "order=randon"], "did you mean 'random'"),
+     (["sweep", "chase.quik"], "did you mean 'quick'"),
+     (["sweep", "fig3_15_quik"], "did you mean 'fig3_15_quick'"),
+     (["tour", "--family", "regoin"], "did you mean 'region'"),
+     (["tuor"], "did you mean 'tour'")],
+)
+def test_unknown_names_suggest_the_closest(args, hint):
+    result = memlab(*args)
+    assert result.returncode == 2
+    assert hint in result.stderr, result.stderr
+
+
+# ---- sweep --list, help text ----------------------------------------------------------------
+
+
+def test_sweep_list_gives_points_time_and_description():
+    result = memlab("sweep", "--list")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["sweep", "points", "time", "what", "it", "measures"]
+    listed = {line.split()[0]: line for line in lines[1:] if line and not line.startswith(" ")}
+    for fam in registry.all_families().values():
+        for sweep_name in fam.sweeps:
+            line = listed[f"{fam.name}.{sweep_name}"]
+            words = line.split()
+            assert words[1].isdigit() and int(words[1]) > 0
+            assert words[2].startswith("~") and words[3] in ("s", "min", "h")
+            assert len(words) > 4, f"{line!r} has no description"
+    assert ">>>" not in result.stdout  # docstring examples are not descriptions
+
+
+def _options(parser: argparse.ArgumentParser, path: str):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _options(child, f"{path} {name}")
+        elif action.option_strings:
+            yield path, action
+
+
+def test_every_option_has_help_text():
+    missing = [f"{path} {action.option_strings[0]}" for path, action in _options(cli.build_parser(), "memlab")
+               if not action.help or action.help == argparse.SUPPRESS]
+    assert not missing, missing

@@ -18,16 +18,18 @@ import dataclasses
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from memlab.check import check, largest_bytes, read_cpu_times
 from memlab._version import __version__
 from memlab.dataset import Dataset, DatasetWriter
 from memlab.family import Family
 from memlab.grid import Sweep, as_sweeps, grid, parse_shard, shard_points, zipped
-from memlab.machine import collect, machine_id
+from memlab.machine import collect, fingerprint, machine_id
 from memlab.registry import all_families
 from memlab.registry import family as get_family
 from memlab.units import format_param, suggest
@@ -130,6 +132,7 @@ def run_sweep(
     cpu: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     overall: Any = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Dataset:
     """Measure every point of ``sweep`` (or of its shard) into a Dataset.
 
@@ -139,6 +142,12 @@ def run_sweep(
     draws a bar when stderr is a terminal or in Jupyter (never in logs);
     ``overall``, a bar of :func:`progress_bar` covering several sweeps (the
     tour), advances by one per point too.
+
+    The machine check (:func:`memlab.check.check`) runs before the first
+    point and after the last; the metadata keeps both as ``check_start`` and
+    ``check_end``. A measurement that spent less than 90% of its wall time
+    on CPU, or saw more than 2% steal, gives one warning line, passed to
+    ``warn`` (default: printed to stderr).
 
     >>> ds = run_sweep(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1),
     ...                progress=False)
@@ -152,14 +161,21 @@ def run_sweep(
     varying = [n for n in family.param_names if len({repr(p[n]) for p in points}) > 1]
     meta = sweep_metadata(sweep, family, shard, repeat)
     meta.update(metadata or {})
+    bar = progress_bar(len(points), f"{sweep.family}:{sweep.name}", enabled=progress_enabled(progress),
+                       position=1 if overall is not None else 0, leave=overall is None)
+    warn = warn or (lambda text: bar.write(text, file=sys.stderr))
+    start = check(planned_bytes=largest_bytes(points), steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
+    since = (time.monotonic(), read_cpu_times())
+    meta["check_start"] = start.to_dict()
+    if start.warnings:
+        warn(f"memlab: warning: the machine check found {_check_words(start)} "
+             f"(memlab check for details)")
     dataset = Dataset(rows=[], metadata=meta)
     writer = DatasetWriter(out, meta) if out is not None else None
     done: set[tuple] = set()
     if writer is not None and resume:
         dataset.rows.extend(writer.existing_rows)
         done = {dataset.key(row) for row in writer.existing_rows}
-    bar = progress_bar(len(points), f"{sweep.family}:{sweep.name}", enabled=progress_enabled(progress),
-                       position=1 if overall is not None else 0, leave=overall is None)
     try:
         for point in points:
             key = dataset.key({"family": family.name, **point})
@@ -185,11 +201,27 @@ def run_sweep(
             bar.update(1)
             if overall is not None:
                 overall.update(1)
+            if measurement.conditions_warning:
+                warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'}: "
+                     f"{measurement.conditions_warning}")
+        end = check(steal_since=since).to_dict()  # steal over the whole sweep
+        dataset.metadata["check_end"] = end
+        if writer is not None:
+            writer.update_metadata(check_end=end)
     finally:
         bar.close()
         if writer is not None:
             writer.close()
     return dataset
+
+
+CHECK_STEAL_WINDOW_SECONDS = 0.15
+"""The busy window of the machine check at a sweep's start; the end check
+measures steal over the whole sweep instead."""
+
+
+def _check_words(report) -> str:
+    return "; ".join(f"{finding.name}: {finding.value}" for finding in report.warnings)
 
 
 def sweep_metadata(
@@ -209,6 +241,7 @@ def sweep_metadata(
         "shard": f"{shard[0]}/{shard[1]}" if shard else "",
         "machine": facts,
         "machine_id": machine_id(facts),
+        "machine_fingerprint": fingerprint(facts),
         "memlab_version": __version__,
         "command": " ".join(sys.argv),
     }

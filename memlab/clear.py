@@ -28,6 +28,7 @@ from memlab.family import Family, check_bool, check_choice, check_int, check_num
 from memlab.machine import populate_write_supported
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
+from memlab.units import format_param
 
 __all__ = [
     "CHUNK_BYTES",
@@ -350,20 +351,48 @@ def patch_sweep(quick: bool = False) -> Sweep:
 # ---- the standard figures -----------------------------------------------------
 
 
-def fault_figure(data: Dataset | str, metric: str = "GB_per_s"):
-    """Kernel zeroing on first touch: GB/s made usable by populate mode, one bar colour per page kind.
+def _fault_panel(row: Mapping[str, Any]) -> tuple[str, str]:
+    """(panel, setting) of a fault row: what its point varies against the plain first-touch run."""
+    if row.get("pause_s"):
+        return "pause first", f"{format_param('pause_s', row.get('pause_s'))} s"
+    if row.get("touch_offset") not in (None, "first"):
+        return "subpage touched", str(row.get("touch_offset"))
+    return "populate mode", str(row.get("populate"))
 
-    Each bar is labelled with the page faults per page actually taken.
+
+def fault_figure(data: Dataset | str, metric: str = "GB_per_s"):
+    """Kernel zeroing on first touch: GB/s made usable, one bar colour per page kind.
+
+    One panel per question the sweep asks: the populate mode (touch,
+    MAP_POPULATE, MADV_POPULATE_WRITE), which subpage of a huge page is
+    touched first, and a pause before each sample. The number over a bar is
+    the page faults taken per page of the region (1: one fault per page;
+    0: the pages came populated).
 
     >>> fig = fault_figure("memlab-tour/clear_fault.csv")   # doctest: +SKIP
     """
+    ds = chart.as_dataset(data)
+    rows = []
+    for row in chart.rows_with(ds, metric):
+        panel, setting = _fault_panel(row)
+        rows.append({**row, "panel": panel, "setting": setting})
+    names = ["panel", "setting", *[n for n in ds.param_names if n not in ("populate", "touch_offset", "pause_s")]]
+    view = Dataset(rows, {**ds.metadata, "param_names": names})
 
     def faults(row: dict) -> str:
         value = row.get("faults_per_page")
-        return f"{value:.2g} f/pg" if chart.finite(value) else ""
+        return f"{value:.2g}" if chart.finite(value) else ""
 
-    return chart.bars_figure(data, metric, series=["pages"], facet=["region_bytes"], annotate=faults,
-                             title="page faults: GB/s of memory made usable")
+    fig = chart.bars_figure(view, metric, category=["setting"], series=["pages"],
+                            facet=["panel", "region_bytes"], annotate=faults,
+                            facet_title=lambda row: " · ".join(
+                                [row["panel"]] + ([format_param("region_bytes", row["region_bytes"])]
+                                                  if len({repr(r.get("region_bytes")) for r in rows}) > 1 else [])),
+                            note="number over a bar: page faults taken per page of the region",
+                            title="page faults: GB/s of memory made usable")
+    for ax in fig.axes:
+        ax.set_xlabel("")
+    return fig
 
 
 def order_figure(data: Dataset | str, metric: str = "GB_per_s"):

@@ -62,6 +62,11 @@ class Family:
     says how long one sample of a point lasts when that is not the target
     duration (a sample of fixed length, a pause before it): the runner's
     duration estimate (``memlab sweep --list``) uses it.
+
+    A family whose result is a number or a table rather than a picture sets
+    ``figure=None`` and gives ``headline(dataset)`` (one sentence with the
+    number, shown in large type) and/or ``table(dataset)`` (header and
+    cells, with units, shown instead of the generic table).
     """
 
     name: str
@@ -81,6 +86,8 @@ class Family:
     caption: str = ""
     report_columns: tuple[str, ...] = ()
     sample_seconds: Callable[[Any, float], float] | None = None
+    headline: Callable[[Any], str] | None = None
+    table: Callable[[Any], tuple[list[str], list[list[str]]]] | None = None
 
     def __post_init__(self) -> None:
         for name in self.param_names:
@@ -153,6 +160,11 @@ class Family:
             raise ValueError(f"sweep={name!r} is not a sweep of {self.name}{suggest(name, self.sweeps)} "
                              f"(known: {known})") from None
         return factory()
+
+    @property
+    def has_figure(self) -> bool:
+        """Whether the family's data is shown as a figure (its own, or the generic one)."""
+        return self.figure is not None or (self.headline is None and self.table is None)
 
     def describe_params(self) -> list["ParamSpec"]:
         """Each parameter's name, type, default, allowed values, unit and help (see :func:`describe_params`)."""

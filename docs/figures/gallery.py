@@ -3,7 +3,8 @@
 Run: python docs/figures/gallery.py TOUR_FOLDER OUT_FOLDER
 
 For each dataset ``TOUR_FOLDER/<name>.csv`` it writes ``OUT_FOLDER/<name>.png``
-(the figure as the report embeds it). When a Chromium is installed (see
+(the figure as the report embeds it) and ``<name>-narrow.png`` (the drawing
+the report gives screens up to 640 px wide). When a Chromium is installed (see
 ``memlab.browser``) it also writes ``OUT_FOLDER/<name>-390px.png`` and
 ``<name>-1366px.png``: the report's section for that dataset as a phone
 (390 px wide) and a laptop (1366 px) show it, to judge the type size and the
@@ -24,7 +25,15 @@ def main(folder: str, out: str) -> int:
     dst.mkdir(parents=True, exist_ok=True)
     paths = sorted(src.glob("*.csv"))
     for path in paths:
-        (dst / f"{path.stem}.png").write_bytes(chart.to_png(plot.figure(Dataset.load(path))))
+        try:
+            fig = plot.figure(Dataset.load(path))
+        except ValueError as error:  # a family whose result is a number or a table
+            print(f"{path.stem}: {error}")
+            continue
+        (dst / f"{path.stem}.png").write_bytes(chart.to_png(fig))
+        narrow = getattr(chart, "narrow", None)  # the phone drawing (absent before it existed)
+        if narrow is not None:
+            (dst / f"{path.stem}-narrow.png").write_bytes(chart.to_png(narrow(fig)))
         print(dst / f"{path.stem}.png")
     html_path = dst / "report.html"
     report.write_report(paths, html_path, title="gallery", command="gallery")

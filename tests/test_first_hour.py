@@ -189,3 +189,34 @@ def test_every_option_has_help_text():
     missing = [f"{path} {action.option_strings[0]}" for path, action in _options(cli.build_parser(), "memlab")
                if not action.help or action.help == argparse.SUPPRESS]
     assert not missing, missing
+
+
+# ---- comparison tables ------------------------------------------------------------------------
+
+
+def test_comparison_table_shows_only_the_parameters_that_vary(tmp_path):
+    """A chase dataset has 17 parameters; the table shows the one that varies, the rest once above."""
+    from memlab.compare import compare
+    from memlab.dataset import Dataset
+    from memlab.registry import family
+
+    params = [dataclasses.asdict(family("chase").params(working_set_bytes=size)) for size in (1 << 14, 1 << 20)]
+    names = list(params[0])
+
+    def dataset(scale):
+        rows = [{"family": "chase", **p, "ns_per_element": 2.0 * scale * (i + 1),
+                 "ns_per_element_samples": [2.0 * scale * (i + 1) * f for f in (0.99, 1.0, 1.01, 1.0, 0.995)]}
+                for i, p in enumerate(params)]
+        return Dataset(rows, {"family": "chase", "param_names": names, "primary_metric": "ns_per_element"})
+
+    dataset(1.0).save(tmp_path / "a.csv")
+    dataset(1.5).save(tmp_path / "b.csv")
+    text = compare(tmp_path / "a.csv", tmp_path / "b.csv").format()
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("working_set_bytes"))
+    assert header.split()[:2] == ["working_set_bytes", "baseline"]
+    every = next(line for line in lines if line.startswith("every point:"))
+    assert "family=chase" in every and "npad=7" in every and "order=random" in every
+    assert "working_set_bytes=" not in every
+    table = lines[lines.index(header):lines.index(header) + 3]
+    assert max(len(line) for line in table) < 160, table

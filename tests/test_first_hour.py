@@ -220,3 +220,27 @@ def test_comparison_table_shows_only_the_parameters_that_vary(tmp_path):
     assert "working_set_bytes=" not in every
     table = lines[lines.index(header):lines.index(header) + 3]
     assert max(len(line) for line in table) < 160, table
+
+
+# ---- quick sweeps still show their phenomenon -------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["fig3_15_quick", "fig3_11_quick"])
+def test_the_chase_notebooks_quick_sweeps_pass_the_last_cache(name):
+    from memlab import chase
+    from memlab.machine import cache_sizes
+
+    sweep = registry.family("chase").sweep(name)
+    sizes = sorted({p["working_set_bytes"] for p in sweep.points})
+    last = max(v for k, v in cache_sizes().items() if k != "L1i") if cache_sizes() else 1 << 23
+    assert sizes[-1] > last or sizes[-1] == chase.QUICK_MAX_WORKING_SET_BYTES
+    assert sizes[0] <= 4096 and len(sizes) >= 6  # L1, L2 and the steps between are there too
+
+
+def test_quick_sizes_follow_the_caches_they_are_given():
+    from memlab import chase
+
+    assert chase.quick_sizes({"L1d": 32 << 10, "L2": 1 << 20, "L3": 8 << 20})[-1] == 16 << 20
+    assert chase.quick_sizes({"L1d": 32 << 10, "L2": 1 << 20, "L3": 6 << 20})[-1] == 8 << 20
+    assert chase.quick_sizes({"L3": 4 << 30})[-1] == chase.QUICK_MAX_WORKING_SET_BYTES  # capped
+    assert chase.quick_sizes({})[-1] > 1 << 23

@@ -336,7 +336,7 @@ class Comparison:
                 if len({repr(p.params.get(name)) for p in self.points}) > 1]
 
     def _table(self) -> list[str]:
-        has_family = len({p.family for p in self.points}) > 1
+        has_family = any(p.family for p in self.points)
         shown = self.varying_params()
         fixed = [name for name in self.param_names if name not in shown]
         header = (["family"] if has_family else []) + shown + [
@@ -345,8 +345,7 @@ class Comparison:
         lines = []
         if fixed and self.points:
             first = self.points[0]
-            said = [f"family={first.family}"] if first.family and not has_family else []
-            said += [f"{name}={format_plain(first.params.get(name, ''))}" for name in fixed]
+            said = [f"{name}={format_plain(first.params.get(name, ''))}" for name in fixed]
             lines.append("every point: " + " ".join(said))
         rows = []
         for point in self.points:

@@ -1,12 +1,16 @@
 """One self-contained HTML report of one or more datasets.
 
 The report holds, for every dataset, its standard figure (a PNG embedded as
-a ``data:`` URI) with the family's caption, a table of its points (the
-varying parameters, the primary metric's median with min..max and the
-family's ``report_columns``),
-then the facts of the machine the data came from, the memlab version and the
-exact command that wrote it. It needs no server, no network and no other
-file, and reflows to a phone's width.
+a ``data:`` URI, plus a narrow drawing with larger type that phones get) or,
+for a family whose result is a number or a table, that number in large type
+and that table; the family's caption; a table of its points (the first
+varying parameter, the primary metric's median in one unit per column, the
+other varying parameters, min..max and the family's ``report_columns``; the
+parameters every point shares are said once above it); which counters the
+family did not ask for and which the machine refused; then the facts of the
+machine the data came from, the memlab version and the exact command that
+wrote it. It needs no server, no network and no other file, and reflows to
+a phone's width (tests/test_report_browser.py checks it in Chromium).
 
 Example::
 

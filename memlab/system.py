@@ -40,7 +40,7 @@ from memlab.dataset import Dataset
 from memlab.family import Family, check_choice, check_int, check_number
 from memlab.grid import Sweep
 from memlab.measure import Measurement
-from memlab.units import format_number, format_param
+from memlab.units import format_bytes, format_number
 
 __all__ = [
     "FAMILY",
@@ -452,7 +452,9 @@ def _index_lines(ds: Dataset) -> tuple[list[list[str]], float]:
             indexes.append(score)
         name = str(row.get("test"))
         if row.get("test") == "file_copy":
-            name += f" ({format_param('buffer_size', row.get('buffer_size'))} buffer, {row.get('max_blocks')} KiB file)"
+            size = row.get("buffer_size")
+            shown = format_bytes(size) if isinstance(size, (int, float)) and not isinstance(size, bool) else size
+            name += f" ({shown} buffer, {row.get('max_blocks')} KiB file)"
         if chart.finite(row.get("copies")) and row.get("copies") != 1:
             name += f" ({row['copies']} copies)"
         low, high = (chart.number(row.get(f"{n}_{s}")) for n in [_result_name(row)] for s in ("min", "max"))

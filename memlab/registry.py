@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from memlab import calibrate, chase, clear, matrix, pipe, region, share, system
+from memlab import bandwidth, calibrate, chase, clear, matrix, pipe, region, share, system
 from memlab.family import Family
 from memlab.units import suggest
 
@@ -30,6 +30,7 @@ MODULES: tuple[ModuleType, ...] = (
     matrix,
     system,
     share,
+    bandwidth,
 )
 
 #: The family modules' names (``memlab.<name>``).

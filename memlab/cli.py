@@ -477,8 +477,10 @@ def sweep_listing(width: int | None = None) -> str:
         for sweep_name in fam.sweeps:
             try:
                 sweeps = as_sweeps(fam.sweep(sweep_name))
-            except Exception as error:  # a broken factory is listed with its error, not fatal
-                rows.append((f"{fam.name}.{sweep_name}", "?", "?", f"cannot be built: {error}"))
+            except Exception as error:  # e.g. a sweep needing SMT: listed with the reason, not fatal
+                doc = (fam.sweeps[sweep_name].__doc__ or "").strip().split("\n")[0]
+                rows.append((f"{fam.name}.{sweep_name}", "-", "-",
+                             f"{doc} (not on this machine: {error})".strip()))
                 continue
             points = sum(len(s.points) for s in sweeps)
             seconds = sum(estimate_seconds(s) for s in sweeps)

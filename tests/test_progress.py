@@ -132,9 +132,9 @@ def test_jupyter_gets_a_widget_not_a_quoted_string(tmp_path):
 
 
 def test_estimate_grows_with_points_repeats_and_sample_length():
-    one = Sweep("s", "region", [{"bytes": 1 << 20}], repeat=2, warmup=0, target_seconds=0.1)
-    two = Sweep("s", "region", [{"bytes": 1 << 20}] * 2, repeat=2, warmup=0, target_seconds=0.1)
-    longer = Sweep("s", "region", [{"bytes": 1 << 20}], repeat=2, warmup=0, target_seconds=1.0)
+    one = Sweep("s", "region", [{"region_bytes": 1 << 20}], repeat=2, warmup=0, target_seconds=0.1)
+    two = Sweep("s", "region", [{"region_bytes": 1 << 20}] * 2, repeat=2, warmup=0, target_seconds=0.1)
+    longer = Sweep("s", "region", [{"region_bytes": 1 << 20}], repeat=2, warmup=0, target_seconds=1.0)
     base = sweep_module.estimate_seconds(one)
     assert base == pytest.approx(2 * 0.1 + sweep_module.POINT_OVERHEAD_SECONDS)
     assert sweep_module.estimate_seconds(two) == pytest.approx(2 * base)

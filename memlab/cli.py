@@ -246,6 +246,7 @@ def _run_parser(sub) -> None:
         "run", help="measure one point: memlab run FAMILY key=value ...",
         description="measure one point of a family; `memlab run FAMILY --help` lists its parameters",
     )
+    run.set_defaults(handler=cmd_run, family=None)
     families = run.add_subparsers(dest="family", metavar="FAMILY", parser_class=_Parser)
     for fam in registry.all_families().values():
         parser = families.add_parser(
@@ -436,7 +437,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     script = getattr(args, "script", None)
     if args.list or (not args.name and script is None):
         print(sweep_listing())
-        return 0 if args.list else 2
+        if args.list:
+            return 0
+        return _error("sweep", "name a sweep (listed above), family.sweep or a script path", 2)
     if script is not None:
         if args.name:
             raise UsageError(f"unexpected argument {args.name!r}: an experiment script names its own sweeps")
@@ -550,13 +553,22 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return _error("plot", f"--dpi={args.dpi} is below the minimum 10", 2)
     out = Path(args.out) if args.out else Path(os.path.splitext(args.dataset)[0] + ".png")
     try:
-        fig = plot.figure(Dataset.load(args.dataset))
-        fig.savefig(out, dpi=args.dpi)
+        dataset = Dataset.load(args.dataset)
+    except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
+        return _error("plot", error if isinstance(error, OSError) else f"{args.dataset}: {error}", 2)
+    try:
+        fig = plot.figure(dataset)
     except ImportError as error:
         print(f"memlab plot: {error}", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as error:
-        return _error("plot", error, 1)
+    except ValueError as error:  # e.g. a family whose result is a number, not a figure
+        return _error("plot", f"{args.dataset}: {error}", 2)
+    try:
+        fig.savefig(out, dpi=args.dpi)
+    except ValueError as error:  # an image format matplotlib does not write
+        return _error("plot", error, 2)
+    except OSError as error:
+        return _error("plot", f"cannot write {out}: {error}", 1)
     print(f"{args.dataset} -> {out}")
     return 0
 
@@ -567,8 +579,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in args.datasets:
         try:
             items.extend(as_items([path]))
-        except (OSError, ValueError) as error:
-            return _error("report", f"{path}: {error}", 1)
+        except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
+            return _error("report", f"{path}: {error}", 2)
     out = write_report(items, args.out, title=args.title, command=_command_line(args))
     print(f"{len(items)} datasets -> {out}")
     return 0

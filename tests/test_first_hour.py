@@ -198,6 +198,67 @@ def test_every_option_has_help_text():
     assert not missing, missing
 
 
+# ---- one exit-code rule for every subcommand ---------------------------------------------------
+# 2: the command line is wrong (unknown option or name, a value out of range, an input file that is
+# missing or not a dataset); 1: the command ran and failed; 0: done.
+
+
+def _subcommands() -> list[str]:
+    action = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(action.choices)
+
+
+def _last_error_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("memlab: warning")]
+    assert lines and lines[-1].startswith("memlab") and "error:" in lines[-1], err
+    return lines[-1]
+
+
+@pytest.mark.parametrize("command", _subcommands())
+def test_every_subcommand_exits_2_on_an_unknown_option(command, capsys):
+    assert cli.main([command, "--no-such-option"]) == 2
+    line = _last_error_line(capsys.readouterr().err)  # argparse names a missing positional first
+    assert "--no-such-option" in line or "arguments are required" in line, line
+
+
+BAD_ARGUMENTS = {
+    "info": (["info", "--json", "extra"], "unrecognized arguments: extra"),
+    "check": (["check", "--tune-setting", "governor"], "--tune-setting needs --tune"),
+    "run": (["run"], "memlab run needs a FAMILY"),
+    "sweep": (["sweep"], "name a sweep"),
+    "compare": (["compare", "{tmp}/absent.csv", "{tmp}/absent2.csv"], "absent.csv"),
+    "plot": (["plot", "{tmp}/absent.csv"], "absent.csv"),
+    "report": (["report", "{tmp}/absent.csv", "-o", "{tmp}/r.html"], "absent.csv"),
+    "tour": (["tour", "--family", "chaes", "--out", "{tmp}/tour"], "did you mean 'chase'"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(BAD_ARGUMENTS))
+def test_a_bad_argument_exits_2_with_one_error_line_in_every_subcommand(command, tmp_path, capsys):
+    args, words = BAD_ARGUMENTS[command]
+    assert cli.main([a.format(tmp=tmp_path) for a in args]) == 2
+    assert words in _last_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "tour").exists()
+
+
+def test_an_unreadable_dataset_is_a_bad_argument_too(tmp_path, capsys):
+    (tmp_path / "junk.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "junk.json").write_text("{")  # a sidecar cut short
+    for command in (["plot"], ["report", "-o", str(tmp_path / "r.html")]):
+        assert cli.main([*command, str(tmp_path / "junk.csv")]) == 2
+        assert "junk" in _last_error_line(capsys.readouterr().err)
+
+
+def test_a_command_that_runs_and_fails_exits_1(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="plot needs the plot extra")
+    import plot_fixtures
+
+    plot_fixtures.pipe().save(tmp_path / "pipe.csv")
+    assert cli.main(["plot", str(tmp_path / "pipe.csv"), "-o", str(tmp_path / "no-dir" / "fig.png")]) == 1
+    assert "cannot write" in _last_error_line(capsys.readouterr().err)
+
+
 # ---- comparison tables ------------------------------------------------------------------------
 
 

@@ -279,7 +279,7 @@ def test_plot_command_writes_the_figure(tmp_path, capsys):
 
 
 def test_plot_command_errors(tmp_path, capsys):
-    assert cli.main(["plot", str(tmp_path / "absent.csv")]) == 1
+    assert cli.main(["plot", str(tmp_path / "absent.csv")]) == 2  # a bad argument
     assert "absent.csv" in capsys.readouterr().err
     fixtures.pipe().save(tmp_path / "pipe.csv")
     assert cli.main(["plot", str(tmp_path / "pipe.csv"), "--dpi", "1"]) == 2

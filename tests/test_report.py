@@ -129,7 +129,7 @@ def test_report_command_writes_one_file(tmp_path, capsys):
 
 
 def test_report_command_errors(tmp_path, capsys):
-    assert cli.main(["report", str(tmp_path / "nothing.csv"), "-o", str(tmp_path / "r.html")]) == 1
+    assert cli.main(["report", str(tmp_path / "nothing.csv"), "-o", str(tmp_path / "r.html")]) == 2
     assert "nothing.csv" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
     assert cli.main(["report"]) == 2

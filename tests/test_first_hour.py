@@ -183,6 +183,22 @@ def test_sweep_list_gives_points_time_and_description():
     assert ">>>" not in result.stdout  # docstring examples are not descriptions
 
 
+def test_sweep_list_names_a_sweep_this_machine_cannot_run_with_the_reason(monkeypatch):
+    """A sweep whose factory refuses this machine (fig3_25 without SMT) is listed, not fatal."""
+    from memlab import calibrate
+
+    def needs_smt():
+        """Two threads on SMT siblings."""
+        raise ValueError("placement='smt' needs 2 SMT siblings of one core")
+
+    fam = dataclasses.replace(calibrate.FAMILY, sweeps={**calibrate.FAMILY.sweeps, "needs_smt": needs_smt})
+    monkeypatch.setattr(calibrate, "FAMILY", fam)
+    flat = " ".join(cli.sweep_listing(width=100).split())
+    assert ("calibrate.needs_smt - - Two threads on SMT siblings. (not on this machine: "
+            "placement='smt' needs 2 SMT siblings of one core)") in flat
+    assert "calibrate.quick 1 ~" in flat  # the others are listed as before
+
+
 def _options(parser: argparse.ArgumentParser, path: str):
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

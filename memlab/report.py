@@ -5,8 +5,9 @@ a ``data:`` URI, plus a narrow drawing with larger type that phones get) or,
 for a family whose result is a number or a table, that number in large type
 and that table; the family's caption; a table of its points (the first
 varying parameter, the primary metric's median in one unit per column, the
-other varying parameters, min..max and the family's ``report_columns``; the
-parameters every point shares are said once above it); which counters the
+other varying parameters (or, when they make series as in the figure's legend,
+one heading per series above its rows), min..max and the family's
+``report_columns``; the parameters every point shares are said once above it); which counters the
 family did not ask for and which the machine refused; then the facts of the
 machine the data came from, the memlab version and the exact command that
 wrote it. It needs no server, no network and no other file, and reflows to
@@ -63,6 +64,7 @@ pre { white-space: pre-wrap; word-break: break-word; background: #8881; padding:
 .failed { border-left: 4px solid #c33; padding-left: 0.6rem; }
 .badge { background: #f2b705; color: #000; border-radius: 0.3rem; padding: 0 0.35rem; font-weight: 600; }
 tr.flagged td { background: #f2b70522; }
+tr.series td { text-align: left; font-weight: 600; padding-top: 0.6rem; border-bottom: 1px solid #8886; }
 .warn { border-left: 4px solid #f2b705; padding-left: 0.6rem; }
 nav ul { padding-left: 1.2rem; columns: 2 12rem; }
 """
@@ -111,27 +113,56 @@ def _table(ds: Dataset) -> str:
     # The measured value right after the first parameter: a phone shows it without scrolling.
     unit, factor = column_unit(metric, [row.get(metric) for row in ds.rows])
     extra_units = [column_unit(c, [row.get(c) for row in ds.rows]) for c in extras]
-    header = [*shown[:1], f"{unit} (median)", *shown[1:], "min … max", "n", *(u for u, _ in extra_units)]
+    # When the other varying parameters make series (as the figure's legend does), the rows
+    # are grouped under one heading per series instead of repeating them in columns.
+    grouped = _series(ds.rows, shown)
+    columns = shown[:1] if grouped else shown
+    header = [*columns[:1], f"{unit} (median)", *columns[1:], "min … max", "n", *(u for u, _ in extra_units)]
     watched = any(key in row for row in ds.rows for key in _CONDITION_COLUMNS)
     if watched:
         header.append("conditions")
     lines = [_conditions_note(ds), _fixed_params(ds, shown), "<div class=scroll><table>", "<thead><tr>"]
     lines += [f"<th>{_escape(h)}</th>" for h in header]
-    lines.append("</tr></thead><tbody>")
-    for row in ds.rows:
-        low, high = row.get(f"{metric}_min"), row.get(f"{metric}_max")
-        spread = f"{_scaled(low, factor)} … {_scaled(high, factor)}" if low is not None else "-"
-        params_cells = [format_param(n, row.get(n)) for n in shown]
-        cells = [*params_cells[:1], _scaled(row.get(metric), factor), *params_cells[1:], spread,
-                 format_number(row.get("repeat"))]
-        cells += [_scaled(row.get(c), f) for c, (_, f) in zip(extras, extra_units)]
-        html_cells = [f"<td>{_escape(c)}</td>" for c in cells]
-        if watched:
-            html_cells.append(f"<td>{_conditions_badge(row)}</td>")
-        flagged = " class=flagged" if watched and _row_warning(row) else ""
-        lines.append(f"<tr{flagged}>" + "".join(html_cells) + "</tr>")
-    lines.append("</tbody></table></div>")
+    lines.append("</tr></thead>")
+    for heading, rows in (grouped or [("", ds.rows)]):
+        lines.append("<tbody>")
+        if heading:
+            lines.append(f"<tr class=series><td colspan={len(header)}>{_escape(heading)}</td></tr>")
+        for row in rows:
+            low, high = row.get(f"{metric}_min"), row.get(f"{metric}_max")
+            spread = f"{_scaled(low, factor)} … {_scaled(high, factor)}" if low is not None else "-"
+            params_cells = [format_param(n, row.get(n)) for n in columns]
+            cells = [*params_cells[:1], _scaled(row.get(metric), factor), *params_cells[1:], spread,
+                     format_number(row.get("repeat"))]
+            cells += [_scaled(row.get(c), f) for c, (_, f) in zip(extras, extra_units)]
+            html_cells = [f"<td>{_escape(c)}</td>" for c in cells]
+            if watched:
+                html_cells.append(f"<td>{_conditions_badge(row)}</td>")
+            flagged = " class=flagged" if watched and _row_warning(row) else ""
+            lines.append(f"<tr{flagged}>" + "".join(html_cells) + "</tr>")
+        lines.append("</tbody>")
+    lines.append("</table></div>")
     return "\n".join(line for line in lines if line)
+
+
+def _series(rows: Sequence[dict], shown: Sequence[str]) -> list[tuple[str, list[dict]]]:
+    """The rows as series: grouped by every varying parameter but the first, each group headed by
+    its values (``op=read · threads=1``). Empty (no grouping) when only one parameter varies or a
+    group would hold a single row (the parameters then describe points, not series: matrix's tile).
+
+    >>> rows = [{"n": n, "op": op} for op in ("read", "write") for n in (1, 2)]
+    >>> [(heading, len(group)) for heading, group in _series(rows, ["n", "op"])]
+    [('op=read', 2), ('op=write', 2)]
+    >>> _series([{"n": 1, "op": "read"}, {"n": 2, "op": "write"}], ["n", "op"])
+    []
+    """
+    if len(shown) < 2:
+        return []
+    grouped = chart.groups(rows, shown[1:])
+    if any(len(group) < 2 for group in grouped.values()):
+        return []
+    return [(" · ".join(f"{n}={format_param(n, group[0].get(n))}" for n in shown[1:]), group)
+            for group in grouped.values()]
 
 
 def _scaled(value: Any, factor: float) -> str:

@@ -11,7 +11,7 @@ import plot_fixtures as fixtures
 from html_check import parse_report
 from memlab import __version__, cli, registry, report
 from memlab.dataset import Dataset
-from memlab.units import format_number
+from memlab.units import format_number, format_param
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
@@ -45,6 +45,24 @@ def test_report_table_shows_the_varying_parameters_and_the_spread():
     assert rows[0][1] == format_number(naive["GFLOP_per_s"])
     assert rows[0][3] == f"{format_number(naive['GFLOP_per_s_min'])} … {format_number(naive['GFLOP_per_s_max'])}"
     assert rows[0][4] == "3"
+
+
+def test_report_table_heads_each_series_once_instead_of_repeating_it_in_columns():
+    """chase varies npad and order besides the size: one heading per (npad, order), as the legend."""
+    ds = fixtures.chase()
+    text = report.build_report([ds], command="x")
+    parsed = parse_report(text)
+    assert parsed.cells[:5] == ["working_set_bytes", "ns per element (median)", "min … max", "n",
+                                "cycles per element"]
+    headings = [c for c in parsed.cells if c.startswith("npad=")]
+    assert headings == ["npad=0 · order=sequential", "npad=7 · order=sequential",
+                        "npad=0 · order=random", "npad=7 · order=random"]
+    assert text.count("<tr class=series>") == 4 and text.count("<tbody>") == 4
+    # Under each heading its own rows, in the dataset's order.
+    start = parsed.cells.index("npad=7 · order=random")
+    first = next(r for r in ds.rows if r["npad"] == 7 and r["order"] == "random")
+    assert parsed.cells[start + 1:start + 3] == [format_param("working_set_bytes", first["working_set_bytes"]),
+                                                 format_number(first["ns_per_element"])]
 
 
 def test_report_says_the_shared_parameters_once_and_scales_times_per_column():

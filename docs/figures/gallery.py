@@ -4,15 +4,18 @@ Run: python docs/figures/gallery.py TOUR_FOLDER OUT_FOLDER
 
 For each dataset ``TOUR_FOLDER/<name>.csv`` it writes ``OUT_FOLDER/<name>.png``
 (the figure as the report embeds it) and ``<name>-narrow.png`` (the drawing
-the report gives screens up to 640 px wide). When a Chromium is installed (see
-``memlab.browser``) it also writes ``OUT_FOLDER/<name>-390px.png`` and
-``<name>-1366px.png``: the report's section for that dataset as a phone
-(390 px wide) and a laptop (1366 px) show it, to judge the type size and the
-tables at those widths. Used to review figures before and after a change.
+the report gives screens up to 640 px wide). When Playwright and a Chromium
+are installed (``chromium`` on the PATH, or MEMLAB_CHROMIUM) it also writes
+``OUT_FOLDER/<name>-390px.png`` and ``<name>-1366px.png``: the report's
+section for that dataset as a phone (390 px wide) and a laptop (1366 px) show
+it, to judge the type size and the tables at those widths. Used to review
+figures before and after a change.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -42,7 +45,10 @@ def main(folder: str, out: str) -> int:
     except ImportError:
         print("playwright is not installed: no browser screenshots", file=sys.stderr)
         return 0
-    chromium = "/usr/bin/chromium"
+    chromium = shutil.which(os.environ.get("MEMLAB_CHROMIUM", "chromium"))
+    if chromium is None:
+        print("no Chromium on the PATH (apt-get install chromium): no browser screenshots", file=sys.stderr)
+        return 0
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         for width in (390, 1366):

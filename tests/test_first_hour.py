@@ -329,3 +329,27 @@ def test_quick_sizes_follow_the_caches_they_are_given():
     assert chase.quick_sizes({"L1d": 32 << 10, "L2": 1 << 20, "L3": 6 << 20})[-1] == 8 << 20
     assert chase.quick_sizes({"L3": 4 << 30})[-1] == chase.QUICK_MAX_WORKING_SET_BYTES  # capped
     assert chase.quick_sizes({})[-1] > 1 << 23
+
+
+# ---- the notebook extra -----------------------------------------------------------------------
+
+
+def test_the_notebook_extra_brings_a_jupyter_front_end_and_widgets():
+    """`pip install '.[notebook]'` must give a working `jupyter lab` (it once gave nbclient only)."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {requirement.split(">")[0].split("=")[0].split("[")[0].strip().lower()
+             for requirement in extras["notebook"]}
+    assert {"jupyterlab", "ipykernel", "ipywidgets", "matplotlib"} <= names, names
+    assert ".venv/bin/jupyter lab notebooks/" in (ROOT / "README.md").read_text()
+
+
+def test_jupyter_lab_starts_its_command_line_where_the_extra_is_installed():
+    import importlib.util
+
+    if importlib.util.find_spec("jupyterlab") is None:
+        pytest.skip("the notebook extra (jupyterlab) is not installed here")
+    result = subprocess.run([sys.executable, "-m", "jupyterlab", "--version"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and result.stdout.strip()[:1].isdigit(), result.stderr

@@ -174,9 +174,10 @@ def tour(
                 if not resume:
                     _remove_dataset(path)
                 began = time.monotonic()
+                warnings: list[str] = []
                 try:
                     dataset = run_sweep(sweep, path, resume=resume, progress=progress, repeat=repeat, cpu=cpu,
-                                        overall=overall)
+                                        overall=overall, warn=warnings.append)
                 except KeyboardInterrupt:
                     result.interrupted = True
                     partial = Dataset.load(path) if Path(paths_for(path)[0]).exists() else None
@@ -190,6 +191,9 @@ def tour(
                     result.runs.append(FamilyRun(name, sweep.name, path, partial, time.monotonic() - began,
                                                  message))
                     continue
+                finally:
+                    if warnings:
+                        overall.write(summarise_warnings(name, warnings, len(sweep.points)), file=sys.stderr)
                 result.runs.append(FamilyRun(name, sweep.name, path, dataset, time.monotonic() - began))
             if result.interrupted:
                 break
@@ -199,6 +203,35 @@ def tour(
     if report:
         result.report = _write_tour_report(result, reduced, command)
     return result
+
+
+_CHECK_PREFIX = "memlab: warning: the machine check found "
+_WARNING_PREFIX = "memlab: warning: "
+
+
+def summarise_warnings(family: str, warnings: Sequence[str], points: int) -> str:
+    """One line for the warnings of one family's sweep in the tour (a sweep prints one per point).
+
+    The machine check's findings stay as they are; the points measured with
+    too little CPU time or too much steal are counted, with the first one's
+    reason as the example. The report flags each of those rows.
+
+    >>> print(summarise_warnings("chase", [
+    ...     "memlab: warning: the machine check found load: 9.1 on 2 CPUs (memlab check for details)",
+    ...     "memlab: warning: chase working_set_bytes=16 KiB: on CPU 39% of its wall time (below 90%)",
+    ...     "memlab: warning: chase working_set_bytes=4 MiB: on CPU 44% of its wall time (below 90%)"], 8))
+    memlab: warning: chase: the machine check found load: 9.1 on 2 CPUs (memlab check for details); 2 of 8 points measured with too little CPU time or too much steal (first: on CPU 39% of its wall time (below 90%)); the report flags them
+    """
+    checks = [w[len(_CHECK_PREFIX) - len("the machine check found "):] for w in warnings
+              if w.startswith(_CHECK_PREFIX)]
+    others = [w for w in warnings if not w.startswith(_CHECK_PREFIX)]
+    parts = list(checks)
+    if others:
+        first = others[0][len(_WARNING_PREFIX):] if others[0].startswith(_WARNING_PREFIX) else others[0]
+        reason = first.split(": ", 1)[1] if ": " in first else first
+        parts.append(f"{len(others)} of {points} points measured with too little CPU time or too much steal "
+                     f"(first: {reason}); the report flags them")
+    return f"{_WARNING_PREFIX}{family}: " + "; ".join(parts)
 
 
 def _write_tour_report(result: TourResult, reduced: bool, command: str | None) -> Path:

@@ -109,6 +109,28 @@ def test_ctrl_c_stops_the_tour_and_the_report_shows_what_was_measured(tmp_path, 
     assert "Core clock" in text and "The tour was interrupted" in text
 
 
+def test_a_loaded_machine_gives_one_warning_line_per_family_not_one_per_point(tmp_path, monkeypatch, capsys):
+    """On a loaded machine every point warns; the tour says so once per family (the report flags rows)."""
+    real = tour.run_sweep
+
+    def loaded(sweep, out, *, warn, **options):
+        warn("memlab: warning: the machine check found load: 9.0 on 2 CPUs (memlab check for details)")
+        for point in sweep.points:
+            warn(f"memlab: warning: {sweep.family} point: on CPU 40% of its wall time (below 90%)")
+        return real(sweep, out, warn=lambda text: None, **options)
+
+    monkeypatch.setattr(tour, "run_sweep", loaded)
+    result = tour.tour(tmp_path, reduced=True, families=["calibrate", "region"], progress=False)
+    assert not result.failed
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("memlab: warning")]
+    assert [line.split(":")[2].strip() for line in lines] == ["calibrate", "region"]
+    region_points = len(result.runs[1].dataset)
+    assert lines[1] == ("memlab: warning: region: the machine check found load: 9.0 on 2 CPUs (memlab check "
+                        f"for details); {region_points} of {region_points} points measured with too little CPU "
+                        "time or too much steal (first: on CPU 40% of its wall time (below 90%)); "
+                        "the report flags them")
+
+
 def test_tour_starts_afresh_unless_resumed(tmp_path):
     first = tour.tour(tmp_path, reduced=True, families=["calibrate"], progress=False, report=False)
     before = first.runs[0].dataset.rows[0]["core_GHz_samples"]

@@ -251,7 +251,9 @@ def _run_parser(sub) -> None:
     for fam in registry.all_families().values():
         parser = families.add_parser(
             fam.name, help=fam.description, formatter_class=argparse.RawDescriptionHelpFormatter,
-            description=f"memlab run {fam.name}: {fam.description}" if fam.description else None,
+            description=textwrap.fill(f"memlab run {fam.name}: {fam.description}",
+                                      max(60, min(110, shutil.get_terminal_size((100, 24)).columns)))
+            if fam.description else None,
             epilog=params_help(fam),
         )
         parser.add_argument("assignments", nargs="*", metavar="key=value",

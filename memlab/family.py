@@ -26,6 +26,7 @@ import contextvars
 import dataclasses
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -276,8 +277,10 @@ def _docstring_help(doc: str, name: str) -> str:
     if not match:
         return ""
     rest = re.split(r" - ``|\s``\w+``(?: \([^)]*\))?: ", match.group(1))[0]
-    sentence = re.split(r"(?<=[a-z0-9)\]])\. (?=[A-Z`])", rest)[0].strip()
-    return sentence.rstrip(".") + "." if sentence else ""
+    sentence = re.split(r"(?<=[a-z0-9)\]])\. (?=[A-Z`])", rest)[0].strip().rstrip(".")
+    while sentence.endswith(")") and sentence.count(")") > sentence.count("("):
+        sentence = sentence[:-1].rstrip(".")  # the help sat inside a parenthesis: "(``name``: ...)"
+    return sentence + "." if sentence else ""
 
 
 def describe_params(params_type: type) -> list[ParamSpec]:
@@ -286,7 +289,8 @@ def describe_params(params_type: type) -> list[ParamSpec]:
     Read from the class itself, so it cannot drift from what the class
     accepts: names, types and defaults from the dataclass fields, allowed
     values from the check_* calls its ``__post_init__`` makes on the
-    defaults, units from the names, help from its docstring.
+    defaults, units from the names, help from its docstring (or its module's
+    when the class's does not describe the parameter).
 
     >>> from memlab.calibrate import CalibrateParams
     >>> spec = describe_params(CalibrateParams)[0]
@@ -309,7 +313,9 @@ def describe_params(params_type: type) -> list[ParamSpec]:
             if found:
                 rules[f.name] = found[0]
                 break
-    doc = params_type.__doc__ or ""
+    # A params class may leave its parameters to the module docstring ("see the module docstring").
+    module = sys.modules.get(params_type.__module__)
+    docs = [params_type.__doc__ or "", getattr(module, "__doc__", None) or ""]
     specs = []
     for f in fields:
         type_text = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
@@ -319,7 +325,8 @@ def describe_params(params_type: type) -> list[ParamSpec]:
             allowed = f"None or {allowed}"
         specs.append(ParamSpec(name=f.name, type=type_text, default=default, allowed=allowed,
                                unit="" if type_text == "bool" else unit_of(f.name),
-                               help=_docstring_help(doc, f.name).replace("``", "")))
+                               help=next((h for h in (_docstring_help(d, f.name) for d in docs) if h),
+                                         "").replace("``", "")))
     return specs
 
 

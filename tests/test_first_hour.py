@@ -138,6 +138,27 @@ def test_describe_params_reads_ranges_choices_units_and_help_from_the_class():
     assert specs["cpu"].allowed == "None or 0 .. 7" and specs["cpu"].default_text == "None"
 
 
+def test_describe_params_falls_back_to_the_module_docstring(monkeypatch):
+    """bandwidth's params class says "see the module docstring": the help comes from there."""
+    @dataclass(frozen=True)
+    class ToyParams:
+        """One toy point; see the module docstring for each parameter."""
+
+        pages: str = "4k"
+        strict_pages: bool = False
+
+    module = types.ModuleType("toy_family")
+    module.__doc__ = ("- ``pages``: ``4k`` or ``thp`` (``strict_pages``: a refused huge page is an error).\n"
+                      "- ``other``: not a field.")
+    monkeypatch.setitem(sys.modules, "toy_family", module)
+    ToyParams.__module__ = "toy_family"
+    specs = {s.name: s for s in describe_params(ToyParams)}
+    assert specs["pages"].help == "4k or thp (strict_pages: a refused huge page is an error)."
+    assert specs["strict_pages"].help == "a refused huge page is an error."  # no stray ")"
+    bandwidth = {s.name: s for s in registry.family("bandwidth").describe_params()}
+    assert bandwidth["op"].help.startswith("read (load every vector")
+
+
 # ---- did you mean ---------------------------------------------------------------------------
 
 

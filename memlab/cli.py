@@ -646,7 +646,7 @@ def _run(argv: list[str], script: SweepFactory | None = None) -> int:
         return int(exit_.code or 0)
     if args.command is None:
         parser.print_help()
-        return 2
+        return _usage("name a command (listed above); `memlab COMMAND --help` says what it takes")
     args.argv = argv
     args.script = script
     if getattr(args, "repeat", None) is not None and args.repeat < 1 and args.command != "tour":

@@ -259,6 +259,12 @@ def test_every_subcommand_exits_2_on_an_unknown_option(command, capsys):
     assert "--no-such-option" in line or "arguments are required" in line, line
 
 
+def test_memlab_without_a_command_lists_them_and_exits_2(capsys):
+    assert cli.main([]) == 2
+    captured = capsys.readouterr()
+    assert "tour" in captured.out and "name a command" in _last_error_line(captured.err)
+
+
 BAD_ARGUMENTS = {
     "info": (["info", "--json", "extra"], "unrecognized arguments: extra"),
     "check": (["check", "--tune-setting", "governor"], "--tune-setting needs --tune"),

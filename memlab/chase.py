@@ -459,13 +459,16 @@ def _sizes(low_log2: int, high_log2: int, per_octave: int = 1) -> list[int]:
     return sorted(set(sizes))
 
 
-#: The largest working set a quick sweep measures, whatever the last cache (bytes).
-QUICK_MAX_WORKING_SET_BYTES = 1 << 30
+#: The largest working set a quick sweep measures, whatever the last cache (bytes): past the
+#: L3 of most CPUs, and a random walk of it still takes seconds, not minutes, on a loaded VM
+#: (a VM may report its host's whole L3, 480 MiB here: only FULL sweeps pass that).
+QUICK_MAX_WORKING_SET_BYTES = 1 << 27
 
 
 def quick_sizes(caches: Mapping[str, int] | None = None, low_log2: int = 12) -> list[int]:
     """Working sets of a quick sweep that go past the last cache: 2^low_log2, every other
-    doubling up to the last cache, and the first power of two beyond it (at most 1 GiB).
+    doubling up to the last cache, and the first power of two beyond it (at most
+    :data:`QUICK_MAX_WORKING_SET_BYTES`, 128 MiB).
 
     A quick sweep must still show what it is about: the step past the last
     cache (main memory) as well as the ones past L1 and L2. ``caches`` are

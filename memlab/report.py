@@ -289,7 +289,7 @@ def _section(index: int, item: ReportItem) -> str:
                     parts.append(f"<p class=meta>No result could be read: {_escape(error)}</p>")
             if family is None or family.has_figure:
                 parts.append(_figure_html(ds, item.title))
-            caption = family.caption if family is not None else ""
+            caption = family.caption_for(ds) if family is not None else ""
             if caption:
                 parts.append(f"<p>{_escape(caption)}</p>")
             parts.append(_table(ds))

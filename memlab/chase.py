@@ -36,7 +36,7 @@ from memlab._core import Kernel
 from memlab.chase_analysis import cache_levels, caption, figure, format_cache_levels
 from memlab.family import Family, check_bool, check_choice, check_int
 from memlab.grid import Sweep, grid
-from memlab.machine import numa_nodes, smt_siblings
+from memlab.machine import cache_sizes, numa_nodes, smt_siblings
 from memlab.measure import Measurement
 
 __all__ = [

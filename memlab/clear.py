@@ -35,7 +35,7 @@ from memlab.family import Family, check_bool, check_choice, check_int, check_num
 from memlab.grid import Sweep, grid
 from memlab.machine import populate_write_supported
 from memlab.measure import Measurement
-from memlab.units import format_bytes, metric_label
+from memlab.units import format_bytes, format_param, metric_label
 
 __all__ = [
     "BULK_ALLOCATION_NOTE",
@@ -459,25 +459,55 @@ BULK_ALLOCATION_NOTE = ("user space cannot call the kernel's bulk page allocator
                         "user-visible analogue")
 
 
-def fault_figure(data: Dataset | str, metric: str = "GB_per_s"):
-    """Kernel zeroing on first touch: GB/s made usable by populate call, one bar colour per page kind
-    obtained (a label says what was asked where the kernel gave something else).
+def _fault_panel(row: Mapping[str, Any]) -> tuple[str, str]:
+    """(panel, setting) of a fault row: what its point varies against the plain first-touch run."""
+    if row.get("pause_s"):
+        return "pause first", f"{format_param('pause_s', row.get('pause_s'))} s"
+    if row.get("touch_offset") not in (None, "first"):
+        return "subpage touched", str(row.get("touch_offset"))
+    asked, used = row.get("populate"), row.get("populate_used")
+    if used not in (None, "", "none", asked):  # the kernel lacked the call asked for
+        return "populate mode", f"{asked}\npopulate_used={used}"
+    return "populate mode", str(asked)
 
-    Each bar is labelled with the page faults per page actually taken. The populate calls are the
-    nearest user-visible analogue of the kernel's bulk page allocator, which user space cannot call
-    (:data:`BULK_ALLOCATION_NOTE`, printed under the title).
+
+def fault_figure(data: Dataset | str, metric: str = "GB_per_s"):
+    """Kernel zeroing on first touch: GB/s made usable, one bar colour per page kind obtained (a
+    label says what was asked where the kernel gave something else).
+
+    One panel per question the sweep asks: the populate mode (touch,
+    MAP_POPULATE, MADV_POPULATE_WRITE), which subpage of a huge page is
+    touched first, and a pause before each sample. The number over a bar is
+    the page faults taken per page of the region (1: one fault per page;
+    0: the pages came populated). The populate calls are the nearest
+    user-visible analogue of the kernel's bulk page allocator, which user
+    space cannot call (:data:`BULK_ALLOCATION_NOTE`, printed under the title).
 
     >>> fig = fault_figure("memlab-tour/clear_fault.csv")   # doctest: +SKIP
     """
+    ds = chart.as_dataset(data)
+    rows = []
+    for row in chart.rows_with(ds, metric):
+        panel, setting = _fault_panel(row)
+        rows.append({**row, "panel": panel, "setting": setting})
+    names = ["panel", "setting", *[n for n in ds.param_names if n not in ("populate", "touch_offset", "pause_s")]]
+    view = Dataset(rows, {**ds.metadata, "param_names": names})
 
     def faults(row: dict) -> str:
         value = row.get("faults_per_page")
-        return f"{value:.2g} f/pg" if chart.finite(value) else ""
+        return f"{value:.2g}" if chart.finite(value) else ""
 
-    return chart.bars_figure(data, metric, series=["pages", "pages_obtained"], facet=["region_bytes"],
-                             annotate=faults,
-                             title="page faults: GB/s of memory made usable\n"
-                                   + textwrap.fill(BULK_ALLOCATION_NOTE, 100))
+    fig = chart.bars_figure(view, metric, category=["setting"], series=["pages", "pages_obtained"],
+                            facet=["panel", "region_bytes"], annotate=faults,
+                            facet_title=lambda row: " · ".join(
+                                [row["panel"]] + ([format_param("region_bytes", row["region_bytes"])]
+                                                  if len({repr(r.get("region_bytes")) for r in rows}) > 1 else [])),
+                            note="number over a bar: page faults taken per page of the region",
+                            title="page faults: GB/s of memory made usable\n"
+                                  + textwrap.fill(BULK_ALLOCATION_NOTE, 100))
+    for ax in fig.axes:
+        ax.set_xlabel("")
+    return fig
 
 
 def order_figure(data: Dataset | str, metric: str = "GB_per_s"):
@@ -576,6 +606,7 @@ FAULT_FAMILY = Family(
     default_repeat=5,
     default_warmup=1,
     figure=fault_figure,
+    sample_seconds=lambda params, target: target + params.pause_s,
     caption="The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
             "faults taken per page (the huge-page clearing patches, bulk page allocation).",
     report_columns=("faults_per_page", "huge_fraction"),

@@ -107,10 +107,10 @@ def test_shards_merge_to_the_unsharded_result(tmp_path):
     assert sum(len(p) for p in parts) == len(whole) == 5
 
 
-def test_progress_bar_reaches_the_total(tmp_path, capsys):
+def test_progress_is_quiet_when_stderr_is_not_a_terminal(capsys):
     run_sweep(region_sweep(2), progress=True)
     err = capsys.readouterr().err
-    assert "2/2" in err and "region:test" in err
+    assert "region:test" not in err and "2/2" not in err  # warnings about the machine may be there
 
 
 def test_real_sigint_leaves_rows_on_disk_and_resume_finishes(tmp_path):

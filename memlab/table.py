@@ -300,6 +300,14 @@ class Table:
         self.names = [renames.get(name, name) for name in self.names]
         self.index = {name: i for i, name in enumerate(self.names)}
 
+    def negate(self, name: str) -> None:
+        """Flip the true/false values of column ``name`` (a renamed column whose meaning turned over)."""
+        column = self.columns[self.index[name]]
+        if column.kind == "bool":
+            column.values = bytearray(v if v == _NONE else 1 - v for v in column.values)
+        elif isinstance(column.values, list):
+            column.values = [not v if isinstance(v, bool) else v for v in column.values]
+
     def value(self, name: str, index: int) -> Any:
         return self.columns[self.index[name]].get(index)
 

@@ -40,7 +40,7 @@ def maybe(strategy):
 VALID = {
     "calibrate": dict(budget_ns=st.integers(1_000_000, 3_000_000)),
     "region": dict(region_bytes=st.integers(1, 64).map(lambda n: n * 4 * KiB), pages=st.sampled_from(["4k", "thp"]),
-                   populate=st.sampled_from(["none", *POPULATE]), allow_fallback=st.booleans()),
+                   populate=st.sampled_from(["none", *POPULATE]), strict_pages=st.just(False)),
     "chase": dict(working_set_bytes=st.integers(1, 64).map(lambda n: n * 4 * KiB), npad=st.sampled_from([0, 1, 7, 15]),
                   order=st.sampled_from(["sequential", "random", "random_blocks"]), block_pages=st.integers(1, 4),
                   work_cycles=st.integers(0, 4), prefetch_distance=st.integers(0, 4), chains=st.integers(1, 4),
@@ -56,7 +56,7 @@ VALID = {
                          ping_cpu=maybe(st.sampled_from(CPUS)), pong_cpu=maybe(st.sampled_from(CPUS))),
     "clear_fault": dict(region_bytes=st.integers(1, 4).map(lambda n: n * 2 * MiB), pages=st.sampled_from(["4k", "thp"]),
                         populate=st.sampled_from(POPULATE), touch_offset=st.sampled_from(["first", "middle", "last"]),
-                        pause_s=st.just(0.0), strict=st.just(False)),
+                        pause_s=st.just(0.0), strict_pages=st.just(False)),
     "clear_order": dict(region_bytes=st.integers(1, 4).map(lambda n: n * 2 * MiB), pages=st.sampled_from(["4k", "thp"]),
                         order=st.sampled_from(["sequential", "kernel", "reverse", "random"]),
                         method=st.sampled_from(["memset", "rep_stosb", "vector", "nontemporal"]),
@@ -70,6 +70,7 @@ VALID = {
                    copies=st.integers(1, 2), iterations=st.integers(1, 3), buffer_bytes=st.sampled_from([256, 1024, 4096]),
                    max_blocks=st.integers(8, 64)),
     "share": dict(threads=st.integers(1, 8), disp_longs=st.integers(0, 16), atomic=st.booleans(),
+                  atomic_op=st.sampled_from([None, "lock_add", "fetch_add", "cas", "plain"]),
                   increments=st.integers(1, 10_000), pin=st.just(False)),
     "bandwidth": dict(working_set_bytes=st.integers(1, 64).map(lambda n: n * 2 * 64 * 8),
                       op=st.sampled_from(["read", "write", "copy"]),
@@ -79,6 +80,14 @@ VALID = {
                       pages=st.sampled_from(["4k", "thp"]), background_op=st.sampled_from(["none", "read", "copy"]),
                       background_working_set_bytes=st.integers(1, 16).map(lambda n: n * 4 * KiB),
                       check=st.booleans()),
+    # two CPUs of this process (one CPU: every point has cpu_a == cpu_b, refused naming both)
+    "core_to_core": dict(cpu_a=st.sampled_from(CPUS), cpu_b=st.sampled_from(CPUS),
+                         method=st.sampled_from(["cas", "store"])),
+    "loaded": dict(working_set_bytes=st.integers(1, 64).map(lambda n: n * 4 * KiB), pages=st.sampled_from(["4k", "thp"]),
+                   load_threads=st.integers(0, len(CPUS) - 1), load_op=st.sampled_from(["read", "write", "copy"]),
+                   load_working_set_bytes=st.integers(1, 4).map(lambda n: n * 64 * KiB),
+                   delay_ns=st.integers(0, 10_000)),
+    "tlb": dict(working_set_bytes=st.integers(4, 64).map(lambda n: n * 64), seed=st.integers(0, 2**63 - 1)),
 }
 
 #: Values no parameter takes (each is tried in every parameter).

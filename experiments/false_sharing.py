@@ -24,22 +24,13 @@ import memlab.cli
 import memlab.share
 import memlab.sweep
 from memlab.dataset import Dataset
-from memlab.grid import Sweep, grid
+from memlab.grid import Sweep
 
 
 def sweep(quick: bool = False) -> Sweep:
-    """threads x disp x atomic, each point a pinned run of ~target_seconds."""
-    cpus = len(os.sched_getaffinity(0))
-    threads = sorted({1, min(2, cpus), min(4, cpus)})
-    disps = [0, 1, 8] if quick else [0, 1, 2, 4, 8, 16, 64]
-    return Sweep(
-        name="false-sharing-quick" if quick else "false-sharing",
-        family="share",
-        points=grid(threads=threads, disp=disps, atomic=[True, False]),
-        repeat=5 if quick else 9,
-        warmup=1,
-        target_seconds=0.05 if quick else 0.2,
-    )
+    """threads x disp x atomic, each point a pinned run of ~target_seconds (the share family's
+    false_sharing sweep)."""
+    return memlab.share.false_sharing_sweep(quick=quick)
 
 
 def penalty_table(dataset: Dataset) -> str:

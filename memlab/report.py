@@ -37,7 +37,7 @@ from memlab.family import Family
 from memlab.machine import collect, format_facts
 from memlab.units import format_number, format_param
 
-__all__ = ["ReportItem", "as_items", "build_report", "write_report"]
+__all__ = ["ReportItem", "anchor", "as_items", "build_report", "escape", "html_table", "write_report"]
 
 _STYLE = """
 :root { color-scheme: light dark; }
@@ -56,27 +56,82 @@ pre { white-space: pre-wrap; word-break: break-word; background: #8881; padding:
 .meta { color: GrayText; font-size: 0.85rem; }
 .failed { border-left: 4px solid #c33; padding-left: 0.6rem; }
 nav ul { padding-left: 1.2rem; columns: 2 12rem; }
+td.wrap, th.wrap { white-space: normal; text-align: left; min-width: 12rem; }
+.badge { display: inline-block; padding: 0 0.45rem; border-radius: 0.6rem; font-size: 0.8rem;
+         white-space: nowrap; }
+.badge-good { background: #2a72; border: 1px solid #2a7; }
+.badge-bad { background: #c332; border: 1px solid #c33; }
+.badge-none { background: #8882; border: 1px solid #888; }
+ul.claims { padding-left: 1.2rem; }
+ul.claims li { margin: 0.35rem 0; }
 """
 
 
 @dataclass
 class ReportItem:
-    """One section of a report: a dataset (or a failure) with a heading."""
+    """One section of a report: a dataset (or a failure) with a heading.
+
+    ``lead`` and ``trail`` are HTML fragments made by memlab (escape anything
+    else with :func:`escape`) shown before the figure and after the table;
+    ``caption`` replaces the family's caption under the figure.
+    """
 
     title: str
     dataset: Dataset | None = None
     source: str = ""
     error: str = ""
     notes: list[str] = field(default_factory=list)
+    lead: list[str] = field(default_factory=list)
+    trail: list[str] = field(default_factory=list)
+    caption: str | None = None
 
 
-def _escape(value: Any) -> str:
+def escape(value: Any) -> str:
+    """Text made safe for HTML (quotes included).
+
+    >>> escape("<a & b>")
+    '&lt;a &amp; b&gt;'
+    """
     return html.escape(str(value), quote=True)
 
 
-def _anchor(index: int, title: str) -> str:
+_escape = escape
+
+
+def anchor(index: int, title: str) -> str:
+    """The id of the report section at ``index`` with ``title`` (for links to it).
+
+    >>> anchor(2, "Figure 3.15: random")
+    's2-figure-3-15--random'
+    """
     cleaned = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
     return f"s{index}-{cleaned}"
+
+
+_anchor = anchor
+
+
+def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, html_cells: bool = False,
+               wrap: Sequence[int] = ()) -> str:
+    """A scrollable HTML table; cells are escaped text, or HTML made by memlab with ``html_cells``.
+    Columns listed in ``wrap`` (indexes) wrap their text and align left.
+
+    >>> html_table(["a"], [["<1>"]]).count("&lt;1&gt;")
+    1
+    """
+
+    def cell(tag: str, index: int, value: Any) -> str:
+        klass = ' class="wrap"' if index in wrap else ""
+        text = str(value) if html_cells and tag == "td" else escape(value)
+        return f"<{tag}{klass}>{text}</{tag}>"
+
+    lines = ["<div class=scroll><table>", "<thead><tr>"]
+    lines += [cell("th", i, h) for i, h in enumerate(header)]
+    lines.append("</tr></thead><tbody>")
+    for row in rows:
+        lines.append("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>")
+    lines.append("</tbody></table></div>")
+    return "\n".join(lines)
 
 
 def _family(ds: Dataset) -> Family | None:
@@ -138,10 +193,14 @@ def _section(index: int, item: ReportItem) -> str:
             detail.append(f"file {item.source}")
         facts.append(", ".join(detail))
         parts.append("<p class=meta>" + "<br>".join(map(_escape, facts)) + "</p>")
+    parts += item.lead
+    if ds is not None:
         if len(ds):
             parts.append(_figure_html(ds, item.title))
             family = _family(ds)
             caption = family.caption if family is not None else ""
+            if item.caption is not None:
+                caption = item.caption
             if caption:
                 parts.append(f"<p>{_escape(caption)}</p>")
             parts.append(_table(ds))
@@ -150,6 +209,7 @@ def _section(index: int, item: ReportItem) -> str:
                 parts.append(f"<p class=meta>Counters this machine could not give: {_escape(missing)}</p>")
         else:
             parts.append("<p>The dataset has no rows.</p>")
+    parts += item.trail
     for note in item.notes:
         parts.append(f"<p class=meta>{_escape(note)}</p>")
     if item.error:
@@ -228,12 +288,15 @@ def build_report(
     title: str = "memlab report",
     command: str | None = None,
     intro: str = "",
+    preamble: str = "",
 ) -> str:
     """The report's HTML text: one section per dataset, machine facts, version and command.
 
     ``datasets`` are Datasets, paths to datasets, or :class:`ReportItem`
     (which may carry an error instead of data, e.g. a family that failed
     during a tour). ``command`` defaults to this process's command line.
+    ``intro`` is a paragraph of text; ``preamble`` HTML made by memlab shown
+    after it (a summary table).
 
     >>> text = build_report([Dataset([{"family": "f", "n": 1, "t": 2.0}], {"family": "f"})])
     >>> "<img" in text or "No figure" in text
@@ -263,6 +326,8 @@ def build_report(
     ]
     if intro:
         body.append(f"<p>{_escape(intro)}</p>")
+    if preamble:
+        body.append(preamble)
     body.append(f'<nav><ul>{toc}<li><a href="#machine">machine</a></li></ul></nav>')
     body += [_section(i, item) for i, item in enumerate(items)]
     body.append(_machine_html(items))

@@ -34,7 +34,7 @@ from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 from memlab.units import metric_label
 
-__all__ = ["FAMILY", "ShareParams", "false_sharing_penalty", "figure", "penalty", "run"]
+__all__ = ["FAMILY", "ShareParams", "false_sharing_penalty", "false_sharing_sweep", "figure", "penalty", "run"]
 
 MAX_THREADS = 1024
 MAX_DISP = 1 << 20
@@ -161,6 +161,29 @@ def _derive(params: ShareParams, values: dict[str, float]) -> dict[str, float]:
     return {"lost_fraction": lost / expected if expected else math.nan}
 
 
+def false_sharing_sweep(quick: bool = False) -> Sweep:
+    """Drepper's figures 6.10/6.11: 1, 2 and 4 threads (as many as there are CPUs) x disp x
+    atomic, each point a pinned run of about 0.2 s (``quick``: disp 0, 1, 8 and 0.05 s).
+
+    ``experiments/false_sharing.py`` runs it and prints the false-sharing penalty.
+
+    >>> sorted({p["disp"] for p in false_sharing_sweep(quick=True).points})
+    [0, 1, 8]
+    """
+    cpus = len(os.sched_getaffinity(0))
+    threads = sorted({1, min(2, cpus), min(4, cpus)})
+    disps = [0, 1, 8] if quick else [0, 1, 2, 4, 8, 16, 64]
+    return Sweep(
+        name="false_sharing_quick" if quick else "false_sharing",
+        family="share",
+        points=grid(threads=threads, disp=disps, atomic=[True, False]),
+        repeat=5 if quick else 9,
+        warmup=1,
+        target_seconds=0.05 if quick else 0.2,
+        description="false sharing: threads x counter spacing x atomic (Drepper 6.4.1)",
+    )
+
+
 def _quick_sweep() -> Sweep:
     threads = min(2, len(os.sched_getaffinity(0)))
     return Sweep(
@@ -214,7 +237,11 @@ FAMILY = Family(
     unit="increment",
     primary_metric="ns_per_increment",
     derive=_derive,
-    sweeps={"quick": _quick_sweep},
+    sweeps={
+        "quick": _quick_sweep,
+        "false_sharing": false_sharing_sweep,
+        "false_sharing_quick": lambda: false_sharing_sweep(quick=True),
+    },
     description="threads incrementing counters disp longs apart: false sharing and atomics",
     figure=figure,
     caption="Two threads incrementing counters disp longs apart: one counter (0), one cache line "

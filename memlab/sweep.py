@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from memlab._version import __version__
 from memlab.dataset import Dataset, DatasetWriter
@@ -127,12 +127,15 @@ def run_sweep(
     repeat: int | None = None,
     cpu: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    on_point: Callable[[dict[str, Any], dict[str, Any] | None], None] | None = None,
 ) -> Dataset:
     """Measure every point of ``sweep`` (or of its shard) into a Dataset.
 
     With ``out`` (a .csv path) each row is appended as soon as it is measured;
     with ``resume`` points already in that file are skipped. Ctrl-C stops
-    between samples; the rows measured so far stay on disk.
+    between samples; the rows measured so far stay on disk. ``on_point(point,
+    row)`` is called after each point (``row`` None for a point found on disk):
+    a caller's own progress display.
 
     >>> ds = run_sweep(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1),
     ...                progress=False)
@@ -158,6 +161,8 @@ def run_sweep(
             key = dataset.key({"family": family.name, **point})
             if key in done:
                 bar.advance("(on disk)")
+                if on_point is not None:
+                    on_point(point, None)
                 continue
             bar.show(_describe(point, varying))
             measurement = family.run(
@@ -174,6 +179,8 @@ def run_sweep(
             dataset.rows.append(row)
             done.add(key)
             bar.advance(_describe(point, varying))
+            if on_point is not None:
+                on_point(point, row)
     finally:
         bar.close()
         if writer is not None:

@@ -325,8 +325,18 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
         numbers = [(n, None, why) for n in entry.numbers]
         return ItemResult(entry, None, numbers, [Verdict(NOT_MEASURABLE, why) for _ in entry.claims], path)
     selected = entry.select_rows(dataset)
-    numbers = [(n, *n.measure(selected)) for n in entry.numbers]
-    verdicts = [claim.judge(selected) for claim in entry.claims]
+    numbers = []
+    for number in entry.numbers:
+        try:
+            numbers.append((number, *number.measure(selected)))
+        except Exception as error:  # a check's own bug must not cost the whole report
+            numbers.append((number, None, f"could not be read: {type(error).__name__}: {error}"))
+    verdicts = []
+    for claim in entry.claims:
+        try:
+            verdicts.append(claim.judge(selected))
+        except Exception as error:
+            verdicts.append(Verdict(NOT_MEASURABLE, f"the check could not run: {type(error).__name__}: {error}"))
     return ItemResult(entry, selected, numbers, verdicts, path)
 
 
@@ -442,7 +452,7 @@ def reproduce(
             except (OSError, ValueError) as error:
                 task.error = task.error or f"the dataset cannot be read: {error}"
         for entry in task.items:
-            if dataset is None:
+            if dataset is None or (not len(dataset) and (task.error or task.unmeasurable)):
                 why = task.unmeasurable or task.error or "the sweep was not run"
                 judged = judge(entry, None, reason=why)
             else:

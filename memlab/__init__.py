@@ -13,6 +13,7 @@ from memlab.dataset import Dataset
 # The function shadows the submodule attribute: use `from memlab.compare import ...`
 # (or importlib) to reach the module's other names.
 from memlab.compare import compare
+from memlab.check import check
 from memlab.grid import Sweep, grid, zipped
 from memlab.measure import Measurement, core_ghz
 from memlab.registry import FAMILY_MODULES, all_families
@@ -28,6 +29,7 @@ __all__ = [
     "Sweep",
     "__version__",
     "all_families",
+    "check",
     "compare",
     "core_ghz",
     "get_family",

@@ -1,6 +1,6 @@
 """The `memlab` command: one argparse tree with every subcommand.
 
-``memlab info | run | sweep | compare | plot | report | tour | reproduce`` (and
+``memlab info | check | run | sweep | compare | plot | report | tour | reproduce`` (and
 ``python -m memlab ...``); an experiment script's command line
 (:func:`script_main`) is ``memlab sweep`` applied to the script's sweeps.
 
@@ -20,11 +20,14 @@ import os
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from memlab import catalogue, machine, measure, plot, registry
 from memlab.chart import require_matplotlib
+from memlab.check import TUNABLE_SETTINGS, largest_bytes, read_cpu_times, reset, tune
+from memlab.check import check as machine_check
 from memlab.compare import compare, parse_fraction
 from memlab.dataset import Dataset
 from memlab.grid import Sweep, as_sweeps
@@ -123,6 +126,29 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true", help="print JSON")
     info.add_argument("--no-calibrate", action="store_true", help="skip the clock measurement")
     info.set_defaults(handler=cmd_info)
+
+    check = sub.add_parser(
+        "check", help="is this machine fit to measure? (governor, boost, load, steal, THP, ...)",
+        description="Report what makes numbers move on this machine, each with a verdict and "
+        "the command that fixes it; --tune/--reset apply and undo the settings memlab can "
+        "restore exactly (root). Exit status: 0, or 1 when --tune/--reset fails.",
+    )
+    check.add_argument("--json", action="store_true", help="print facts and findings as JSON")
+    check.add_argument("--working-set", metavar="BYTES",
+                       help="largest working set you plan to measure, e.g. 8GiB "
+                       "(judged against the available memory)")
+    check.add_argument("--steal-window", type=float, default=0.25, metavar="SECONDS",
+                       help="how long to keep a CPU busy while watching steal time (default 0.25)")
+    action = check.add_mutually_exclusive_group()
+    action.add_argument("--tune", action="store_true",
+                        help="set the performance governor, boost off, perf sample rate 1 "
+                        "(root; saves the previous values)")
+    action.add_argument("--reset", action="store_true", help="restore what --tune replaced (root)")
+    check.add_argument("--tune-setting", action="append", metavar="NAME",
+                       help="tune only this setting: governor, boost or perf_sample_rate (repeatable)")
+    check.add_argument("--state", metavar="FILE",
+                       help="where --tune keeps the replaced values (default /run/memlab/tuned.json)")
+    check.set_defaults(handler=cmd_check)
 
     run = sub.add_parser("run", help="measure one point: memlab run FAMILY key=value ...")
     run.add_argument("family")
@@ -244,15 +270,53 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """``memlab check``: the machine's fitness report, or --tune / --reset (docs/check.md)."""
+    if args.tune_setting and not args.tune:
+        raise UsageError("--tune-setting needs --tune")
+    if args.tune or args.reset:
+        try:
+            if args.tune:
+                changes = tune(settings=args.tune_setting or TUNABLE_SETTINGS, state_path=args.state)
+            else:
+                changes = reset(state_path=args.state)
+        except PermissionError as error:
+            print(f"memlab check: {error}", file=sys.stderr)
+            return 1
+        if not changes:
+            print("memlab check: nothing to reset (no saved values)")
+        for change in changes:
+            print(change)
+        if args.tune and any(not c.skipped for c in changes):
+            print(f"previous values saved; undo with: sudo memlab check --reset"
+                  + (f" --state {args.state}" if args.state else ""))
+        return 0
+    planned = None
+    if args.working_set is not None:
+        planned = parse_value(args.working_set)
+        if not isinstance(planned, int) or isinstance(planned, bool) or planned <= 0:
+            raise UsageError(f"--working-set={args.working_set!r} must be a size such as 8GiB")
+    report = machine_check(planned_bytes=planned, steal_window_seconds=args.steal_window)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str))
+    else:
+        print(report.format())
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``memlab run FAMILY key=value ...``: one point, printed (and saved with --out)."""
     fam = registry.family(args.family)
     assignments = typed_assignments(fam.params_type, args.assignments)
+    params = dataclasses.asdict(fam.params(assignments))
+    start = machine_check(planned_bytes=largest_bytes([params]), steal_window_seconds=0.15) if args.out else None
+    since = (time.monotonic(), read_cpu_times())
     measurement = fam.run(assignments, repeat=args.repeat, cpu=args.cpu)
     row = measurement.to_row()
     if args.out:
-        params = dataclasses.asdict(fam.params(assignments))
         meta = sweep_metadata(Sweep("run", fam.name, [params]), fam, None, len(measurement.samples))
+        meta["check_start"] = start.to_dict()
+        meta["check_end"] = machine_check(steal_since=since).to_dict()
         Dataset([row], meta).save(args.out)
     if args.json:
         print(json.dumps(row, default=str))
@@ -260,6 +324,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(_summary(measurement))
         if args.out:
             print(f"1 row -> {args.out}")
+    if measurement.conditions_warning:
+        print(f"memlab: warning: {measurement.family}: {measurement.conditions_warning}",
+              file=sys.stderr)
     return 0
 
 

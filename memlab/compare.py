@@ -4,14 +4,15 @@
 their parameters (the metadata's ``param_names``, plus ``family``), and for
 every point in both reports the ratio of the medians of one metric, a
 bootstrap confidence interval of that ratio, and a two-sided Mann-Whitney U
-test on the raw ``<metric>_samples``. A point is a regression (or an
-improvement) only when the test is significant *and* the change is at least
-the minimum effect size (default 5%). Before any verdict each point is
-checked for noise: when the coefficient of variation of either side exceeds
-half the threshold, the point is reported as ``too noisy`` instead; when the
-sample counts are too small for the test to ever reach ``alpha``, as
-``too few samples``. Points found in only one dataset are listed, and machine
-facts that differ (CPU model, kernel, THP setting) are shown as warnings.
+test on the raw ``<metric>_samples``. The verdict follows from where that
+interval lies against the minimum effect size (default 5%): entirely beyond
+it, a regression or an improvement (the U test must agree, p < alpha),
+however large the spread of the samples; entirely inside it, unchanged;
+across it, ``too noisy``, with the number of samples per side that would
+decide it. When the sample counts are too small for the test to ever reach
+``alpha``, the point is ``too few samples``. Points found in only one
+dataset are listed; a different machine (CPU model, core count, kernel,
+memory) and different memory settings (THP) are shown as warnings.
 
 ``memlab compare A B`` (in :mod:`memlab.cli`) prints :meth:`Comparison.format`;
 it exits 0 when no significant regression beyond ``--fail-above`` exists, 1
@@ -29,6 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from memlab.machine import FINGERPRINT_FACTS, fingerprint
 from memlab.dataset import SAMPLES, Dataset, key_value, paths_for, point_key, statistic_column
 from memlab.dataset import param_names as schema_param_names
 from memlab.significance import (
@@ -36,6 +38,7 @@ from memlab.significance import (
     coefficient_of_variation,
     mann_whitney_u,
     median_ratio_interval,
+    repetitions_to_decide,
     smallest_two_sided_p,
 )
 from memlab.units import format_number, format_plain
@@ -44,9 +47,11 @@ __all__ = [
     "Comparison",
     "DatasetReadError",
     "MACHINE_FACTS",
+    "SETTING_FACTS",
     "PointComparison",
     "compare",
     "load_dataset",
+    "metadata_fingerprint",
     "metric_direction",
     "parse_fraction",
 ]
@@ -59,15 +64,13 @@ TOO_FEW_SAMPLES = "too few samples"
 NOT_COMPARABLE = "not comparable"
 VERDICTS = (REGRESSION, IMPROVEMENT, UNCHANGED, TOO_NOISY, TOO_FEW_SAMPLES, NOT_COMPARABLE)
 
-MACHINE_FACTS = (
-    "cpu_model",
-    "cpu_count",
-    "kernel_release",
-    "thp_enabled",
-    "thp_defrag",
-    "virtualization",
-)
-"""Keys of ``metadata["machine"]`` that, when they differ, make a warning."""
+MACHINE_FACTS = FINGERPRINT_FACTS
+"""Keys of the machine fingerprint (``memlab.machine.fingerprint``): when
+they differ, the two datasets come from different machines."""
+
+SETTING_FACTS = ("thp_enabled", "thp_defrag", "virtualization")
+"""Keys of ``metadata["machine"]`` that are settings of a machine rather than
+its identity; when they differ, a warning says so."""
 
 _LOWER_PREFIXES = ("ns_per_", "cycles_per_", "seconds_per_", "us_per_", "ms_per_")
 _HIGHER_SUFFIXES = ("_per_s", "_per_second")
@@ -155,9 +158,11 @@ class PointComparison:
     ``ratio - 1`` (a signed fraction: +0.2 means the metric grew by 20%);
     ``ci_low``/``ci_high`` bound the ratio; ``p_value`` is the two-sided
     Mann-Whitney U test on the raw samples; ``*_cv`` are coefficients of
-    variation; ``verdict`` is one of ``regression``, ``improvement``,
-    ``unchanged``, ``too noisy``, ``too few samples``, ``not comparable``
-    and ``reason`` explains it in words.
+    variation (shown, not used for the verdict); ``verdict`` is one of
+    ``regression``, ``improvement``, ``unchanged``, ``too noisy``, ``too few
+    samples``, ``not comparable`` and ``reason`` explains it in words;
+    ``repeats_needed`` is, for a ``too noisy`` point, the samples per side
+    that would likely decide it (None otherwise, or when none would).
     """
 
     family: str | None
@@ -174,6 +179,7 @@ class PointComparison:
     candidate_cv: float
     baseline_samples: int
     candidate_samples: int
+    repeats_needed: int | None
     verdict: str
     reason: str
 
@@ -191,9 +197,12 @@ class Comparison:
 
     ``points``: the points in both datasets; ``only_in_baseline`` and
     ``only_in_candidate``: parameter dicts of unmatched points;
-    ``machine_differences``: (fact, baseline value, candidate value);
-    ``warnings``: other things a reader should know (duplicate points,
-    different parameter names, different primary metrics).
+    ``machine_differences``: (fact, baseline value, candidate value) for the
+    machine fingerprint (CPU model, core count, kernel, memory);
+    ``machine_unknown``: the sides ("baseline", "candidate") that record no
+    fingerprint; ``setting_differences``: the same triples for machine
+    settings (THP); ``warnings``: other things a reader should know
+    (duplicate points, different parameter names, different primary metrics).
     """
 
     metric: str
@@ -206,9 +215,35 @@ class Comparison:
     only_in_candidate: list[dict[str, Any]]
     machine_differences: list[tuple[str, Any, Any]]
     warnings: list[str] = field(default_factory=list)
+    machine_unknown: list[str] = field(default_factory=list)
+    setting_differences: list[tuple[str, Any, Any]] = field(default_factory=list)
     param_names: list[str] = field(default_factory=list)
     baseline_label: str = "baseline"
     candidate_label: str = "candidate"
+
+    @property
+    def same_machine(self) -> bool:
+        """True when both sides record a fingerprint and the fingerprints agree."""
+        return not self.machine_differences and not self.machine_unknown
+
+    def machine_notes(self) -> list[str]:
+        """One sentence per machine difference, missing fingerprint or setting difference."""
+        notes = [
+            f"machine differs: {fact}: {format_plain(base_value)} (baseline) "
+            f"vs {format_plain(cand_value)} (candidate)"
+            for fact, base_value, cand_value in self.machine_differences
+        ]
+        notes.extend(
+            f"the {side} records no machine fingerprint: cannot tell whether both "
+            f"were measured on the same machine"
+            for side in self.machine_unknown
+        )
+        notes.extend(
+            f"setting differs: {fact}: {format_plain(base_value)} (baseline) "
+            f"vs {format_plain(cand_value)} (candidate)"
+            for fact, base_value, cand_value in self.setting_differences
+        )
+        return notes
 
     def by_verdict(self, verdict: str) -> list[PointComparison]:
         """The points with this verdict (e.g. ``"regression"``)."""
@@ -226,13 +261,16 @@ class Comparison:
         return [p for p in self.points if p.verdict in (TOO_NOISY, TOO_FEW_SAMPLES)]
 
     def failing(self, fail_above: float | None = None) -> list[PointComparison]:
-        """Significant regressions whose change is at least ``fail_above``.
+        """Regressions whose whole interval lies at least ``fail_above`` on the worse side.
 
         ``fail_above`` is a fraction (0.05 = 5%) and defaults to the
-        comparison's threshold. Noisy points never fail: they have no verdict.
+        comparison's threshold (every regression then fails). Noisy points
+        never fail: they have no verdict.
         """
         limit = self.threshold if fail_above is None else fail_above
-        return [p for p in self.regressions if abs(p.change) >= limit]
+        if self.better == "lower":
+            return [p for p in self.regressions if p.ci_low >= 1.0 + limit]
+        return [p for p in self.regressions if p.ci_high <= 1.0 - limit]
 
     @property
     def geometric_mean_ratio(self) -> float:
@@ -272,11 +310,7 @@ class Comparison:
             f"baseline:  {self.baseline_label}",
             f"candidate: {self.candidate_label}",
         ]
-        for fact, base_value, cand_value in self.machine_differences:
-            lines.append(
-                f"WARNING: machine differs: {fact}: {format_plain(base_value)} (baseline) "
-                f"vs {format_plain(cand_value)} (candidate)"
-            )
+        lines.extend(f"WARNING: {note}" for note in self.machine_notes())
         lines.extend(f"WARNING: {warning}" for warning in self.warnings)
         if self.points:
             lines.append("")
@@ -347,6 +381,8 @@ class Comparison:
             "only_in_baseline": self.only_in_baseline,
             "only_in_candidate": self.only_in_candidate,
             "machine_differences": [list(d) for d in self.machine_differences],
+            "machine_unknown": list(self.machine_unknown),
+            "setting_differences": [list(d) for d in self.setting_differences],
             "warnings": list(self.warnings),
         }
 
@@ -444,7 +480,17 @@ def compare(
         points=points,
         only_in_baseline=[p for k, (p, _, _) in base_points.items() if k not in cand_points],
         only_in_candidate=[p for k, (p, _, _) in cand_points.items() if k not in base_points],
-        machine_differences=_machine_differences(base_meta, cand_meta),
+        machine_differences=_differences(
+            metadata_fingerprint(base_meta) or {}, metadata_fingerprint(cand_meta) or {},
+            MACHINE_FACTS,
+        ),
+        machine_unknown=[
+            side for side, meta in (("baseline", base_meta), ("candidate", cand_meta))
+            if not metadata_fingerprint(meta)
+        ],
+        setting_differences=_differences(
+            base_meta.get("machine") or {}, cand_meta.get("machine") or {}, SETTING_FACTS
+        ),
         warnings=warnings,
         param_names=param_names,
         baseline_label=base_label,
@@ -480,7 +526,7 @@ def _compare_point(
     if not (math.isfinite(base_median) and math.isfinite(cand_median)) or base_median <= 0:
         return PointComparison(
             **common, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, change=math.nan,
-            p_value=math.nan, test_method="none", verdict=NOT_COMPARABLE,
+            p_value=math.nan, test_method="none", repeats_needed=None, verdict=NOT_COMPARABLE,
             reason=f"medians {_cell(base_median)} and {_cell(cand_median)} "
             f"give no ratio (the baseline must be finite and positive)",
         )
@@ -498,30 +544,85 @@ def _compare_point(
     smallest_p = smallest_two_sided_p(n_base, n_cand)
     if n_base < 2 or n_cand < 2 or smallest_p >= alpha:
         return PointComparison(
-            **common, verdict=TOO_FEW_SAMPLES,
+            **common, repeats_needed=None, verdict=TOO_FEW_SAMPLES,
             reason=f"{n_base} and {n_cand} samples: the U test cannot reach p<{alpha:g} "
             f"(smallest possible p {smallest_p:.3g})",
         )
-    noise_limit = threshold / 2.0
-    noisy = [
-        f"{side} CV {cv:.1%}" for side, cv in (("baseline", base_cv), ("candidate", cand_cv))
-        if not cv <= noise_limit
-    ]
-    if noisy:
+    return _decide(common, ratio, change, ci_low, ci_high, p_value, max(n_base, n_cand),
+                   direction=direction, threshold=threshold, alpha=alpha)
+
+
+def _decide(
+    common: dict[str, Any],
+    ratio: float,
+    change: float,
+    ci_low: float,
+    ci_high: float,
+    p_value: float,
+    samples_per_side: int,
+    *,
+    direction: str,
+    threshold: float,
+    alpha: float,
+) -> PointComparison:
+    """The verdict from where the interval of the ratio lies against the threshold.
+
+    Edges at ratio 1 - threshold and 1 + threshold split the ratio axis into
+    "down by at least the threshold", "within the threshold" and "up by at
+    least the threshold". An interval entirely in one region decides, however
+    wide the samples' spread: beyond an edge it is a regression or an
+    improvement (when the U test agrees, p < alpha), inside both edges it is
+    unchanged. An interval that straddles an edge is too noisy, with the
+    number of samples per side that would shrink it clear of the edge.
+    """
+    lower_edge, upper_edge = 1.0 - threshold, 1.0 + threshold
+    interval = f"interval [{_cell(ci_low, '{:.3f}')}, {_cell(ci_high, '{:.3f}')}]"
+    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
         return PointComparison(
-            **common, verdict=TOO_NOISY,
-            reason=f"{', '.join(noisy)} above {noise_limit:.1%} (half the threshold); "
-            f"change {change:+.1%} not judged",
+            **common, repeats_needed=None, verdict=NOT_COMPARABLE,
+            reason=f"no {interval} of the ratio (a resampled baseline median is not positive)",
         )
-    worse = change > 0 if direction == "lower" else change < 0
-    if p_value >= alpha:
-        verdict, reason = UNCHANGED, f"change {change:+.1%} not significant (p={p_value:.3g})"
-    elif abs(change) < threshold:
-        verdict, reason = UNCHANGED, f"change {change:+.1%} below the {threshold:.1%} minimum"
+    beyond = ci_low >= upper_edge or ci_high <= lower_edge
+    within = lower_edge < ci_low and ci_high < upper_edge
+    if beyond and p_value < alpha:
+        worse = change > 0 if direction == "lower" else change < 0
+        return PointComparison(
+            **common, repeats_needed=None, verdict=REGRESSION if worse else IMPROVEMENT,
+            reason=f"{change:+.1%} ({_change_words(change, direction)}), {interval} "
+            f"beyond the {threshold:.1%} threshold",
+        )
+    if within:
+        significance = (
+            f"significant (p={p_value:.3g}) but" if p_value < alpha else "not significant and"
+        )
+        return PointComparison(
+            **common, repeats_needed=None, verdict=UNCHANGED,
+            reason=f"change {change:+.1%} {significance} {interval} within the "
+            f"{threshold:.1%} threshold",
+        )
+    if beyond:
+        # The interval clears the threshold but the rank test does not agree
+        # (heavily overlapping samples); more samples settle the test.
+        needed = 2 * samples_per_side
+        return PointComparison(
+            **common, repeats_needed=needed, verdict=TOO_NOISY,
+            reason=f"change {change:+.1%}, {interval} beyond the threshold but p={p_value:.3g} "
+            f"is not below {alpha:g}; about {needed} samples per side would decide it",
+        )
+    needed = repetitions_to_decide(samples_per_side, ratio, ci_low, ci_high,
+                                   (lower_edge, upper_edge))
+    if needed is None:
+        advice = "the change sits on the threshold itself: no number of samples decides it"
+    elif needed > 100 * samples_per_side:
+        advice = (f"about {needed} samples per side would decide it (the change is very close "
+                  f"to the threshold)")
     else:
-        verdict = REGRESSION if worse else IMPROVEMENT
-        reason = f"{change:+.1%} ({_change_words(change, direction)})"
-    return PointComparison(**common, verdict=verdict, reason=reason)
+        advice = f"about {needed} samples per side (now {samples_per_side}) would decide it"
+    return PointComparison(
+        **common, repeats_needed=needed, verdict=TOO_NOISY,
+        reason=f"change {change:+.1%}, {interval} straddles the {threshold:.1%} threshold; "
+        f"{advice}",
+    )
 
 
 def _unpack(data: Any, role: str) -> tuple[list[Mapping[str, Any]], dict[str, Any], str]:
@@ -600,17 +701,35 @@ def _index_rows(
     return points
 
 
-def _machine_differences(
-    base_meta: Mapping[str, Any], cand_meta: Mapping[str, Any]
+def metadata_fingerprint(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The machine fingerprint a dataset's metadata records, or None.
+
+    ``metadata["machine_fingerprint"]`` when present, else the fingerprint of
+    ``metadata["machine"]`` (datasets written before fingerprints existed).
+
+    >>> metadata_fingerprint({"machine": {"cpu_model": "Example CPU", "cpuinfo_mhz": 2100.0}})
+    {'cpu_model': 'Example CPU'}
+    """
+    recorded = metadata.get("machine_fingerprint")
+    if isinstance(recorded, Mapping) and recorded:
+        return dict(recorded)
+    machine = metadata.get("machine")
+    if isinstance(machine, Mapping):
+        return fingerprint(dict(machine)) or None
+    return None
+
+
+def _differences(
+    base: Mapping[str, Any], cand: Mapping[str, Any], facts: Sequence[str]
 ) -> list[tuple[str, Any, Any]]:
-    base_machine = base_meta.get("machine") or {}
-    cand_machine = cand_meta.get("machine") or {}
     differences = []
-    for fact in MACHINE_FACTS:
-        if fact not in base_machine and fact not in cand_machine:
+    if not base or not cand:
+        return differences
+    for fact in facts:
+        if fact not in base and fact not in cand:
             continue
-        base_value = base_machine.get(fact, "unknown")
-        cand_value = cand_machine.get(fact, "unknown")
+        base_value = base.get(fact, "unknown")
+        cand_value = cand.get(fact, "unknown")
         if key_value(base_value) != key_value(cand_value):
             differences.append((fact, base_value, cand_value))
     return differences

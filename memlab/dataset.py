@@ -926,6 +926,14 @@ class DatasetWriter:
         """Every row in the file: the existing ones and those appended since."""
         return list(self._rows)
 
+    def update_metadata(self, **items: Any) -> None:
+        """Add or replace metadata keys and rewrite the sidecar at once (atomically).
+
+        Example: ``writer.update_metadata(check_end=report.to_dict())``
+        """
+        self.metadata.update(items)
+        self._write_sidecar()
+
     def close(self) -> None:
         """Close the CSV file (the sidecar is always up to date)."""
         if self._handle is not None:

@@ -37,6 +37,7 @@ from memlab.units import format_bytes
 __all__ = [
     "cache_sizes",
     "collect",
+    "fingerprint",
     "format_facts",
     "machine_id",
     "parse_size",
@@ -433,6 +434,35 @@ def machine_id(facts: dict) -> str:
     """
     parts = [str(facts.get(key, "")) for key in ("cpu_model", "cpu_count", "kernel_release", "memory_total_bytes")]
     return hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:12]
+
+
+FINGERPRINT_FACTS = ("cpu_model", "cpu_count", "kernel_release", "memory_total_GiB")
+"""The stable facts that say which machine measured: they change when the
+hardware, the VM size or the kernel change, not from one run to the next
+(unlike the measured clock, the free memory or the load)."""
+
+
+def fingerprint(facts: dict) -> dict[str, Any]:
+    """The machine's stable identity out of its facts: CPU model, CPU count, kernel, memory.
+
+    Memory is ``memory_total_GiB`` rounded to a whole GiB, so that the few MiB
+    a kernel reserves differently between boots do not make a new machine.
+    Facts the machine does not expose are absent. Baselines record this
+    dict; a comparison against a baseline with another fingerprint warns.
+
+    >>> fingerprint({"cpu_model": "Example CPU", "cpu_count": 2, "kernel_release": "6.1.0",
+    ...              "memory_total_bytes": 25_100_000_000, "cpuinfo_mhz": 2100.0})
+    {'cpu_model': 'Example CPU', 'cpu_count': 2, 'kernel_release': '6.1.0', 'memory_total_GiB': 23}
+    """
+    result: dict[str, Any] = {}
+    for key in ("cpu_model", "cpu_count", "kernel_release"):
+        if facts.get(key) not in (None, ""):
+            result[key] = facts[key]
+    if facts.get("memory_total_GiB") is not None:
+        result["memory_total_GiB"] = facts["memory_total_GiB"]
+    elif isinstance(facts.get("memory_total_bytes"), (int, float)):
+        result["memory_total_GiB"] = int(round(facts["memory_total_bytes"] / 2**30))
+    return result
 
 
 def format_facts(facts: dict) -> str:

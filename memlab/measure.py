@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import resource
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+from memlab.check import conditions_warning, read_cpu_times, steal_fraction
 from memlab._core import Kernel
 from memlab.dataset import (
     SAMPLES,
@@ -30,6 +32,7 @@ from memlab.dataset import (
 __all__ = [
     "Measurement",
     "core_ghz",
+    "cpu_seconds",
     "core_ghz_detail",
     "measure",
     "pinned",
@@ -58,6 +61,22 @@ class Measurement:
     warmup_samples: list[dict[str, float]]
     primary_metric: str
     context: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def on_cpu_fraction(self) -> float:
+        """CPU time of the kept samples over their wall time (NaN when unknown)."""
+        return _float(self.context.get("on_cpu_fraction"))
+
+    @property
+    def steal_fraction(self) -> float:
+        """Stolen share of the busy CPU time during the kept samples (NaN when unknown)."""
+        return _float(self.context.get("steal_fraction"))
+
+    @property
+    def conditions_warning(self) -> str:
+        """Why this measurement's numbers are suspect ("" when they are not):
+        less than 90% of its wall time on CPU, or more than 2% steal."""
+        return conditions_warning(self.on_cpu_fraction, self.steal_fraction)
 
     @property
     def metric_names(self) -> list[str]:
@@ -246,8 +265,11 @@ def measure(
     scope = "none"
     started = time.time()
     started_monotonic = time.monotonic()
+    watch = _ConditionsWatch(cpu)
     with pinned(cpu), _kernel(core, config) as kernel:
         for index in range(warmup + repeat):
+            if index == warmup:
+                watch.start()
             if kernel is not None:
                 raw = kernel.measure(target_ns=target_ns, counters=counters)
             else:
@@ -262,6 +284,7 @@ def measure(
             counter_samples.append(dict(raw.get("counters", {})))
             missing.update(raw.get("counters_missing", {}))
             scope = raw.get("counters_scope", scope)
+        watch.stop()
     _last_measurement_end = time.monotonic()
     context: dict[str, Any] = {
         "cpu": cpu if cpu is not None else "",
@@ -271,6 +294,7 @@ def measure(
     }
     if ghz:
         context["core_GHz"] = round(ghz, 4)
+    context.update(watch.result())
     return Measurement(
         family=family,
         params=dict(params),
@@ -282,6 +306,57 @@ def measure(
         primary_metric=primary_metric or (f"ns_per_{unit}" if unit else "elapsed_ns"),
         context=context,
     )
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process's threads and of its waited-for children, in s.
+
+    Children count because some families measure in child processes (pipe,
+    system); a kernel waits for them before its sample returns.
+    """
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+class _ConditionsWatch:
+    """On-CPU fraction and steal share over the kept samples of one measurement.
+
+    on_cpu_fraction: :func:`cpu_seconds` over the wall time (above 1 when
+    several threads or processes worked at once). steal_fraction: from
+    /proc/stat, of the pinned CPU when there is one, else of all CPUs; absent
+    when /proc/stat cannot be read or too few busy ticks passed.
+    """
+
+    def __init__(self, cpu: int | None) -> None:
+        self.line = f"cpu{cpu}" if cpu is not None else "cpu"
+        self.begin: tuple[float, float, dict] | None = None
+        self.end: tuple[float, float, dict] | None = None
+
+    def start(self) -> None:
+        self.begin = (time.monotonic(), cpu_seconds(), read_cpu_times())
+
+    def stop(self) -> None:
+        if self.begin is not None:
+            self.end = (time.monotonic(), cpu_seconds(), read_cpu_times())
+
+    def result(self) -> dict[str, float]:
+        if self.begin is None or self.end is None:
+            return {}
+        wall = self.end[0] - self.begin[0]
+        values: dict[str, float] = {}
+        if wall > 0:
+            values["on_cpu_fraction"] = round((self.end[1] - self.begin[1]) / wall, 4)
+        steal = steal_fraction(self.begin[2], self.end[2], self.line)
+        if steal is not None:
+            values["steal_fraction"] = steal
+        return values
 
 
 @contextlib.contextmanager

@@ -17,7 +17,8 @@ next to the rootdir); a later plain ``pytest`` measures again and fails the
 test with the comparison table when a significant regression of at least
 ``--memlab-fail-above`` (default 5%) appears. Noisy points, points found on
 one side only and machine differences never fail a test: they raise a
-:class:`MemlabRegressionWarning`. A missing or unreadable baseline fails the
+:class:`MemlabRegressionWarning` (``--memlab-require-same-machine`` turns a
+baseline from another machine into a failure). A missing or unreadable baseline fails the
 test with a message saying how to record one. See docs/regression.md.
 """
 
@@ -30,8 +31,10 @@ from typing import Any, Callable, Mapping
 
 import pytest
 
-from memlab.compare import DatasetReadError, compare, load_dataset, parse_fraction
+from memlab.compare import DatasetReadError, compare, load_dataset, metadata_fingerprint, parse_fraction
+from memlab.dataset import Dataset
 from memlab.grid import Sweep
+from memlab.machine import collect, fingerprint
 from memlab.sweep import run_sweep
 
 __all__ = ["MemlabRegressionWarning", "RegressionGuard"]
@@ -60,6 +63,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--memlab-fail-on-noise", action="store_true", default=False,
         help="also fail when a point gets no verdict (too noisy or too few samples)",
+    )
+    group.addoption(
+        "--memlab-require-same-machine", action="store_true", default=False,
+        help="fail (instead of warning) when the baseline was measured on another machine "
+        "(CPU model, core count, kernel or memory differ) or records no machine fingerprint",
     )
     group.addoption(
         "--memlab-alpha", default=None, type=float, metavar="ALPHA",
@@ -91,6 +99,7 @@ class RegressionGuard:
         alpha: float,
         repeat: int | None,
         fail_on_noise: bool = False,
+        require_same_machine: bool = False,
         record: Callable[[str, str], None],
     ) -> None:
         self.test_id = test_id
@@ -100,6 +109,7 @@ class RegressionGuard:
         self.alpha = alpha
         self.repeat = repeat
         self.fail_on_noise = fail_on_noise
+        self.require_same_machine = require_same_machine
         self._record = record
         self._used: set[str] = set()
 
@@ -140,7 +150,7 @@ class RegressionGuard:
                 f"give each check a distinct name="
             )
         self._used.add(str(path))
-        dataset = self._measure(data)
+        dataset = _with_fingerprint(self._measure(data))
         if self.save_baseline:
             path.parent.mkdir(parents=True, exist_ok=True)
             dataset.save(path)
@@ -167,6 +177,16 @@ class RegressionGuard:
             pytest.fail(
                 f"memlab_regression: this run has no point in common with the baseline {path}; "
                 f"record it again with: pytest --memlab-save-baseline\n\n{comparison.format()}",
+                pytrace=False,
+            )
+        if self.require_same_machine and not comparison.same_machine:
+            self._record("failed", f"{self.test_id}: baseline from another machine")
+            pytest.fail(
+                f"memlab_regression: the baseline {path} was not measured on this machine "
+                f"and --memlab-require-same-machine is set:\n"
+                + "\n".join(f"  {note}" for note in comparison.machine_notes())
+                + "\nrecord it here with: pytest --memlab-save-baseline"
+                + f"\n\n{comparison.format()}",
                 pytrace=False,
             )
         failing = comparison.failing(limit)
@@ -215,11 +235,24 @@ class RegressionGuard:
             if unmatched:
                 notes.append(f"{len(unmatched)} point(s) {title}")
         notes.extend(
-            f"machine differs: {fact}: {a} (baseline) vs {b} (this run)"
-            for fact, a, b in comparison.machine_differences
+            note.replace("(candidate)", "(this run)").replace("the candidate", "this run")
+            for note in comparison.machine_notes()
         )
         for note in notes:
             warnings.warn(MemlabRegressionWarning(f"{self.test_id}: {note}"), stacklevel=3)
+
+
+def _with_fingerprint(dataset: Any) -> Any:
+    """The dataset with ``metadata["machine_fingerprint"]``: the one it records, else this machine's.
+
+    A dataset measured by a sweep records the machine it ran on; one built by
+    hand (or by an older memlab) was measured here, so this machine's
+    fingerprint is the right one.
+    """
+    metadata = dict(getattr(dataset, "metadata", None) or {})
+    recorded = metadata_fingerprint(metadata)
+    metadata["machine_fingerprint"] = recorded or fingerprint(collect(include_core=False))
+    return Dataset(list(dataset.rows), metadata)
 
 
 def _baseline_dir(config: pytest.Config) -> Path:
@@ -274,6 +307,7 @@ def memlab_regression(request: pytest.FixtureRequest) -> RegressionGuard:
         alpha=settings["alpha"],
         repeat=settings["repeat"],
         fail_on_noise=config.getoption("memlab_fail_on_noise"),
+        require_same_machine=config.getoption("memlab_require_same_machine"),
         record=record,
     )
 

@@ -32,7 +32,8 @@ from typing import Any, Iterable, Sequence
 
 from memlab import chart, plot, registry
 from memlab._version import __version__
-from memlab.dataset import Dataset
+from memlab.check import conditions_warning
+from memlab.dataset import Dataset, context_column
 from memlab.family import Family
 from memlab.machine import collect, format_facts
 from memlab.units import format_number, format_param
@@ -55,6 +56,9 @@ pre, code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-si
 pre { white-space: pre-wrap; word-break: break-word; background: #8881; padding: 0.6rem; }
 .meta { color: GrayText; font-size: 0.85rem; }
 .failed { border-left: 4px solid #c33; padding-left: 0.6rem; }
+.badge { background: #f2b705; color: #000; border-radius: 0.3rem; padding: 0 0.35rem; font-weight: 600; }
+tr.flagged td { background: #f2b70522; }
+.warn { border-left: 4px solid #f2b705; padding-left: 0.6rem; }
 nav ul { padding-left: 1.2rem; columns: 2 12rem; }
 td.wrap, th.wrap { white-space: normal; text-align: left; min-width: 12rem; }
 .badge { display: inline-block; padding: 0 0.45rem; border-radius: 0.6rem; font-size: 0.8rem;
@@ -149,7 +153,10 @@ def _table(ds: Dataset) -> str:
     wanted = family.report_columns if family is not None else ()
     extras = [c for c in wanted if c in set(ds.columns) and c != metric]
     header = [*shown, f"{metric} (median)", "min … max", "n", *extras]
-    lines = ["<div class=scroll><table>", "<thead><tr>"]
+    watched = any(key in row for row in ds.rows for key in _CONDITION_COLUMNS)
+    if watched:
+        header.append("conditions")
+    lines = [_conditions_note(ds), "<div class=scroll><table>", "<thead><tr>"]
     lines += [f"<th>{_escape(h)}</th>" for h in header]
     lines.append("</tr></thead><tbody>")
     for row in ds.rows:
@@ -158,9 +165,58 @@ def _table(ds: Dataset) -> str:
         cells = [format_param(n, row.get(n)) for n in shown]
         cells += [format_number(row.get(metric)), spread, format_number(row.get("repeat"))]
         cells += [format_number(row.get(c)) for c in extras]
-        lines.append("<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in cells) + "</tr>")
+        html_cells = [f"<td>{_escape(c)}</td>" for c in cells]
+        if watched:
+            html_cells.append(f"<td>{_conditions_badge(row)}</td>")
+        flagged = " class=flagged" if watched and _row_warning(row) else ""
+        lines.append(f"<tr{flagged}>" + "".join(html_cells) + "</tr>")
     lines.append("</tbody></table></div>")
-    return "\n".join(lines)
+    return "\n".join(line for line in lines if line)
+
+
+_CONDITION_COLUMNS = (context_column("on_cpu_fraction"), context_column("steal_fraction"))
+
+
+def _row_warning(row: dict) -> str:
+    def number(key: str) -> float | None:
+        value = row.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    return conditions_warning(number(_CONDITION_COLUMNS[0]), number(_CONDITION_COLUMNS[1]))
+
+
+def _conditions_badge(row: dict) -> str:
+    """A warning badge for a point measured under disturbed conditions, else the two numbers."""
+    warning = _row_warning(row)
+    on_cpu, steal = (row.get(key) for key in _CONDITION_COLUMNS)
+    numbers = []
+    if isinstance(on_cpu, (int, float)) and on_cpu == on_cpu:
+        numbers.append(f"on CPU {on_cpu:.0%}")
+    if isinstance(steal, (int, float)) and steal == steal:
+        numbers.append(f"steal {steal:.1%}")
+    text = ", ".join(numbers) or "-"
+    if not warning:
+        return f"<span class=meta>{_escape(text)}</span>"
+    return f'<span class=badge title="{_escape(warning)}">⚠ {_escape(text)}</span>'
+
+
+def _conditions_note(ds: Dataset) -> str:
+    flagged = sum(1 for row in ds.rows if _row_warning(row))
+    if not flagged:
+        return ""
+    return (f"<p class=warn><span class=badge>⚠</span> {flagged} of {len(ds.rows)} points were "
+            f"measured with less than 90% of their wall time on CPU or more than 2% steal time: "
+            f"their numbers include time they were not running (see <code>memlab check</code>).</p>")
+
+
+def _check_summary(meta: dict) -> str:
+    """One line on the machine checks at the sweep's start and end, when they warned."""
+    parts = []
+    for key, when in (("check_start", "start"), ("check_end", "end")):
+        report = meta.get(key)
+        if isinstance(report, dict) and report.get("warnings"):
+            parts.append(f"at the {when}: {', '.join(map(str, report['warnings']))}")
+    return ("machine check warnings " + "; ".join(parts)) if parts else ""
 
 
 def _figure_html(ds: Dataset, title: str) -> str:
@@ -192,6 +248,8 @@ def _section(index: int, item: ReportItem) -> str:
         if item.source:
             detail.append(f"file {item.source}")
         facts.append(", ".join(detail))
+        if _check_summary(meta):
+            facts.append(_check_summary(meta))
         parts.append("<p class=meta>" + "<br>".join(map(_escape, facts)) + "</p>")
     parts += item.lead
     if ds is not None:

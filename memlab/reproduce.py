@@ -68,6 +68,7 @@ class Task:
     error: str = ""
     unmeasurable: str = ""
     ran_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -86,6 +87,7 @@ class ItemResult:
     verdicts: list[Verdict]
     path: Path | None = None
     error: str = ""
+    warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         return {status: sum(v.status == status for v in self.verdicts) for status in VERDICTS}
@@ -363,6 +365,12 @@ class _Bar:
             if step:
                 self.bar.update(step)
 
+    def write(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
@@ -393,11 +401,15 @@ def _run_task(task: Task, out: Path, bar: _Bar, times: dict[str, float]) -> None
             bar.advance(per_point)
 
     try:
-        run_sweep(task.sweep, task.path, resume=True, progress=False, on_point=on_point)
+        run_sweep(task.sweep, task.path, resume=True, progress=False, on_point=on_point,
+                  warn=task.warnings.append)
     finally:
         task.ran_seconds = time.monotonic() - started
         _record_time(out, task, measured, task.ran_seconds)
         bar.advance(per_point * max(0, len(pending) - measured))
+        if task.warnings:
+            bar.write(f"memlab reproduce: {task.name}: {len(task.warnings)} warning(s), the first: "
+                      f"{task.warnings[0].removeprefix('memlab: warning: ')}")
 
 
 def reproduce(
@@ -459,6 +471,7 @@ def reproduce(
                 judged = judge(entry, dataset)
                 judged.path = task.path
             judged.error = task.error
+            judged.warnings = list(task.warnings)
             result.items.append(judged)
     order = {entry.key: index for index, entry in enumerate(chosen)}
     result.items.sort(key=lambda r: order[r.item.key])
@@ -542,6 +555,8 @@ def _report_items(result: ReproduceResult) -> list[ReportItem]:
         notes = []
         if judged.item.note:
             notes.append(judged.item.note)
+        if judged.warnings:
+            notes.append(f"{len(judged.warnings)} warning(s) while measuring, the first: {judged.warnings[0]}")
         sections.append(ReportItem(
             title=judged.item.heading, dataset=judged.dataset, source=judged.path.name if judged.path else "",
             error=judged.error, lead=lead, notes=notes,

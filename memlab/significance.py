@@ -13,6 +13,8 @@ holds the matching of dataset rows and the reporting.
 - :func:`median_ratio_interval`: percentile-bootstrap confidence interval of
   ``median(candidate) / median(baseline)``, seeded, so reruns agree.
 - :func:`coefficient_of_variation`: sample stdev over mean.
+- :func:`repetitions_to_decide`: how many samples per side would shrink an
+  interval that straddles a threshold until it lies on one side of it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "clean_samples",
     "mann_whitney_u",
     "median_ratio_interval",
+    "repetitions_to_decide",
     "smallest_two_sided_p",
 ]
 
@@ -208,3 +211,43 @@ def median_ratio_interval(
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(ratios, [tail, 100.0 - tail])
     return (float(low), float(high))
+
+
+def repetitions_to_decide(
+    samples_per_side: int,
+    estimate: float,
+    low: float,
+    high: float,
+    edges: Sequence[float],
+) -> int | None:
+    """Samples per side that would make the interval ``[low, high]`` clear of every edge.
+
+    An interval that straddles an edge (a threshold such as ratio 1.05)
+    decides nothing. Its half-widths shrink roughly as 1/sqrt(samples), so
+    the interval around ``estimate`` stops straddling once it has shrunk by
+    the factor f = (distance from the estimate to its far end) / (distance
+    from the estimate to the edge) on the side of each edge it crosses; that
+    takes ``samples_per_side * f**2`` samples. Returns that count (at least
+    ``samples_per_side + 1``), ``samples_per_side`` when no edge lies inside
+    the interval, and None when the estimate sits on an edge (no number of
+    samples decides it) or a bound is not finite.
+
+    >>> repetitions_to_decide(9, 1.10, 1.02, 1.20, [0.95, 1.05])  # (0.08/0.05)**2 * 9
+    24
+    >>> repetitions_to_decide(9, 1.10, 1.06, 1.20, [0.95, 1.05])
+    9
+    """
+    values = (estimate, low, high)
+    if not all(math.isfinite(v) for v in values) or samples_per_side < 1:
+        return None
+    factor = 1.0
+    for edge in edges:
+        if not low < edge < high:
+            continue
+        if estimate == edge:
+            return None
+        end = low if edge < estimate else high
+        factor = max(factor, abs(estimate - end) / abs(estimate - edge))
+    if factor == 1.0:
+        return samples_per_side
+    return max(samples_per_side + 1, math.ceil(samples_per_side * factor * factor))

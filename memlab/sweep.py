@@ -22,11 +22,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from memlab.check import check, largest_bytes, read_cpu_times
 from memlab._version import __version__
 from memlab.dataset import Dataset, DatasetWriter
 from memlab.family import Family
 from memlab.grid import Sweep, as_sweeps, grid, parse_shard, shard_points, zipped
-from memlab.machine import collect, machine_id
+from memlab.machine import collect, fingerprint, machine_id
 from memlab.registry import all_families
 from memlab.registry import family as get_family
 
@@ -92,6 +93,15 @@ class Progress:
             self.stream.write(text + "\n")
             self.stream.flush()
 
+    def note(self, text: str) -> None:
+        """Print one line above the bar (whether the bar is shown or not)."""
+        if self._tty and self.enabled:
+            self.stream.write("\r\x1b[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        if self._tty and self.enabled and self.done < self.total:
+            self.show()
+
     def close(self) -> None:
         if self.enabled and self._tty:
             self.stream.write("\n")
@@ -127,6 +137,7 @@ def run_sweep(
     repeat: int | None = None,
     cpu: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    warn: Callable[[str], None] | None = None,
     on_point: Callable[[dict[str, Any], dict[str, Any] | None], None] | None = None,
 ) -> Dataset:
     """Measure every point of ``sweep`` (or of its shard) into a Dataset.
@@ -136,6 +147,12 @@ def run_sweep(
     between samples; the rows measured so far stay on disk. ``on_point(point,
     row)`` is called after each point (``row`` None for a point found on disk):
     a caller's own progress display.
+
+    The machine check (:func:`memlab.check.check`) runs before the first
+    point and after the last; the metadata keeps both as ``check_start`` and
+    ``check_end``. A measurement that spent less than 90% of its wall time
+    on CPU, or saw more than 2% steal, gives one warning line, passed to
+    ``warn`` (default: printed to stderr).
 
     >>> ds = run_sweep(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1),
     ...                progress=False)
@@ -149,13 +166,20 @@ def run_sweep(
     varying = [n for n in family.param_names if len({repr(p[n]) for p in points}) > 1]
     meta = sweep_metadata(sweep, family, shard, repeat)
     meta.update(metadata or {})
+    bar = Progress(len(points), f"{sweep.family}:{sweep.name}", enabled=progress)
+    warn = warn or bar.note
+    start = check(planned_bytes=largest_bytes(points), steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
+    since = (time.monotonic(), read_cpu_times())
+    meta["check_start"] = start.to_dict()
+    if start.warnings:
+        warn(f"memlab: warning: the machine check found {_check_words(start)} "
+             f"(memlab check for details)")
     dataset = Dataset(rows=[], metadata=meta)
     writer = DatasetWriter(out, meta) if out is not None else None
     done: set[tuple] = set()
     if writer is not None and resume:
         dataset.rows.extend(writer.existing_rows)
         done = {dataset.key(row) for row in writer.existing_rows}
-    bar = Progress(len(points), f"{sweep.family}:{sweep.name}", enabled=progress)
     try:
         for point in points:
             key = dataset.key({"family": family.name, **point})
@@ -178,14 +202,30 @@ def run_sweep(
                 writer.append(row)
             dataset.rows.append(row)
             done.add(key)
+            if measurement.conditions_warning:
+                warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'}: "
+                     f"{measurement.conditions_warning}")
             bar.advance(_describe(point, varying))
             if on_point is not None:
                 on_point(point, row)
+        end = check(steal_since=since).to_dict()  # steal over the whole sweep
+        dataset.metadata["check_end"] = end
+        if writer is not None:
+            writer.update_metadata(check_end=end)
     finally:
         bar.close()
         if writer is not None:
             writer.close()
     return dataset
+
+
+CHECK_STEAL_WINDOW_SECONDS = 0.15
+"""The busy window of the machine check at a sweep's start; the end check
+measures steal over the whole sweep instead."""
+
+
+def _check_words(report) -> str:
+    return "; ".join(f"{finding.name}: {finding.value}" for finding in report.warnings)
 
 
 def sweep_metadata(
@@ -205,6 +245,7 @@ def sweep_metadata(
         "shard": f"{shard[0]}/{shard[1]}" if shard else "",
         "machine": facts,
         "machine_id": machine_id(facts),
+        "machine_fingerprint": fingerprint(facts),
         "memlab_version": __version__,
         "command": " ".join(sys.argv),
     }

@@ -16,6 +16,7 @@ from memlab.compare import (
     parse_fraction,
 )
 from memlab.dataset import Dataset
+from memlab.significance import coefficient_of_variation
 
 METRIC = "ns_per_element"
 MACHINE = {"cpu_model": "Test CPU 3000", "kernel_release": "6.1.0", "thp_enabled": "madvise"}
@@ -72,11 +73,51 @@ def test_twenty_percent_slowdown_with_tight_samples_is_a_regression():
     assert "4 regression" in text and "20.0% worse" in text.replace("19.9", "20.0").replace("20.1", "20.0")
 
 
+def lognormal_dataset(median, cv, *, seed, repeat=9, exact_cv=False):
+    """One chase point whose samples are lognormal with this median and coefficient of variation.
+
+    With ``exact_cv`` the deviations from the median are scaled so that the
+    samples' CV is exactly ``cv`` (the skew, and the median, stay).
+    """
+    sigma = math.sqrt(math.log(1.0 + cv * cv))
+    samples = median * np.random.default_rng(seed).lognormal(0.0, sigma, repeat)
+    if exact_cv:
+        middle = float(np.median(samples))
+        spread, offset = np.std(samples, ddof=1), np.mean(samples) - middle
+        samples = middle + (samples - middle) * (cv * middle / (spread - cv * offset))
+        assert samples.min() > 0 and coefficient_of_variation(samples) == pytest.approx(cv)
+    samples = samples.tolist()
+    row = {"family": "chase", "working_set_bytes": 1 << 26, "order": "random",
+           METRIC: float(np.median(samples)), f"{METRIC}_samples": samples}
+    return Dataset([row], {"param_names": ["working_set_bytes", "order"], "primary_metric": METRIC})
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_four_times_slower_with_fifty_percent_spread_is_a_regression(seed):
+    # The issue's case: a loaded machine spreads samples widely, the change is
+    # far larger than the spread. The old CV rule answered "too noisy".
+    base = lognormal_dataset(10.0, 0.5, seed=2 * seed, exact_cv=True)
+    cand = lognormal_dataset(40.0, 0.5, seed=2 * seed + 1, exact_cv=True)
+    point = compare(base, cand).points[0]
+    assert point.verdict == "regression", point.reason
+    assert point.ci_low >= 1.05 and point.p_value < 0.05
+    assert "beyond the 5.0% threshold" in point.reason
+    assert compare(base, cand).failing() == [point]
+
+
+def test_two_times_slower_with_tight_samples_is_a_regression():
+    result = compare(make_dataset(spread=0.002, seed=1), make_dataset(2.0, spread=0.002, seed=2))
+    assert verdicts(result) == ["regression"] * 4
+    assert all(1.9 < p.ci_low <= p.ci_high < 2.1 for p in result.points)
+
+
 def test_one_percent_shift_is_not_flagged_even_when_significant():
     result = compare(make_dataset(spread=0.001, seed=1), make_dataset(1.01, spread=0.001, seed=2))
     assert verdicts(result) == ["unchanged"] * 4
     assert all(p.p_value < 0.05 for p in result.points)
-    assert all("below the 5.0% minimum" in p.reason for p in result.points)
+    assert all("significant (p=" in p.reason and "within the 5.0% threshold" in p.reason
+               for p in result.points)
+    assert all(0.95 < p.ci_low and p.ci_high < 1.05 for p in result.points)
     assert result.failing() == []
 
 
@@ -84,27 +125,51 @@ def test_identical_data_is_unchanged():
     result = compare(make_dataset(seed=3), make_dataset(seed=3))
     assert verdicts(result) == ["unchanged"] * 4
     assert all(p.p_value == 1.0 and p.ratio == 1.0 for p in result.points)
+    assert all("not significant" in p.reason for p in result.points)
     assert result.geometric_mean_ratio == 1.0
 
 
-def test_wide_spread_is_too_noisy_instead_of_a_verdict():
-    result = compare(make_dataset(spread=0.10, seed=1), make_dataset(1.2, spread=0.10, seed=2))
+def test_interval_straddling_the_threshold_is_too_noisy_with_the_samples_needed():
+    result = compare(make_dataset(spread=0.05, seed=1), make_dataset(1.05, spread=0.05, seed=2))
+    for point in result.points:  # the fixture straddles: the precondition of the test
+        assert point.ci_low < 1.05 < point.ci_high
     assert verdicts(result) == ["too noisy"] * 4
-    assert all("above 2.5% (half the threshold)" in p.reason for p in result.points)
+    for point in result.points:
+        assert "straddles the 5.0% threshold" in point.reason
+        assert point.repeats_needed is None or point.repeats_needed > 9
+        if point.repeats_needed is not None:
+            assert f"about {point.repeats_needed} samples per side" in point.reason
     assert result.failing() == []
+    assert len(result.unjudged) == 4
 
 
-def test_noise_on_one_side_is_enough():
-    result = compare(make_dataset(spread=0.002, seed=1), make_dataset(1.2, spread=0.08, seed=2))
-    assert verdicts(result) == ["too noisy"] * 4
-    assert all("candidate CV" in p.reason and "baseline CV" not in p.reason for p in result.points)
+def test_the_samples_needed_do_decide_a_straddling_point():
+    # Same distributions, the suggested number of samples: the interval clears the edge.
+    base, cand = lognormal_dataset(10.0, 0.08, seed=11), lognormal_dataset(11.0, 0.08, seed=12)
+    point = compare(base, cand).points[0]
+    assert point.verdict == "too noisy" and point.ci_low < 1.05 < point.ci_high
+    needed = point.repeats_needed
+    assert 9 < needed < 200
+    bigger = compare(lognormal_dataset(10.0, 0.08, seed=13, repeat=2 * needed),
+                     lognormal_dataset(11.0, 0.08, seed=14, repeat=2 * needed)).points[0]
+    assert bigger.verdict == "regression", bigger.reason
 
 
-def test_noise_limit_follows_the_threshold():
-    # CV ~4%: too noisy for a 5% threshold, fine for a 20% one
-    base, cand = make_dataset(spread=0.04, seed=1), make_dataset(1.5, spread=0.04, seed=2)
-    assert set(verdicts(compare(base, cand))) == {"too noisy"}
-    assert verdicts(compare(base, cand, threshold=0.2)) == ["regression"] * 4
+def test_spread_alone_never_withholds_a_verdict():
+    # Wide samples on one side, a change far beyond the threshold: decided.
+    result = compare(make_dataset(spread=0.002, seed=1), make_dataset(1.5, spread=0.08, seed=2))
+    assert verdicts(result) == ["regression"] * 4
+    assert all(p.candidate_cv > 0.05 for p in result.points)
+
+
+def test_the_threshold_sets_what_the_interval_must_clear():
+    base, cand = make_dataset(spread=0.04, seed=1), make_dataset(1.2, spread=0.04, seed=2)
+    loose = compare(base, cand, threshold=0.4)
+    assert all(0.6 < p.ci_low and p.ci_high < 1.4 for p in loose.points)
+    assert verdicts(loose) == ["unchanged"] * 4
+    strict = compare(base, cand, threshold=0.05)
+    assert all(p.ci_low >= 1.05 for p in strict.points)
+    assert verdicts(strict) == ["regression"] * 4
 
 
 def test_improvement_and_direction_of_rates():
@@ -163,13 +228,49 @@ def test_different_parameter_names_are_reported():
 def test_machine_differences_are_warned():
     other = dict(MACHINE, kernel_release="6.8.0", thp_enabled="always")
     result = compare(make_dataset(seed=1), make_dataset(seed=2, machine=other))
-    assert ("kernel_release", "6.1.0", "6.8.0") in result.machine_differences
-    assert ("thp_enabled", "madvise", "always") in result.machine_differences
-    assert not any(d[0] == "cpu_model" for d in result.machine_differences)
+    assert result.machine_differences == [("kernel_release", "6.1.0", "6.8.0")]
+    assert result.setting_differences == [("thp_enabled", "madvise", "always")]
+    assert not result.same_machine
     text = result.format()
     assert "WARNING: machine differs: kernel_release: 6.1.0 (baseline) vs 6.8.0 (candidate)" in text
+    assert "WARNING: setting differs: thp_enabled: madvise (baseline) vs always (candidate)" in text
     same = compare(make_dataset(seed=1), make_dataset(seed=2))
-    assert same.machine_differences == [] and "WARNING" not in same.format()
+    assert same.machine_differences == [] and same.same_machine and "WARNING" not in same.format()
+
+
+def test_fingerprint_ignores_volatile_facts():
+    base_machine = dict(MACHINE, cpu_count=2, memory_total_bytes=25_100_000_000,
+                        memory_available_bytes=20 << 30, cpuinfo_mhz=2100.0,
+                        core_clock={"core_GHz": 2.9})
+    # a later boot: a few MiB less memory, another clock reading, less free memory
+    cand_machine = dict(base_machine, memory_total_bytes=25_090_000_000,
+                        memory_available_bytes=3 << 30, cpuinfo_mhz=2394.4,
+                        core_clock={"core_GHz": 2.1})
+    result = compare(make_dataset(seed=1, machine=base_machine),
+                     make_dataset(seed=2, machine=cand_machine))
+    assert result.same_machine and result.machine_differences == []
+    bigger = dict(base_machine, memory_total_bytes=64 << 30, cpu_count=8)
+    result = compare(make_dataset(seed=1, machine=base_machine),
+                     make_dataset(seed=2, machine=bigger))
+    assert sorted(result.machine_differences) == [("cpu_count", 2, 8), ("memory_total_GiB", 23, 64)]
+
+
+def test_recorded_fingerprint_wins_over_the_machine_facts():
+    base = make_dataset(seed=1)
+    base.metadata["machine_fingerprint"] = {"cpu_model": "Other CPU", "cpu_count": 4}
+    cand = make_dataset(seed=2)
+    cand.metadata["machine_fingerprint"] = {"cpu_model": "Test CPU 3000", "cpu_count": 4}
+    result = compare(base, cand)
+    assert result.machine_differences == [("cpu_model", "Other CPU", "Test CPU 3000")]
+
+
+def test_a_baseline_without_fingerprint_is_reported():
+    base = make_dataset(seed=1)
+    del base.metadata["machine"]
+    result = compare(base, make_dataset(seed=2))
+    assert result.machine_unknown == ["baseline"] and not result.same_machine
+    assert ("WARNING: the baseline records no machine fingerprint: cannot tell whether both "
+            "were measured on the same machine") in result.format()
 
 
 def test_geometric_mean_ratio_over_points():
@@ -292,7 +393,7 @@ def files(tmp_path):
         "base": make_dataset(seed=1),
         "same": make_dataset(seed=2),
         "slow": make_dataset(1.2, seed=2),
-        "noisy": make_dataset(1.2, spread=0.1, seed=2),
+        "noisy": make_dataset(1.05, spread=0.05, seed=2),
         "other": make_dataset(points=[(1 << 30, "random")], seed=2),
     }.items():
         paths[name] = tmp_path / f"{name}.csv"

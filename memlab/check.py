@@ -1,0 +1,1046 @@
+"""Is this machine fit to measure? Facts, a verdict on each, and the command that fixes it.
+
+:func:`check` reads what makes benchmark numbers move on Linux (frequency
+governor and boost, SMT, isolated CPUs, load, steal time, transparent huge
+pages and khugepaged, ASLR, perf counters, free memory, the BLAS in use)
+and returns a :class:`CheckReport`: the raw facts (a flat dict, stored in
+every dataset's metadata) and one :class:`Finding` per subject with a
+verdict (``ok``, ``warning``, ``info``) and, where one exists, the command
+that fixes it. ``memlab check`` prints it. The subjects are those of
+``pyperf system show`` plus what a memory benchmark adds (THP, steal time,
+free memory against the largest working set, BLAS kernel overrides).
+
+:func:`tune` applies what ``pyperf system tune`` applies that memlab can
+undo exactly (performance governor, boost off, the lowest perf sample
+rate), saving the previous values in a state file; :func:`reset` writes
+them back. Both need root.
+
+Every collector is a small ``collect_*(facts, root)`` function that adds
+the keys it can read to ``facts``; a file the machine lacks leaves its key
+absent. ``root`` is the file-system root, so tests run the collectors on a
+fake /proc and /sys tree. This module is core-layer: it imports only the
+machine facts and the C core.
+
+The thresholds used for single measurements are here too:
+:data:`ON_CPU_MIN_FRACTION` and :data:`STEAL_MAX_FRACTION`, applied by
+:func:`conditions_warning`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy  # noqa: F401  (loads its BLAS, so that threadpoolctl sees it)
+
+from memlab._core import counters_probe
+from memlab.machine import _bracketed, _cpu_list_count, _listdir, _path, _read, _read_int
+from memlab.machine import collect_cpu, collect_kernel, collect_meminfo
+from memlab.units import format_bytes as _format_bytes
+
+__all__ = [
+    "CheckReport",
+    "Finding",
+    "ON_CPU_MIN_FRACTION",
+    "STEAL_MAX_FRACTION",
+    "TUNABLE_SETTINGS",
+    "TuneChange",
+    "check",
+    "collect",
+    "conditions_warning",
+    "judge",
+    "largest_bytes",
+    "read_cpu_times",
+    "reset",
+    "steal_fraction",
+    "tune",
+]
+
+OK, WARNING, INFO = "ok", "warning", "info"
+
+ON_CPU_MIN_FRACTION = 0.90
+"""A measurement that spent less of its wall time on CPU than this waited for
+a CPU (another task, the hypervisor) or for something else: its numbers
+include time it was not running."""
+
+STEAL_MAX_FRACTION = 0.02
+"""Steal time above this fraction means the hypervisor ran something else on
+this guest's CPUs for a noticeable share of the measurement."""
+
+MEMORY_HEADROOM = 0.8
+"""A working set above this fraction of the available memory warns: reclaim
+or swapping would be timed along with the memory."""
+
+BLAS_KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "GOTOBLAS_CORETYPE")
+"""Environment variables that override the kernel or blocking OpenBLAS picks for the CPU."""
+
+BLAS_VARIABLE_PREFIXES = ("OPENBLAS_", "GOTOBLAS_", "MKL_", "BLIS_", "NVPL_")
+BLAS_VARIABLE_NAMES = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES")
+
+_THREADPOOLCTL_SETS = ("KMP_DUPLICATE_LIB_OK",)
+_CPU = "/sys/devices/system/cpu"
+_THP = "/sys/kernel/mm/transparent_hugepage"
+_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+# --------------------------------------------------------------------------
+# collectors: each adds the keys it can read to ``facts``
+
+
+def _cpu_dirs(root: str) -> list[str]:
+    names = [n for n in _listdir(root, _CPU) if re.fullmatch(r"cpu\d+", n)]
+    return sorted(names, key=lambda n: int(n[3:]))
+
+
+def collect_cpufreq(facts: dict, root: str = "/") -> None:
+    """cpufreq_governors ({"cpu0": "performance", ...}), cpufreq_driver, cpufreq_available_governors."""
+    governors = {}
+    for cpu in _cpu_dirs(root):
+        governor = _read(root, f"{_CPU}/{cpu}/cpufreq/scaling_governor")
+        if governor:
+            governors[cpu] = governor
+            if "cpufreq_driver" not in facts:
+                driver = _read(root, f"{_CPU}/{cpu}/cpufreq/scaling_driver")
+                if driver:
+                    facts["cpufreq_driver"] = driver
+                available = _read(root, f"{_CPU}/{cpu}/cpufreq/scaling_available_governors")
+                if available:
+                    facts["cpufreq_available_governors"] = available.split()
+    if governors:
+        facts["cpufreq_governors"] = governors
+
+
+def collect_boost(facts: dict, root: str = "/") -> None:
+    """boost_enabled (bool) and boost_control (the sysfs file that says so).
+
+    intel_pstate exposes ``intel_pstate/no_turbo`` (1: turbo off); acpi-cpufreq
+    and amd-pstate expose ``cpufreq/boost`` (1: boost on).
+    """
+    no_turbo = _read_int(root, f"{_CPU}/intel_pstate/no_turbo")
+    if no_turbo is not None:
+        facts["boost_enabled"] = no_turbo == 0
+        facts["boost_control"] = f"{_CPU}/intel_pstate/no_turbo"
+        return
+    boost = _read_int(root, f"{_CPU}/cpufreq/boost")
+    if boost is not None:
+        facts["boost_enabled"] = boost == 1
+        facts["boost_control"] = f"{_CPU}/cpufreq/boost"
+
+
+def collect_smt(facts: dict, root: str = "/") -> None:
+    """smt_control (on, off, forceoff, notsupported, notimplemented) and smt_active (bool)."""
+    control = _read(root, f"{_CPU}/smt/control")
+    if control:
+        facts["smt_control"] = control
+    active = _read_int(root, f"{_CPU}/smt/active")
+    if active is not None:
+        facts["smt_active"] = active == 1
+
+
+def _cmdline_options(text: str) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for word in text.split():
+        if word == "--":
+            break  # what follows belongs to init
+        name, _, value = word.partition("=")
+        options.setdefault(name, value)
+    return options
+
+
+def collect_isolation(facts: dict, root: str = "/") -> None:
+    """isolated_cpus and nohz_full_cpus (from sysfs) and the kernel command line's
+    isolcpus, nohz_full, rcu_nocbs (as cmdline_<name>)."""
+    for key, name in (("isolated_cpus", "isolated"), ("nohz_full_cpus", "nohz_full")):
+        value = _read(root, f"{_CPU}/{name}")
+        if value is not None and value != "(null)":
+            facts[key] = value
+    cmdline = _read(root, "/proc/cmdline")
+    if cmdline is None:
+        return
+    options = _cmdline_options(cmdline)
+    for name in ("isolcpus", "nohz_full", "rcu_nocbs"):
+        if name in options:
+            facts[f"cmdline_{name}"] = options[name]
+
+
+def collect_load(facts: dict, root: str = "/") -> None:
+    """load_1min, load_5min, load_15min, runnable_tasks, total_tasks (/proc/loadavg), cpus_online."""
+    text = _read(root, "/proc/loadavg")
+    if text:
+        parts = text.split()
+        try:
+            facts["load_1min"], facts["load_5min"], facts["load_15min"] = map(float, parts[:3])
+            running, _, total = parts[3].partition("/")
+            facts["runnable_tasks"], facts["total_tasks"] = int(running), int(total)
+        except (ValueError, IndexError):
+            pass
+    online = _cpu_list_count(_read(root, f"{_CPU}/online"))
+    if online:
+        facts["cpus_online"] = online
+
+
+def read_cpu_times(root: str = "/") -> dict[str, tuple[int, ...]]:
+    """The ``cpu`` lines of /proc/stat: {"cpu": (user, nice, system, idle, iowait,
+    irq, softirq, steal), "cpu0": ...} in clock ticks; {} when unreadable.
+
+    Kernels before 2.6.11 had no steal column; it reads as 0 there.
+    """
+    text = _read(root, "/proc/stat")
+    times: dict[str, tuple[int, ...]] = {}
+    if not text:
+        return times
+    for line in text.splitlines():
+        if not line.startswith("cpu"):
+            continue
+        parts = line.split()
+        try:
+            values = [int(v) for v in parts[1 : 1 + len(_STAT_FIELDS)]]
+        except ValueError:
+            continue
+        values += [0] * (len(_STAT_FIELDS) - len(values))
+        times[parts[0]] = tuple(values)
+    return times
+
+
+STEAL_MIN_BUSY_TICKS = 10
+"""Busy clock ticks (1/100 s each) a window needs before its steal share is
+given: /proc/stat is read in whole ticks, so a shorter window would turn one
+tick of rounding into a large fraction."""
+
+
+def _busy_and_steal(before: Sequence[int], after: Sequence[int]) -> tuple[int, int]:
+    deltas = [max(0, b - a) for a, b in zip(before, after)]
+    idle = deltas[_STAT_FIELDS.index("idle")] + deltas[_STAT_FIELDS.index("iowait")]
+    return sum(deltas) - idle, deltas[_STAT_FIELDS.index("steal")]
+
+
+def steal_fraction(
+    before: Mapping[str, Sequence[int]],
+    after: Mapping[str, Sequence[int]],
+    cpu: str = "cpu",
+    *,
+    min_busy_ticks: int = STEAL_MIN_BUSY_TICKS,
+) -> float | None:
+    """Stolen share of the time the CPUs wanted to run, between two :func:`read_cpu_times`.
+
+    Steal time accrues only while a virtual CPU has work and the hypervisor
+    runs something else instead, so it is divided by the busy time (all
+    but idle and iowait, steal included), not by the wall time: an idle
+    second CPU does not dilute it. ``cpu`` is ``"cpu"`` (all CPUs
+    together) or ``"cpuN"``. None when the line is missing or fewer than
+    ``min_busy_ticks`` busy ticks passed.
+
+    >>> steal_fraction({"cpu": (100, 0, 50, 800, 0, 0, 0, 50)},
+    ...                {"cpu": (160, 0, 70, 900, 0, 0, 0, 70)})
+    0.2
+    """
+    if cpu not in before or cpu not in after:
+        return None
+    busy, steal = _busy_and_steal(before[cpu], after[cpu])
+    if busy < max(1, min_busy_ticks):
+        return None
+    return round(steal / busy, 6)
+
+
+def _spin(seconds: float) -> None:
+    """Keep this CPU busy for ``seconds``, so that steal (which needs a runnable
+    virtual CPU) can show."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def collect_steal(
+    facts: dict,
+    root: str = "/",
+    *,
+    window_seconds: float = 0.25,
+    wait: Callable[[float], None] = _spin,
+    since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
+) -> None:
+    """steal_fraction over a busy window of ``window_seconds`` (all CPUs),
+    steal_window_seconds, and steal_total_fraction (since boot).
+
+    The default ``wait`` spins on this CPU: an idle guest shows no steal
+    however busy the host is, because steal only accrues while a virtual
+    CPU wants to run. ``since`` = (time.monotonic(), read_cpu_times()) taken
+    earlier makes the window the time since then, without waiting (a
+    sweep's end check covers the whole sweep this way).
+    """
+    before = read_cpu_times(root)
+    if "cpu" not in before:
+        return
+    busy, steal = _busy_and_steal((0,) * len(_STAT_FIELDS), before["cpu"])
+    if busy > 0:
+        facts["steal_total_fraction"] = round(steal / busy, 6)
+    if since is not None:
+        started, before = since
+        window_seconds = round(time.monotonic() - started, 3)
+    elif window_seconds <= 0:
+        return
+    else:
+        wait(window_seconds)
+    value = steal_fraction(before, read_cpu_times(root))
+    if value is not None:
+        facts["steal_fraction"] = value
+        facts["steal_window_seconds"] = window_seconds
+
+
+def collect_thp(facts: dict, root: str = "/") -> None:
+    """thp_enabled, thp_defrag, thp_shmem_enabled, and khugepaged_<setting>
+    (defrag, pages_to_scan, scan_sleep_millisecs, max_ptes_none)."""
+    for name in ("enabled", "defrag", "shmem_enabled"):
+        value = _bracketed(_read(root, f"{_THP}/{name}"))
+        if value:
+            facts[f"thp_{name}"] = value
+    for name in ("defrag", "pages_to_scan", "scan_sleep_millisecs", "max_ptes_none"):
+        value = _read_int(root, f"{_THP}/khugepaged/{name}")
+        if value is not None:
+            facts[f"khugepaged_{name}"] = value
+
+
+def collect_aslr(facts: dict, root: str = "/") -> None:
+    """aslr: /proc/sys/kernel/randomize_va_space (0 off, 1 stack/mmap, 2 also the heap)."""
+    value = _read_int(root, "/proc/sys/kernel/randomize_va_space")
+    if value is not None:
+        facts["aslr"] = value
+
+
+def collect_perf(facts: dict, root: str = "/") -> None:
+    """perf_event_paranoid, perf_event_max_sample_rate, perf_cpu_time_max_percent, nmi_watchdog."""
+    for key in ("perf_event_paranoid", "perf_event_max_sample_rate",
+                "perf_cpu_time_max_percent", "nmi_watchdog"):
+        value = _read_int(root, f"/proc/sys/kernel/{key}")
+        if value is not None:
+            facts[key] = value
+
+
+def collect_counters(facts: dict) -> None:
+    """counters: {event: {"available": bool, "reason": str, ...}} from the C core's probe."""
+    try:
+        facts["counters"] = {name: dict(info) for name, info in counters_probe().items()}
+    except (AttributeError, OSError, RuntimeError) as error:
+        facts["counters_error"] = f"{type(error).__name__}: {error}"
+
+
+def collect_blas(facts: dict, environ: Mapping[str, str] | None = None) -> None:
+    """blas_libraries (threadpoolctl's view of the loaded BLAS) and blas_environment.
+
+    blas_environment records every OPENBLAS_*, GOTOBLAS_*, MKL_*, BLIS_*,
+    NVPL_* and OMP_* thread variable as set; memlab never changes them.
+    Without threadpoolctl, ``blas_error`` says so.
+    """
+    environ = os.environ if environ is None else environ
+    variables = {
+        name: value for name, value in environ.items()
+        if name.startswith(BLAS_VARIABLE_PREFIXES) or name in BLAS_VARIABLE_NAMES
+    }
+    facts["blas_environment"] = dict(sorted(variables.items()))
+    untouched = {name: os.environ.get(name) for name in _THREADPOOLCTL_SETS}
+    try:
+        import threadpoolctl
+    except ImportError:
+        facts["blas_error"] = "threadpoolctl is not installed"
+        return
+    finally:
+        # threadpoolctl sets KMP_DUPLICATE_LIB_OK when imported; the check
+        # leaves the environment as it found it.
+        for name, value in untouched.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    libraries = []
+    for info in threadpoolctl.threadpool_info():
+        if info.get("user_api") != "blas":
+            continue
+        libraries.append({
+            key: info[key] for key in
+            ("internal_api", "version", "architecture", "num_threads", "threading_layer", "filepath")
+            if info.get(key) is not None
+        })
+    facts["blas_libraries"] = libraries
+
+
+def collect(
+    root: str = "/",
+    *,
+    steal_window_seconds: float = 0.25,
+    counters: bool = True,
+    blas: bool = True,
+    environ: Mapping[str, str] | None = None,
+    wait: Callable[[float], None] = _spin,
+    steal_since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
+) -> dict[str, Any]:
+    """Every fact :func:`judge` looks at, as one flat dict (absent: not exposed here).
+
+    ``counters`` probes the perf events through the C core and ``blas``
+    asks threadpoolctl; both look at this process, so they are skipped for a
+    fake ``root``.
+
+    >>> facts = collect(steal_window_seconds=0, counters=False, blas=False)
+    >>> "load_1min" in facts
+    True
+    """
+    facts: dict[str, Any] = {}
+    for collector in (collect_cpu, collect_kernel, collect_meminfo, collect_cpufreq,
+                      collect_boost, collect_smt, collect_isolation, collect_load,
+                      collect_thp, collect_aslr, collect_perf):
+        collector(facts, root=root)
+    collect_steal(facts, root, window_seconds=steal_window_seconds, wait=wait, since=steal_since)
+    if root == "/":
+        facts["euid"] = os.geteuid()
+        if counters:
+            collect_counters(facts)
+        if blas:
+            collect_blas(facts, environ)
+    elif blas and environ is not None:
+        collect_blas(facts, environ)
+    return facts
+
+
+# --------------------------------------------------------------------------
+# verdicts
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One subject of the check: its value, a verdict, why, and how to fix it.
+
+    ``verdict`` is ``ok`` (good for measuring), ``warning`` (moves numbers:
+    fix it or expect noise) or ``info`` (worth knowing, or not exposed here);
+    ``fix`` is a shell command, or "" when there is none.
+    """
+
+    name: str
+    title: str
+    value: str
+    verdict: str
+    detail: str
+    fix: str = ""
+
+
+def _finding(name: str, title: str, value: Any, verdict: str, detail: str, fix: str = "") -> Finding:
+    return Finding(name, title, str(value), verdict, detail, fix)
+
+
+def _judge_governor(facts: Mapping[str, Any]) -> Finding:
+    governors = facts.get("cpufreq_governors")
+    title = "CPU frequency governor"
+    if not governors:
+        return _finding("cpu_governor", title, "not exposed", INFO,
+                        "no cpufreq interface: firmware or the hypervisor sets the clock; "
+                        "memlab can neither see nor set the governor")
+    kinds = sorted(set(governors.values()))
+    value = ", ".join(f"{kind} ({sum(1 for g in governors.values() if g == kind)} CPUs)" for kind in kinds)
+    if kinds == ["performance"]:
+        return _finding("cpu_governor", title, value, OK, "every CPU runs at its highest clock")
+    return _finding(
+        "cpu_governor", title, value, WARNING,
+        "the clock follows the load: the first samples of a point run slower until it ramps up",
+        "sudo memlab check --tune   # or: echo performance | sudo tee "
+        "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
+    )
+
+
+def _judge_boost(facts: Mapping[str, Any]) -> Finding:
+    title = "turbo / boost"
+    if "boost_enabled" not in facts:
+        return _finding("boost", title, "not exposed", INFO,
+                        "no intel_pstate/no_turbo or cpufreq/boost file: boost is not controllable here")
+    control = facts.get("boost_control", "")
+    if not facts["boost_enabled"]:
+        return _finding("boost", title, "off", OK, f"the clock does not boost ({control})")
+    off = "1" if control.endswith("no_turbo") else "0"
+    return _finding(
+        "boost", title, "on", WARNING,
+        "the boosted clock depends on temperature and on how many cores are busy, "
+        "so it differs between runs",
+        f"sudo memlab check --tune   # or: echo {off} | sudo tee {control}",
+    )
+
+
+def _judge_smt(facts: Mapping[str, Any]) -> Finding:
+    title = "SMT (hyper-threading)"
+    control = facts.get("smt_control")
+    if control is None:
+        return _finding("smt", title, "not exposed", INFO, "no /sys/devices/system/cpu/smt")
+    if control in ("notsupported", "notimplemented") or not facts.get("smt_active", False):
+        return _finding("smt", title, f"{control}, inactive", OK,
+                        "no sibling hardware thread shares a core with the measurement")
+    return _finding(
+        "smt", title, f"{control}, active", INFO,
+        "a sibling hardware thread shares the core's caches and execution units: pin the "
+        "measurement (--cpu) to a CPU whose sibling (topology/thread_siblings_list) is idle, "
+        "or switch SMT off",
+        "echo off | sudo tee /sys/devices/system/cpu/smt/control",
+    )
+
+
+def _judge_isolation(facts: Mapping[str, Any]) -> Finding:
+    title = "isolated CPUs"
+    parts = [f"{name}={facts[f'cmdline_{name}']}" for name in ("isolcpus", "nohz_full", "rcu_nocbs")
+             if f"cmdline_{name}" in facts]
+    isolated = facts.get("isolated_cpus") or ""
+    value = ", ".join(([f"isolated {isolated}"] if isolated else []) + parts) or "none"
+    if isolated:
+        return _finding("isolated_cpus", title, value, OK,
+                        f"the scheduler keeps other tasks off CPUs {isolated}: measure there "
+                        f"with --cpu")
+    online = facts.get("cpus_online") or facts.get("cpu_count") or 1
+    cpu = max(0, int(online) - 1)
+    return _finding(
+        "isolated_cpus", title, value, INFO,
+        "no CPU is kept free of other tasks, timer ticks and RCU callbacks",
+        f"add isolcpus={cpu} nohz_full={cpu} rcu_nocbs={cpu} to the kernel command line, "
+        f"reboot, and measure with --cpu {cpu}",
+    )
+
+
+def _judge_load(facts: Mapping[str, Any]) -> Finding:
+    title = "load"
+    if "load_1min" not in facts:
+        return _finding("load", title, "not exposed", INFO, "no /proc/loadavg")
+    cpus = int(facts.get("cpus_online") or facts.get("cpu_count") or 1)
+    load = facts["load_1min"]
+    runnable = facts.get("runnable_tasks")
+    others = None if runnable is None else max(0, runnable - 1)  # minus the reader itself
+    value = f"{load:.2f} {facts.get('load_5min', 0):.2f} {facts.get('load_15min', 0):.2f} on {cpus} CPUs"
+    if others is not None:
+        value += f", {others} other runnable"
+    limit = max(cpus - 1.0, 0.5)
+    if load > limit or (others is not None and others >= cpus):
+        return _finding("load", title, value, WARNING,
+                        f"the 1-minute load {load:.2f} leaves no CPU free for the measurement "
+                        f"(limit {limit:g}): other tasks will take turns on its CPU",
+                        "stop other jobs, or wait until `cat /proc/loadavg` falls")
+    return _finding("load", title, value, OK, f"at most {limit:g} CPUs busy: one is free to measure on")
+
+
+def _judge_steal(facts: Mapping[str, Any]) -> Finding:
+    title = "steal time"
+    if "steal_fraction" not in facts:
+        total = facts.get("steal_total_fraction")
+        value = "not measured" + (f" ({total:.2%} since boot)" if total is not None else "")
+        return _finding("steal", title, value, INFO,
+                        "no steal window was measured (or it saw too few busy clock ticks)")
+    steal = facts["steal_fraction"]
+    value = f"{steal:.2%} over {facts.get('steal_window_seconds', 0):g} s"
+    if "steal_total_fraction" in facts:
+        value += f" ({facts['steal_total_fraction']:.2%} since boot)"
+    if steal > STEAL_MAX_FRACTION:
+        return _finding("steal", title, value, WARNING,
+                        f"the hypervisor ran something else for {steal:.1%} of the time this "
+                        f"guest's CPUs wanted to run (above {STEAL_MAX_FRACTION:.0%}): samples "
+                        f"include time this machine was not running; no command in the guest "
+                        f"fixes it (a quieter host or dedicated vCPUs do)")
+    return _finding("steal", title, value, OK,
+                    f"at most {STEAL_MAX_FRACTION:.0%} of the busy CPU time went to other guests")
+
+
+def _judge_thp(facts: Mapping[str, Any]) -> Finding:
+    title = "transparent huge pages"
+    enabled = facts.get("thp_enabled")
+    if enabled is None:
+        return _finding("thp", title, "not exposed", INFO, "no /sys/kernel/mm/transparent_hugepage")
+    value = f"enabled={enabled} defrag={facts.get('thp_defrag', '?')}"
+    fix = "echo madvise | sudo tee /sys/kernel/mm/transparent_hugepage/enabled"
+    if enabled == "madvise":
+        return _finding("thp", title, value, OK,
+                        "huge pages only where asked for: 4k points get 4 KiB pages, "
+                        "pages=thp points get huge pages")
+    if enabled == "always":
+        return _finding("thp", title, value, WARNING,
+                        "any large enough anonymous mapping may get huge pages, so a pages=4k "
+                        "point may not run on 4 KiB pages", fix)
+    return _finding("thp", title, value, WARNING,
+                    f"enabled={enabled}: pages=thp points cannot get huge pages", fix)
+
+
+def _judge_khugepaged(facts: Mapping[str, Any]) -> Finding:
+    title = "khugepaged"
+    if "khugepaged_defrag" not in facts:
+        return _finding("khugepaged", title, "not exposed", INFO,
+                        "no /sys/kernel/mm/transparent_hugepage/khugepaged")
+    value = (f"defrag={facts['khugepaged_defrag']} pages_to_scan={facts.get('khugepaged_pages_to_scan', '?')} "
+             f"scan_sleep_millisecs={facts.get('khugepaged_scan_sleep_millisecs', '?')}")
+    if facts["khugepaged_defrag"] and facts.get("thp_enabled") in ("always", "madvise"):
+        return _finding(
+            "khugepaged", title, value, INFO,
+            "the background thread may collapse 4 KiB pages of THP-eligible regions into huge "
+            "pages during a run, changing the TLB cost between samples",
+            "echo 0 | sudo tee /sys/kernel/mm/transparent_hugepage/khugepaged/defrag",
+        )
+    return _finding("khugepaged", title, value, OK, "khugepaged does not collapse pages behind a run")
+
+
+def _judge_aslr(facts: Mapping[str, Any]) -> Finding:
+    title = "ASLR"
+    aslr = facts.get("aslr")
+    if aslr is None:
+        return _finding("aslr", title, "not exposed", INFO, "no /proc/sys/kernel/randomize_va_space")
+    if aslr == 0:
+        return _finding("aslr", title, "off (0)", OK, "the same addresses in every run")
+    return _finding(
+        "aslr", title, f"on ({aslr})", INFO,
+        "addresses change from run to run, so alignment and cache-set effects vary between "
+        "runs and land in the spread of a comparison",
+        "setarch -R memlab ...   # one run; or: echo 0 | sudo tee /proc/sys/kernel/randomize_va_space",
+    )
+
+
+def _judge_counters(facts: Mapping[str, Any]) -> Finding:
+    title = "perf counters"
+    paranoid = facts.get("perf_event_paranoid")
+    counters = facts.get("counters")
+    prefix = f"paranoid={paranoid}" if paranoid is not None else "paranoid=?"
+    fix = "echo 1 | sudo tee /proc/sys/kernel/perf_event_paranoid"
+    if not counters:
+        error = facts.get("counters_error", "the counters were not probed")
+        if paranoid is not None and paranoid > 2 and facts.get("euid", 1) != 0:
+            return _finding("counters", title, prefix, WARNING,
+                            f"perf_event_paranoid={paranoid} forbids counting for unprivileged "
+                            f"users; {error}", fix)
+        return _finding("counters", title, prefix, INFO, error)
+    opened = sorted(name for name, info in counters.items() if info.get("available"))
+    missing = {name: info.get("reason", "") for name, info in counters.items()
+               if not info.get("available")}
+    value = f"{prefix}; open: {' '.join(opened) or 'none'}"
+    if not missing:
+        return _finding("counters", title, value, OK, "every counter memlab uses opens")
+    reasons = sorted(set(missing.values()))
+    denied = [r for r in reasons if "EACCES" in r or "EPERM" in r or "permission" in r.lower()]
+    detail = f"missing {', '.join(sorted(missing))}: {'; '.join(reasons)}; rows record them in counters_missing"
+    if denied:
+        return _finding("counters", title, value, WARNING, detail, fix)
+    return _finding("counters", title, value, INFO, detail)
+
+
+def _judge_sample_rate(facts: Mapping[str, Any]) -> Finding:
+    title = "perf sample rate"
+    rate = facts.get("perf_event_max_sample_rate")
+    if rate is None:
+        return _finding("perf_sample_rate", title, "not exposed", INFO,
+                        "no /proc/sys/kernel/perf_event_max_sample_rate")
+    value = f"{rate} samples/s max"
+    if facts.get("nmi_watchdog"):
+        value += ", NMI watchdog on"
+    if rate <= 1:
+        return _finding("perf_sample_rate", title, value, OK,
+                        "sampling profilers (perf record) cannot interrupt a measurement often")
+    return _finding("perf_sample_rate", title, value, INFO,
+                    "a sampling profiler running alongside may interrupt measurements this "
+                    "often; memlab itself only counts, it never samples",
+                    "sudo memlab check --tune   # sets kernel.perf_event_max_sample_rate=1")
+
+
+def _judge_memory(facts: Mapping[str, Any], planned_bytes: int | None) -> Finding:
+    title = "free memory"
+    available = facts.get("memory_available_bytes")
+    total = facts.get("memory_total_bytes")
+    if available is None:
+        return _finding("memory", title, "not exposed", INFO, "no MemAvailable in /proc/meminfo")
+    value = f"{_format_bytes(available)} available"
+    if total:
+        value += f" of {_format_bytes(total)}"
+    if not planned_bytes:
+        return _finding("memory", title, value, INFO, "no planned working set to compare with")
+    value += f"; largest planned working set {_format_bytes(planned_bytes)}"
+    if planned_bytes > available * MEMORY_HEADROOM:
+        return _finding(
+            "memory", title, value, WARNING,
+            f"the largest working set needs more than {MEMORY_HEADROOM:.0%} of the available "
+            f"memory: reclaim or swapping would be timed with it, or the run is killed",
+            "free memory (stop other jobs, drop caches: echo 3 | sudo tee /proc/sys/vm/drop_caches) "
+            "or plan smaller working sets",
+        )
+    return _finding("memory", title, value, OK, "the largest working set fits with room to spare")
+
+
+def _judge_blas(facts: Mapping[str, Any]) -> Finding:
+    title = "BLAS"
+    environment = facts.get("blas_environment") or {}
+    overrides = {k: v for k, v in environment.items() if k in BLAS_KERNEL_VARIABLES}
+    env_words = " ".join(f"{k}={v}" for k, v in environment.items())
+    if "blas_error" in facts:
+        value = "unknown" + (f"; {env_words}" if env_words else "")
+        verdict = WARNING if overrides else INFO
+        return _finding("blas", title, value, verdict,
+                        f"{facts['blas_error']}: the BLAS library and kernel in use are unknown",
+                        "pip install threadpoolctl   # or: pip install 'memlab[check]'")
+    libraries = facts.get("blas_libraries")
+    if libraries is None:
+        return _finding("blas", title, "not checked", INFO, "the BLAS was not inspected")
+    described = []
+    for lib in libraries:
+        text = f"{lib.get('internal_api', '?')} {lib.get('version', '')}".strip()
+        extra = [f"{lib['architecture']} kernel"] if lib.get("architecture") else []
+        if "num_threads" in lib:
+            extra.append(f"{lib['num_threads']} threads")
+        described.append(text + (f" ({', '.join(extra)})" if extra else ""))
+    value = "; ".join(described) or "none loaded"
+    if env_words:
+        value += f"; environment {env_words}"
+    if overrides:
+        names = " ".join(f"-u {name}" for name in overrides)
+        return _finding(
+            "blas", title, value, WARNING,
+            f"{', '.join(f'{k}={v}' for k, v in overrides.items())} overrides the kernel OpenBLAS "
+            f"would pick for this CPU: BLAS numbers (the matrix family's reference line) "
+            f"describe that kernel, not the CPU's best. memlab records it and never changes it",
+            f"env {names} memlab ...   # run without the override",
+        )
+    return _finding("blas", title, value, OK if libraries else INFO,
+                    "no environment variable overrides the BLAS kernel choice")
+
+
+def judge(facts: Mapping[str, Any], *, planned_bytes: int | None = None) -> list[Finding]:
+    """One :class:`Finding` per subject, from facts as :func:`collect` returns them.
+
+    ``planned_bytes``: the largest working set about to be measured (compared
+    with the available memory).
+
+    >>> [f.verdict for f in judge({"thp_enabled": "always", "aslr": 0})][6:9]
+    ['warning', 'info', 'ok']
+    """
+    return [
+        _judge_governor(facts),
+        _judge_boost(facts),
+        _judge_smt(facts),
+        _judge_isolation(facts),
+        _judge_load(facts),
+        _judge_steal(facts),
+        _judge_thp(facts),
+        _judge_khugepaged(facts),
+        _judge_aslr(facts),
+        _judge_counters(facts),
+        _judge_sample_rate(facts),
+        _judge_memory(facts, planned_bytes),
+        _judge_blas(facts),
+    ]
+
+
+@dataclass
+class CheckReport:
+    """The facts :func:`check` collected and the findings it made of them."""
+
+    facts: dict[str, Any]
+    findings: list[Finding]
+    planned_bytes: int | None = None
+    checked_unix: float = field(default_factory=time.time)
+
+    @property
+    def warnings(self) -> list[Finding]:
+        """The findings whose verdict is ``warning``."""
+        return [f for f in self.findings if f.verdict == WARNING]
+
+    def __getitem__(self, name: str) -> Finding:
+        for finding in self.findings:
+            if finding.name == name:
+                return finding
+        raise KeyError(f"no finding named {name!r}; known: {', '.join(f.name for f in self.findings)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data: ``checked`` (ISO time), ``facts``, ``findings``, ``warnings``."""
+        return {
+            "checked": datetime.datetime.fromtimestamp(self.checked_unix, datetime.timezone.utc)
+            .isoformat(timespec="seconds"),
+            "planned_bytes": self.planned_bytes,
+            "warnings": [f.name for f in self.warnings],
+            "findings": [asdict(f) for f in self.findings],
+            "facts": self.facts,
+        }
+
+    def format(self) -> str:
+        """The report as text: one block per finding, warnings first in the summary line."""
+        cpu = self.facts.get("cpu_model", "unknown CPU")
+        cpus = self.facts.get("cpus_online") or self.facts.get("cpu_count") or "?"
+        kernel = self.facts.get("kernel_release", "?")
+        count = len(self.warnings)
+        lines = [
+            f"memlab check: {cpu}, {cpus} CPUs, kernel {kernel}",
+            f"{count} warning{'s' if count != 1 else ''}"
+            + (f" ({', '.join(f.name for f in self.warnings)})" if count else "")
+            + f", {sum(f.verdict == OK for f in self.findings)} ok, "
+            f"{sum(f.verdict == INFO for f in self.findings)} info",
+            "",
+        ]
+        for finding in self.findings:
+            label = finding.verdict.upper() if finding.verdict == WARNING else finding.verdict
+            lines.append(f"{label:<8} {finding.title:<24} {finding.value}")
+            lines.append(f"{'':<8} {'':<24} {finding.detail}")
+            if finding.fix:
+                lines.append(f"{'':<8} {'':<24} fix: {finding.fix}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def check(
+    root: str = "/",
+    *,
+    planned_bytes: int | None = None,
+    steal_window_seconds: float = 0.25,
+    counters: bool = True,
+    blas: bool = True,
+    environ: Mapping[str, str] | None = None,
+    wait: Callable[[float], None] = _spin,
+    steal_since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
+) -> CheckReport:
+    """Is this machine fit to measure? Collect the facts and judge each subject.
+
+    ``planned_bytes``: the largest working set about to be measured, in
+    bytes (compared with the available memory). ``steal_window_seconds``:
+    how long to keep a CPU busy while watching /proc/stat for steal time
+    (0: not measured); ``steal_since`` = (time.monotonic(), read_cpu_times())
+    measures it since then instead, without waiting. Returns a
+    :class:`CheckReport`; ``print(report)`` gives what ``memlab check``
+    prints, ``report.to_dict()`` what a dataset's metadata stores.
+
+    >>> report = check(steal_window_seconds=0.05)
+    >>> {f.verdict for f in report.findings} <= {"ok", "warning", "info"}
+    True
+    """
+    if planned_bytes is not None and (isinstance(planned_bytes, bool) or planned_bytes < 0):
+        raise ValueError(f"planned_bytes={planned_bytes!r} must be a non-negative number of bytes")
+    if not 0 <= steal_window_seconds <= 60:
+        raise ValueError(f"steal_window_seconds={steal_window_seconds} is outside [0, 60]")
+    facts = collect(root, steal_window_seconds=steal_window_seconds, counters=counters,
+                    blas=blas, environ=environ, wait=wait, steal_since=steal_since)
+    return CheckReport(facts, judge(facts, planned_bytes=planned_bytes), planned_bytes)
+
+
+def largest_bytes(points: Iterable[Mapping[str, Any]]) -> int | None:
+    """The largest working set of a list of parameter points, in bytes.
+
+    Looks at the parameters named ``bytes`` or ending in ``_bytes``
+    (``working_set_bytes``, ``buffer_bytes``); None when no point has one.
+
+    >>> largest_bytes([{"working_set_bytes": 4096}, {"working_set_bytes": 1 << 30, "npad": 7}])
+    1073741824
+    >>> largest_bytes([{"npad": 7}]) is None
+    True
+    """
+    sizes = [
+        int(value) for point in points for name, value in point.items()
+        if (name == "bytes" or name.endswith("_bytes"))
+        and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    ]
+    return max(sizes) if sizes else None
+
+
+def conditions_warning(on_cpu_fraction: float | None, steal: float | None) -> str:
+    """Why a single measurement's numbers are suspect, in words; "" when they are not.
+
+    ``on_cpu_fraction``: CPU time of the measuring process (and its waited
+    children) over the wall time; ``steal``: the stolen share of the CPU
+    time meanwhile. Warns below :data:`ON_CPU_MIN_FRACTION` and above
+    :data:`STEAL_MAX_FRACTION`; a missing number (None, NaN) is not judged.
+
+    >>> conditions_warning(0.55, 0.0)
+    'on CPU 55% of its wall time (below 90%)'
+    >>> conditions_warning(0.99, 0.01)
+    ''
+    """
+    reasons = []
+    if on_cpu_fraction is not None and on_cpu_fraction == on_cpu_fraction:
+        if on_cpu_fraction < ON_CPU_MIN_FRACTION:
+            reasons.append(f"on CPU {on_cpu_fraction:.0%} of its wall time "
+                           f"(below {ON_CPU_MIN_FRACTION:.0%})")
+    if steal is not None and steal == steal and steal > STEAL_MAX_FRACTION:
+        reasons.append(f"steal time {steal:.1%} (above {STEAL_MAX_FRACTION:.0%})")
+    return "; ".join(reasons)
+
+
+# --------------------------------------------------------------------------
+# tune and reset
+
+
+TUNABLE_SETTINGS = ("governor", "boost", "perf_sample_rate")
+"""What :func:`tune` changes: the CPU frequency governor (performance), boost
+(off) and kernel.perf_event_max_sample_rate (1)."""
+
+DEFAULT_STATE_PATH = "/run/memlab/tuned.json"
+"""Where :func:`tune` keeps the values it replaced. /run is emptied at boot,
+exactly when the kernel forgets the tuned values too."""
+
+
+@dataclass(frozen=True)
+class TuneChange:
+    """One file :func:`tune` or :func:`reset` handled: ``before`` -> ``after``,
+    or ``skipped`` with the reason."""
+
+    setting: str
+    path: str
+    before: str | None
+    after: str | None
+    skipped: str = ""
+
+    def __str__(self) -> str:
+        if self.skipped:
+            return f"{self.setting:<18} {self.path}: skipped ({self.skipped})"
+        return f"{self.setting:<18} {self.path}: {self.before} -> {self.after}"
+
+
+def _targets(setting: str, root: str) -> list[tuple[str, str]]:
+    """(path, value to write) pairs of one tunable setting that exist under ``root``."""
+    if setting == "governor":
+        return [
+            (f"{_CPU}/{cpu}/cpufreq/scaling_governor", "performance")
+            for cpu in _cpu_dirs(root)
+            if os.path.exists(_path(root, f"{_CPU}/{cpu}/cpufreq/scaling_governor"))
+        ]
+    if setting == "boost":
+        for path, value in ((f"{_CPU}/intel_pstate/no_turbo", "1"), (f"{_CPU}/cpufreq/boost", "0")):
+            if os.path.exists(_path(root, path)):
+                return [(path, value)]
+        return []
+    if setting == "perf_sample_rate":
+        path = "/proc/sys/kernel/perf_event_max_sample_rate"
+        return [(path, "1")] if os.path.exists(_path(root, path)) else []
+    raise ValueError(f"setting={setting!r} is not one of {', '.join(TUNABLE_SETTINGS)}")
+
+
+def missing_settings(root: str = "/") -> dict[str, str]:
+    """{setting: why it cannot be tuned here} for the settings this machine does not expose.
+
+    >>> sorted(missing_settings("/nonexistent"))
+    ['boost', 'governor', 'perf_sample_rate']
+    """
+    reasons = {
+        "governor": "no cpufreq scaling_governor under /sys/devices/system/cpu/cpu*/cpufreq",
+        "boost": "neither intel_pstate/no_turbo nor cpufreq/boost under /sys/devices/system/cpu",
+        "perf_sample_rate": "no /proc/sys/kernel/perf_event_max_sample_rate",
+    }
+    return {s: reasons[s] for s in TUNABLE_SETTINGS if not _targets(s, root)}
+
+
+def _state_file(root: str, state_path: str | None) -> str:
+    return state_path if state_path is not None else _path(root, DEFAULT_STATE_PATH)
+
+
+def _load_state(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except FileNotFoundError:
+        return {"saved": {}}
+    except (OSError, ValueError) as error:
+        raise ValueError(f"tune state file {path} cannot be read: {error}; "
+                         f"check it, then delete it") from error
+    if not isinstance(state, dict) or not isinstance(state.get("saved"), dict):
+        raise ValueError(f"tune state file {path} is not a memlab tune state; check it, then delete it")
+    return state
+
+
+def _write_state(path: str, state: Mapping[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    temporary = f"{path}.tmp{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=2, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def _write_setting(root: str, path: str, value: str) -> None:
+    with open(_path(root, path), "w", encoding="utf-8") as handle:
+        handle.write(value + "\n")
+
+
+def _require_root(root: str, action: str) -> None:
+    if root == "/" and os.geteuid() != 0:
+        raise PermissionError(f"memlab check --{action} needs root: run it with sudo")
+
+
+def tune(
+    root: str = "/",
+    *,
+    settings: Iterable[str] = TUNABLE_SETTINGS,
+    state_path: str | None = None,
+) -> list[TuneChange]:
+    """Set the performance governor, boost off and perf_event_max_sample_rate=1; save the old values.
+
+    The values replaced are saved in ``state_path`` (default
+    ``/run/memlab/tuned.json`` under ``root``) before anything is written;
+    tuning twice keeps the values from before the first tune, so
+    :func:`reset` always restores the machine's own. A setting the machine
+    does not expose is skipped with the reason. Needs root on the real
+    root (PermissionError otherwise); a write the kernel refuses raises
+    OSError naming the file, after the values written so far are saved.
+
+    Example (shell): ``sudo memlab check --tune``; later ``sudo memlab check --reset``.
+    """
+    _require_root(root, "tune")
+    settings = list(settings)
+    for setting in settings:
+        if setting not in TUNABLE_SETTINGS:
+            raise ValueError(f"setting={setting!r} is not one of {', '.join(TUNABLE_SETTINGS)}")
+    path = _state_file(root, state_path)
+    state = _load_state(path)
+    saved: dict[str, str] = state["saved"]
+    plan: list[tuple[str, str, str, str]] = []
+    changes: list[TuneChange] = []
+    missing = missing_settings(root)
+    for setting in settings:
+        if setting in missing:
+            changes.append(TuneChange(setting, "", None, None, skipped=missing[setting]))
+            continue
+        for file, value in _targets(setting, root):
+            current = _read(root, file)
+            if current is None:
+                changes.append(TuneChange(setting, file, None, None, skipped="unreadable"))
+                continue
+            current = _bracketed(current) or current
+            saved.setdefault(file, current)
+            plan.append((setting, file, current, value))
+    state.setdefault("created", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+    state["root"] = root
+    if plan:
+        _write_state(path, state)
+    for setting, file, current, value in plan:
+        try:
+            _write_setting(root, file, value)
+        except OSError as error:
+            raise OSError(error.errno, f"writing {value} to {file} failed: {error.strerror or error}; "
+                          f"the values replaced so far are in {path} (memlab check --reset)") from error
+        changes.append(TuneChange(setting, file, current, value))
+    return changes
+
+
+def reset(root: str = "/", *, state_path: str | None = None) -> list[TuneChange]:
+    """Write back every value :func:`tune` saved, then delete the state file.
+
+    Returns the changes made (empty when nothing was tuned). A value the
+    kernel refuses stays in the state file, so a second reset can retry.
+
+    Example (shell): ``sudo memlab check --reset``
+    """
+    _require_root(root, "reset")
+    path = _state_file(root, state_path)
+    state = _load_state(path)
+    saved: dict[str, str] = state["saved"]
+    changes = []
+    failures = []
+    for file, value in list(saved.items()):
+        setting = next((s for s in TUNABLE_SETTINGS if any(t[0] == file for t in _targets(s, root))), "setting")
+        current = _read(root, file)
+        try:
+            _write_setting(root, file, value)
+        except OSError as error:
+            failures.append(f"{file}: {error.strerror or error}")
+            continue
+        del saved[file]
+        changes.append(TuneChange(setting, file, _bracketed(current) if current else current, value))
+    if saved:
+        _write_state(path, state)
+        raise OSError(f"could not restore {'; '.join(failures)}; the values are still in {path}")
+    if os.path.exists(path):
+        os.remove(path)
+    return changes

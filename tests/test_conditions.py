@@ -1,0 +1,142 @@
+"""Each measurement records its on-CPU fraction and the steal share during it.
+
+The hog tests are physics with a wide margin: a busy loop pinned to the
+measuring CPU takes about half of that CPU from the measurement (the
+scheduler shares a CPU fairly), far below the 90% warning line, whatever
+else the machine is doing.
+"""
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+import time
+
+import memlab
+from memlab.measure import cpu_seconds
+
+HOG = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@contextlib.contextmanager
+def hog_on(cpu):
+    """A busy loop pinned to ``cpu`` for the duration (killed and reaped afterwards)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n" + HOG]
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while os.sched_getaffinity(process.pid) != {cpu} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # let it settle on its CPU
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def measuring_cpu():
+    return max(os.sched_getaffinity(0))
+
+
+def test_a_measurement_records_on_cpu_and_steal():
+    measurement = memlab.run("chase", working_set_bytes=1 << 16, repeat=3, target_seconds=0.05)
+    row = measurement.to_row()
+    assert row["context_on_cpu_fraction"] == measurement.on_cpu_fraction
+    # at most one CPU's worth plus rounding: chase is one thread
+    assert 0.0 < measurement.on_cpu_fraction <= 1.05
+    steal = row.get("context_steal_fraction")
+    if steal is not None:  # absent where /proc/stat saw too few busy ticks
+        assert 0.0 <= steal <= 1.0
+        assert steal == measurement.steal_fraction
+    else:
+        assert math.isnan(measurement.steal_fraction)
+
+
+def test_a_busy_loop_on_the_measuring_cpu_is_flagged():
+    cpu = measuring_cpu()
+    with hog_on(cpu):
+        measurement = memlab.run("chase", working_set_bytes=1 << 16, repeat=5,
+                                 target_seconds=0.05, cpu=cpu)
+    assert measurement.on_cpu_fraction < 0.75, measurement.context
+    assert measurement.conditions_warning.startswith("on CPU ")
+    assert "below 90%" in measurement.conditions_warning
+
+
+def test_cpu_seconds_counts_waited_children():
+    before = cpu_seconds()
+    subprocess.run([sys.executable, "-c",
+                    "import time\nend = time.process_time() + 0.3\n"
+                    "while time.process_time() < end:\n    pass\n"], check=True)
+    assert cpu_seconds() - before >= 0.3
+
+
+def test_run_and_sweep_warn_under_a_hog_and_flag_the_rows(tmp_path, capsys):
+    from memlab.cli import main
+    from memlab.dataset import Dataset
+
+    cpu = measuring_cpu()
+    out = tmp_path / "hogged.csv"
+    with hog_on(cpu):
+        assert main(["run", "chase", "working_set_bytes=16KiB", "--repeat", "3",
+                     "--cpu", str(cpu), "--out", str(tmp_path / "one.csv")]) == 0
+        run_err = capsys.readouterr().err
+        assert main(["sweep", str(SCRIPT), "--out", str(out), "--cpu", str(cpu),
+                     "--no-progress"]) == 0
+        sweep_err = capsys.readouterr().err
+    assert "memlab: warning: chase: on CPU " in run_err
+    dataset = Dataset.load(out)
+    flagged = [row for row in dataset.rows if row["context_on_cpu_fraction"] < 0.9]
+    assert len(flagged) == len(dataset.rows) == 2
+    warnings = [line for line in sweep_err.splitlines() if "of its wall time" in line]
+    assert len(warnings) == 2
+    assert warnings[0].startswith("memlab: warning: chase working_set_bytes=16384: on CPU ")
+    for key in ("check_start", "check_end"):
+        assert {f["name"] for f in dataset.metadata[key]["findings"]} >= {"load", "steal", "thp"}
+    assert dataset.metadata["check_start"]["planned_bytes"] == 65536
+    single = Dataset.load(tmp_path / "one.csv")
+    assert "check_start" in single.metadata and "check_end" in single.metadata
+
+
+SCRIPT = __import__("pathlib").Path(__file__).with_name("conditions_sweep.py")
+
+
+def conditions_dataset(with_columns=True):
+    from memlab.dataset import Dataset
+
+    rows = []
+    for size, on_cpu, steal in ((4096, 0.99, 0.0), (8192, 0.48, 0.0), (16384, 0.97, 0.05)):
+        row = {"family": "chase", "working_set_bytes": size, "ns_per_element": 1.0,
+               "ns_per_element_min": 0.9, "ns_per_element_max": 1.1, "repeat": 3}
+        if with_columns:
+            row.update(context_on_cpu_fraction=on_cpu, context_steal_fraction=steal)
+        rows.append(row)
+    meta = {"family": "chase", "param_names": ["working_set_bytes"], "primary_metric": "ns_per_element",
+            "check_start": {"warnings": ["load", "steal"]}, "check_end": {"warnings": []}}
+    return Dataset(rows, meta)
+
+
+def test_the_report_badges_the_disturbed_points():
+    from html_check import parse_report
+
+    from memlab.report import build_report
+
+    text = build_report([conditions_dataset()], command="memlab report x.csv")
+    parsed = parse_report(text)
+    assert parsed.errors == []
+    assert text.count("<tr class=flagged>") == 2
+    assert text.count('<span class=badge title="') == 2
+    assert 'title="on CPU 48% of its wall time (below 90%)">⚠ on CPU 48%, steal 0.0%</span>' in text
+    assert 'title="steal time 5.0% (above 2%)">⚠ on CPU 97%, steal 5.0%</span>' in text
+    assert "<span class=meta>on CPU 99%, steal 0.0%</span>" in text
+    assert "2 of 3 points were measured with less than 90% of their wall time on CPU" in text
+    assert "machine check warnings at the start: load, steal" in text
+
+
+def test_a_report_without_the_columns_has_no_badges():
+    from memlab.report import build_report
+
+    text = build_report([conditions_dataset(with_columns=False)], command="x")
+    assert "class=flagged" not in text and "<th>conditions</th>" not in text
+    assert "points were measured with less than" not in text

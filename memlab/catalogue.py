@@ -1166,7 +1166,7 @@ PIPES_TOUCH = Item(
               "Mazzoli, footnote 19: with huge pages get_user_pages_fast fills the whole range",
               _huge_untouched_same),
     ),
-    script="experiments/pipes_ladder.py", notebook="notebooks/pipes.ipynb",
+    script="experiments/pipes_touch.py", notebook="notebooks/pipes.ipynb",
 )
 
 

@@ -511,3 +511,12 @@ def test_item_needs_a_known_source_and_a_claim():
         Item("x", "nosuch", "", "", "", "a.b", "a.b_quick", "", "", (), (catalogue.item("fig3.10").claims[0],), "", "")
     with pytest.raises(ValueError, match="no claim"):
         Item("x", "drepper", "", "", "", "a.b", "a.b_quick", "", "", (), (), "", "")
+
+
+def test_the_source_index_has_a_row_per_item():
+    index = (ROOT / "docs" / "reproduce.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in index.splitlines() if line.startswith("| `")}
+    assert set(rows) == {i.key for i in catalogue.ITEMS}
+    for entry in catalogue.ITEMS:
+        row = rows[entry.key]
+        assert f"`{entry.sweep}`" in row and f"(../{entry.script})" in row and f"(../{entry.notebook})" in row

@@ -47,6 +47,7 @@ from memlab import system
 from memlab.chart import cache_sizes_of
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
+from memlab.registry import family as get_family
 from memlab.units import format_bytes
 
 __all__ = [
@@ -422,12 +423,15 @@ def need_cpus(ds: Dataset, count: int, rows: Sequence[Mapping[str, Any]] | None 
 def shorter(sweep: Sweep, points: list[dict[str, Any]] | None = None, *, repeat: int = 2,
             target_seconds: float | None = 0.03, **changes: Any) -> Sweep:
     """A quick copy of ``sweep``: these points (default all), fewer repetitions, shorter samples."""
+    points = list(sweep.points) if points is None else list(points)
+    if not points:
+        raise ValueError(f"no point of sweep {sweep.family}.{sweep.name} is left for its quick variant")
     target = target_seconds
     if target is not None and sweep.target_seconds is not None:
         target = min(target, sweep.target_seconds)
     elif target is None:
         target = sweep.target_seconds
-    return dataclasses.replace(sweep, name=sweep.name + "_quick", points=list(points or sweep.points),
+    return dataclasses.replace(sweep, name=sweep.name + "_quick", points=points,
                                repeat=min(repeat, sweep.repeat), target_seconds=target, **changes)
 
 
@@ -452,12 +456,17 @@ def at_working_sets(*extra: int) -> Callable[[Sweep], Sweep]:
     return quick
 
 
-def only(repeat: int = 2, target_seconds: float | None = 0.03, **match: Any) -> Callable[[Sweep], Sweep]:
-    """Quick variant: the full sweep's points matching ``match`` (tuple values: any of them)."""
+def only(repeat: int = 2, target_seconds: float | None = 0.03, warmup: int | None = None,
+         **match: Any) -> Callable[[Sweep], Sweep]:
+    """Quick variant: the full sweep's points whose parameters (defaults included) match ``match``
+    (tuple values: any of them)."""
 
     def quick(sweep: Sweep) -> Sweep:
-        points = [p for p in sweep.points if all(_matches(p.get(k), v) for k, v in match.items())]
-        return shorter(sweep, points, repeat=repeat, target_seconds=target_seconds)
+        family = get_family(sweep.family)
+        points = [p for p in sweep.points
+                  if all(_matches(dataclasses.asdict(family.params(p)).get(k), v) for k, v in match.items())]
+        changes = {} if warmup is None else {"warmup": warmup}
+        return shorter(sweep, points, repeat=repeat, target_seconds=target_seconds, **changes)
 
     return quick
 
@@ -710,6 +719,13 @@ FIG3_15 = _chase_item(
 )
 
 
+def _fig3_17_quick(sweep: Sweep) -> Sweep:
+    """Blocks of 1, 64 and 4096 pages and the whole list, at the four working sets of
+    :func:`at_working_sets`."""
+    points = [p for p in sweep.points if p.get("order") == "random" or p.get("block_pages") in (1, 64, 4096)]
+    return at_working_sets()(dataclasses.replace(sweep, points=points))
+
+
 def _blocks_faster(ds: Dataset) -> Verdict:
     smallest = min(row["block_pages"] for row in rows_where(ds, "ns_per_element", order="random_blocks"))
     size, found = at_largest_common(ds, "ns_per_element", "beyond_l2", {
@@ -748,6 +764,7 @@ FIG3_17 = _chase_item(
               "Drepper 3.3.2, fig. 3.17: as the block size grows the results approach the one-block curve",
               _blocks_approach_whole),
     ],
+    quick=_fig3_17_quick,
 )
 
 
@@ -977,7 +994,7 @@ def _sse2_faster(ds: Dataset) -> Verdict:
 
 TABLE6_2 = Item(
     key="table6.2", source="drepper", section="6.2.1", label="Table 6.2", title="matrix multiplication timing",
-    sweep="matrix.table_6_2", quick=only(repeat=1, target_seconds=None),
+    sweep="matrix.table_6_2", quick=only(repeat=1, target_seconds=None, warmup=0),
     measured="Multiplying two 1000 x 1000 double matrices: the naive loop, with the second matrix "
              "transposed first, tiled in sub-matrices of a cache line, and tiled with SSE2 vectors; "
              "time as a percentage of the naive loop.",
@@ -1302,7 +1319,8 @@ def _batches_same(ds: Dataset) -> Verdict:
 CLEAR_EXTENT = Item(
     key="clear-extent", source="clearing", section="clear_user_highpages(), 32 MiB batches",
     label="Extent batching", title="handing the hardware larger extents",
-    sweep="clear_order.clear_order", quick="clear_order.quick",
+    sweep="clear_order.clear_order",
+    quick=only(repeat=3, target_seconds=None, pages="thp", order="sequential", method="rep_stosb"),
     measured="After ordering, the series clears whole ranges per call (clear_pages(): one rep stos "
              "over the extent) in batches of at most 32 MiB, so that the CPU can optimise by extent.",
     machine=GENOA,
@@ -1361,7 +1379,8 @@ def _llc_miss_ratios(ds: Dataset) -> Verdict:
 CLEAR_PATCH = Item(
     key="clear-patch", source="clearing", section="cover letter",
     label="The patch comparison", title="old kernel order in 4 KiB calls vs sequential extents",
-    sweep="clear_order.clear_patch", quick="clear_order.clear_patch_quick",
+    sweep="clear_order.clear_patch",
+    quick=only(repeat=3, target_seconds=0.05, method="rep_stosb", target_subpage=0),
     measured="Demand-fault clearing bandwidth of 2 MiB and 1 GiB pages before and after the series, "
              "and the LLC miss rate of the 2 MiB case.",
     machine=GENOA,

@@ -449,6 +449,8 @@ def reproduce(
             except KeyboardInterrupt:
                 result.interrupted = True
                 task.error = "interrupted (Ctrl-C); the points measured so far are kept"
+                for later in runnable[runnable.index(task) + 1:]:
+                    later.error = "not run: the run was interrupted (Ctrl-C) before this sweep"
                 break
             except (OSError, MemoryError, TimeoutError, ValueError, RuntimeError) as error:
                 task.error = f"{type(error).__name__}: {error}"

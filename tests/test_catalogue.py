@@ -499,11 +499,15 @@ def test_quick_working_sets_are_taken_from_the_full_sweep():
     assert quick.repeat == 2 and quick.target_seconds == 0.03 and quick.name == "fig3_15_quick"
 
 
-def test_only_keeps_the_matching_points():
-    sweep = Sweep("s", "clear_fault", [{"pages": p, "region_bytes": r} for p in ("4k", "thp", "hugetlb-2m")
-                                       for r in (1, 2)], repeat=5)
-    quick = catalogue.only(pages=("4k", "thp"), region_bytes=2)(sweep)
-    assert quick.points == [{"pages": "4k", "region_bytes": 2}, {"pages": "thp", "region_bytes": 2}]
+def test_only_keeps_the_matching_points_defaults_included():
+    mib = 1 << 20
+    points = [{"pages": p, "region_bytes": r} for p in ("4k", "thp", "hugetlb-2m") for r in (64 * mib, 256 * mib)]
+    sweep = Sweep("s", "clear_fault", points + [{"pages": "thp", "region_bytes": 256 * mib, "pause_s": 1.0}],
+                  repeat=5)
+    quick = catalogue.only(pages=("4k", "thp"), region_bytes=256 * mib, pause_s=0.0)(sweep)
+    assert quick.points == [{"pages": "4k", "region_bytes": 256 * mib}, {"pages": "thp", "region_bytes": 256 * mib}]
+    with pytest.raises(ValueError, match="no point"):
+        catalogue.only(pages="hugetlb-1g")(sweep)
 
 
 def test_item_needs_a_known_source_and_a_claim():

@@ -66,3 +66,12 @@ def test_the_link_checker_finds_a_missing_target(tmp_path):
     assert relative_links(page) == ["docs/nothing.md#part", "#top"]
     page.write_text("the module `memlab/nothing.py` and memlab/report.py\n")
     assert TREE_PATH.findall(prose(page)) == ["memlab/nothing.py", "memlab/report.py"]
+
+
+def test_the_readme_opens_with_the_reproduce_and_the_test_commands():
+    first_block = re.search(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S).group(1)
+    assert first_block.splitlines() == [
+        "python3 -m venv .venv && .venv/bin/pip install '.[plot]' && .venv/bin/memlab reproduce --quick "
+        "--out memlab-reproduce",
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -q",
+    ]

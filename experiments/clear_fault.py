@@ -1,4 +1,4 @@
-"""clear_fault: the kernel zeroing pages on first touch (EXPERIMENTS.md section 3).
+"""clear_fault: the kernel zeroing pages on first touch (the huge-page clearing patches).
 
 Every page kind x populate mode over 64 MiB ... 4 GiB (hugetlb kinds fall back
 to 4 KiB pages, and say so, when none are reserved), the subpage the THP touch

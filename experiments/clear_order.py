@@ -1,4 +1,4 @@
-"""clear_order: user-space re-clearing of a faulted 1 GiB region (EXPERIMENTS.md section 3).
+"""clear_order: user-space re-clearing of a faulted 1 GiB region (the huge-page clearing patches).
 
 Order (sequential, the old kernel order, reverse, random) x method (memset,
 rep stosb, widest vector stores, non-temporal stores + sfence) x extent (bytes

@@ -1,6 +1,6 @@
 """UnixBench's system tests and index: execl, process creation and the three
 file copies, with 1 copy and with one copy per CPU (UnixBench's default
-runs), scored against UnixBench's baselines (EXPERIMENTS.md section 5).
+runs), scored against UnixBench's baselines.
 
     python experiments/unixbench.py --quick     # 0.5 s per test, ~15 s
     python experiments/unixbench.py             # 30 s per test, as UnixBench

@@ -1,6 +1,7 @@
 """Page clearing: how fast memory is zeroed, by the kernel and by user space.
 
-Two experiments (EXPERIMENTS.md section 3, seeds 001 and 003):
+Two experiments (the kernel's huge-page clearing patches; LWN's "A pair of
+memory-allocation improvements in 5.13" for the populate paths):
 
 * :func:`fault` - the kernel zeroing pages on first touch. Every sample maps
   a fresh region and times making it usable (a touch per page, MAP_POPULATE
@@ -393,7 +394,9 @@ FAULT_FAMILY = Family(
     default_warmup=1,
     figure=fault_figure,
     caption="The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
-            "faults taken per page (the huge-page clearing patches, bulk page allocation).",
+            "faults taken per page (the huge-page clearing patches). MAP_POPULATE and "
+            "MADV_POPULATE_WRITE populate a range in one call: the nearest user-space analogue of the "
+            "kernel's bulk page allocator, which user space cannot call.",
     report_columns=("faults_per_page", "huge_fraction"),
 )
 

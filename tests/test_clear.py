@@ -22,7 +22,7 @@ QUICK = {"repeat": 1, "warmup": 0, "target_seconds": 0.0}
 
 
 def reference_kernel_order(n: int, target: int) -> list[int]:
-    """process_huge_page() as EXPERIMENTS.md section 3 describes it."""
+    """process_huge_page() as the clearing patches describe it."""
     visited: list[int] = []
     if 2 * target <= n:
         visited += list(range(n - 1, 2 * target - 1, -1))

@@ -695,7 +695,7 @@ def _keeps_climbing(ds: Dataset) -> Verdict:
     return verdict(steady and total >= 2.0,
                    f"{len(values)} working sets from {format_bytes(min(climb))} to {format_bytes(max(climb))}: "
                    f"{values[0]:.3g} -> {values[-1]:.3g} ns ({total:.3g}x), "
-                   f"{'never' if steady else 'not always'} rising", total=total)
+                   f"{'rising at every step' if steady else 'falling at some step'}", total=total)
 
 
 FIG3_15 = _chase_item(

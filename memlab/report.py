@@ -61,11 +61,11 @@ tr.flagged td { background: #f2b70522; }
 .warn { border-left: 4px solid #f2b705; padding-left: 0.6rem; }
 nav ul { padding-left: 1.2rem; columns: 2 12rem; }
 td.wrap, th.wrap { white-space: normal; text-align: left; min-width: 12rem; }
-.badge { display: inline-block; padding: 0 0.45rem; border-radius: 0.6rem; font-size: 0.8rem;
-         white-space: nowrap; }
-.badge-good { background: #2a72; border: 1px solid #2a7; }
-.badge-bad { background: #c332; border: 1px solid #c33; }
-.badge-none { background: #8882; border: 1px solid #888; }
+.verdict { display: inline-block; padding: 0 0.45rem; border-radius: 0.6rem; font-size: 0.8rem;
+           white-space: nowrap; }
+.verdict-good { background: #2a72; border: 1px solid #2a7; }
+.verdict-bad { background: #c332; border: 1px solid #c33; }
+.verdict-none { background: #8882; border: 1px solid #888; }
 ul.claims { padding-left: 1.2rem; }
 ul.claims li { margin: 0.35rem 0; }
 """

@@ -506,11 +506,11 @@ def _write_verdicts(result: ReproduceResult) -> None:
 
 # ---- the report --------------------------------------------------------------------------
 
-_BADGE = {REPRODUCED: "badge-good", NOT_REPRODUCED: "badge-bad", NOT_MEASURABLE: "badge-none"}
+_BADGE = {REPRODUCED: "verdict-good", NOT_REPRODUCED: "verdict-bad", NOT_MEASURABLE: "verdict-none"}
 
 
 def _badge(status: str) -> str:
-    return f'<span class="badge {_BADGE[status]}">{escape(status)}</span>'
+    return f'<span class="verdict {_BADGE[status]}">{escape(status)}</span>'
 
 
 def _number_text(value: float | None) -> str:

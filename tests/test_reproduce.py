@@ -121,7 +121,7 @@ def test_report_shows_source_numbers_and_each_verdict_kind(fake_catalogue, tmp_p
     text = result.report.read_text()
     parsed = parse_report(text, allow_external=True)
     assert "Drepper, Figure 0.1: the clock &lt;and&gt; friends" in text
-    for kind in ("badge-good", "badge-bad", "badge-none"):
+    for kind in ("verdict-good", "verdict-bad", "verdict-none"):
         assert kind in text
     assert "https://people.freebsd.org/~lstewart/articles/cpumemory.pdf" in parsed.links
     assert "here / source" in parsed.cells and "core clock" in parsed.cells
@@ -177,7 +177,7 @@ def test_judge_reads_a_dataset_file_and_keeps_the_item_rows(tmp_path):
     judged = reproducing.judge("unixbench-execl", tmp_path / "ub.csv")
     assert len(judged.dataset) == 1 and judged.verdicts[0].status == REPRODUCED
     assert "unixbench-execl" not in judged.table() and "Execl" in judged.table()
-    assert "badge-good" in judged._repr_html_()
+    assert "verdict-good" in judged._repr_html_()
 
 
 # ---- the command line -------------------------------------------------------------------

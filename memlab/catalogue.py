@@ -51,6 +51,7 @@ from memlab.registry import family as get_family
 from memlab.units import format_bytes
 
 __all__ = [
+    "BULK_NOTE",
     "ITEMS",
     "MARGIN",
     "NOT_MEASURABLE",
@@ -66,10 +67,24 @@ __all__ = [
     "Number",
     "Source",
     "Verdict",
+    "at_largest_common",
+    "at_working_sets",
+    "caches",
+    "curve",
+    "cycles_in",
     "item",
     "items",
+    "largest",
+    "machine_fact",
+    "need_cpus",
+    "only",
+    "region",
+    "rows_where",
     "select",
+    "shorter",
     "sweep_names",
+    "value_of",
+    "verdict",
 ]
 
 REPRODUCED = "reproduced"

@@ -9,6 +9,8 @@ measurable, with the reason). The synthetic machine has a 32 KiB L1d, a
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import math
 from pathlib import Path
 
@@ -524,3 +526,11 @@ def test_the_source_index_has_a_row_per_item():
     for entry in catalogue.ITEMS:
         row = rows[entry.key]
         assert f"`{entry.sweep}`" in row and f"(../{entry.script})" in row and f"(../{entry.notebook})" in row
+
+
+@pytest.mark.parametrize("name", ["memlab.catalogue", "memlab.reproduce"])
+def test_docstring_examples(name, tmp_path, monkeypatch):
+    module = importlib.import_module(name)  # memlab.reproduce the attribute is the function
+    monkeypatch.chdir(tmp_path)
+    failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert tried >= 3 and failures == 0

@@ -735,9 +735,11 @@ FIG3_15 = _chase_item(
 
 
 def _fig3_17_quick(sweep: Sweep) -> Sweep:
-    """Blocks of 1, 64 and 4096 pages and the whole list, at the four working sets of
-    :func:`at_working_sets`."""
-    points = [p for p in sweep.points if p.get("order") == "random" or p.get("block_pages") in (1, 64, 4096)]
+    """The smallest, a middle and the largest block size and the whole list, at the four working
+    sets of :func:`at_working_sets`."""
+    blocks = sorted({p["block_pages"] for p in sweep.points if p.get("order") == "random_blocks"})
+    keep = {blocks[0], blocks[len(blocks) // 2], blocks[-1]} if blocks else set()
+    points = [p for p in sweep.points if p.get("order") == "random" or p.get("block_pages") in keep]
     return at_working_sets()(dataclasses.replace(sweep, points=points))
 
 

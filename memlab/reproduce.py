@@ -194,12 +194,16 @@ def estimate_seconds(sweep: Sweep, points: Sequence[dict[str, Any]] | None = Non
 
 
 def _task_key(sweep: Sweep) -> tuple:
-    return sweep.family, sweep.name, repr(sweep.points), sweep.repeat, sweep.target_seconds
+    """What a sweep measures, its name left out: two named sweeps with the same points (say, one
+    source figure per machine it was measured on) are run once."""
+    return (sweep.family, repr(sweep.points), sweep.repeat, sweep.warmup, sweep.target_seconds,
+            repr(sorted(sweep.options.items())))
 
 
 def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike) -> list[Task]:
-    """One :class:`Task` per distinct sweep of ``items``, in catalogue order, with its file and its
-    estimated seconds. A sweep this machine cannot build becomes a task with ``unmeasurable`` set."""
+    """One :class:`Task` per distinct sweep of ``items`` (sweeps measuring the same points are one),
+    in catalogue order, with its file and its estimated seconds. A sweep this machine cannot build
+    becomes a task with ``unmeasurable`` set."""
     out = Path(out)
     tasks: dict[tuple, Task] = {}
     names: dict[str, tuple] = {}
@@ -210,15 +214,15 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike) -> list[Tas
             tasks[("unmeasurable", entry.key)] = Task(None, None, [entry], unmeasurable=str(error))
             continue
         key = _task_key(sweep)
+        if key in tasks:
+            tasks[key].items.append(entry)
+            continue
         stem = f"{sweep.family}-{sweep.name}"
         if stem in names and names[stem] != key:
             sweep = dataclasses.replace(sweep, name=f"{sweep.name}-{entry.key}")
             key, stem = _task_key(sweep), f"{sweep.family}-{sweep.name}"
         names[stem] = key
-        if key in tasks:
-            tasks[key].items.append(entry)
-        else:
-            tasks[key] = Task(sweep, out / f"{stem}.csv", [entry], seconds=estimate_seconds(sweep))
+        tasks[key] = Task(sweep, out / f"{stem}.csv", [entry], seconds=estimate_seconds(sweep))
     return list(tasks.values())
 
 

@@ -7,6 +7,7 @@ minutes a real item takes; ``test_a_real_item_end_to_end`` runs one real item.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 
@@ -73,6 +74,16 @@ def test_items_sharing_a_sweep_share_one_task(tmp_path):
     assert by_name["clear_fault.clear_fault"] == ["clear-fault", "bulk-populate"]
     assert by_name["clear_order.clear_order"] == ["clear-order", "clear-extent"]
     assert all(t.path.parent == tmp_path and t.seconds > 0 for t in tasks)
+
+
+def test_named_sweeps_measuring_the_same_points_run_once(fake_catalogue, monkeypatch, tmp_path):
+    items = (fake_item("a"), fake_item("b", quick="calibrate.quick_twin"))
+    monkeypatch.setattr(catalogue, "ITEMS", items)
+    calibrate = reproducing.get_family("calibrate")
+    monkeypatch.setitem(calibrate.sweeps, "quick_twin",
+                        lambda: dataclasses.replace(calibrate.sweep("quick"), name="quick_twin"))
+    (task,) = reproducing.plan(catalogue.select(["a", "b"]), True, tmp_path)
+    assert [i.key for i in task.items] == ["a", "b"] and task.path.name == "calibrate-quick.csv"
 
 
 def test_quick_variants_are_shorter_and_named_apart(tmp_path):

@@ -472,13 +472,13 @@ def at_working_sets(*extra: int) -> Callable[[Sweep], Sweep]:
 
 
 def only(repeat: int = 2, target_seconds: float | None = 0.03, warmup: int | None = None,
-         **match: Any) -> Callable[[Sweep], Sweep]:
+         update: Mapping[str, Any] | None = None, **match: Any) -> Callable[[Sweep], Sweep]:
     """Quick variant: the full sweep's points whose parameters (defaults included) match ``match``
-    (tuple values: any of them)."""
+    (tuple values: any of them), with ``update`` applied to each (say, a smaller region)."""
 
     def quick(sweep: Sweep) -> Sweep:
         family = get_family(sweep.family)
-        points = [p for p in sweep.points
+        points = [dict(p, **(update or {})) for p in sweep.points
                   if all(_matches(dataclasses.asdict(family.params(p)).get(k), v) for k, v in match.items())]
         changes = {} if warmup is None else {"warmup": warmup}
         return shorter(sweep, points, repeat=repeat, target_seconds=target_seconds, **changes)
@@ -1337,7 +1337,8 @@ CLEAR_EXTENT = Item(
     key="clear-extent", source="clearing", section="clear_user_highpages(), 32 MiB batches",
     label="Extent batching", title="handing the hardware larger extents",
     sweep="clear_order.clear_order",
-    quick=only(repeat=3, target_seconds=None, pages="thp", order="sequential", method="rep_stosb"),
+    quick=only(repeat=3, target_seconds=None, update={"region_bytes": 256 << 20}, pages="thp",
+               order="sequential", method="rep_stosb"),
     measured="After ordering, the series clears whole ranges per call (clear_pages(): one rep stos "
              "over the extent) in batches of at most 32 MiB, so that the CPU can optimise by extent.",
     machine=GENOA,
@@ -1397,7 +1398,8 @@ CLEAR_PATCH = Item(
     key="clear-patch", source="clearing", section="cover letter",
     label="The patch comparison", title="old kernel order in 4 KiB calls vs sequential extents",
     sweep="clear_order.clear_patch",
-    quick=only(repeat=3, target_seconds=0.05, method="rep_stosb", target_subpage=0),
+    quick=only(repeat=3, target_seconds=0.05, update={"region_bytes": 256 << 20}, method="rep_stosb",
+               target_subpage=0),
     measured="Demand-fault clearing bandwidth of 2 MiB and 1 GiB pages before and after the series, "
              "and the LLC miss rate of the 2 MiB case.",
     machine=GENOA,

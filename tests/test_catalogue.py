@@ -510,6 +510,8 @@ def test_only_keeps_the_matching_points_defaults_included():
     assert quick.points == [{"pages": "4k", "region_bytes": 256 * mib}, {"pages": "thp", "region_bytes": 256 * mib}]
     with pytest.raises(ValueError, match="no point"):
         catalogue.only(pages="hugetlb-1g")(sweep)
+    smaller = catalogue.only(update={"region_bytes": 64 * mib}, pages="4k", region_bytes=256 * mib)(sweep)
+    assert smaller.points == [{"pages": "4k", "region_bytes": 64 * mib}]
 
 
 def test_item_needs_a_known_source_and_a_claim():

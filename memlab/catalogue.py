@@ -1605,42 +1605,38 @@ def _many_result(name: str) -> Callable[[Dataset], float]:
     return measured
 
 
-UNIXBENCH_EXECL = _unixbench_item(
-    "unixbench-execl", "Execl Throughput", "a program that re-executes itself",
+def _loop_item(key: str, name: str, label: str, title: str, measured: str, one: tuple[float, float],
+               many: tuple[float, float], what: str) -> Item:
+    """execl and process creation: published results (lps, index) with 1 copy and with 16."""
+    return _unixbench_item(
+        key, label, title, measured,
+        numbers=[
+            Number("1 copy", one[0], "lps", lambda ds: _result(ds, 1, name), f"index {one[1]}"),
+            Number("one copy per CPU", many[0], "lps", _many_result(name), f"16 copies, index {many[1]}",
+                   compare=False),
+        ],
+        claims=[
+            Claim("The machine beats UnixBench's baseline system (index above 10).",
+                  "UnixBench: the baseline machine (a SPARCstation 20-61) scores 10 by definition",
+                  _above_baseline(name)),
+            Claim(f"One copy per CPU {what} per second in total than one copy.",
+                  f"the published run: {one[0]} lps with 1 copy, {many[0]} with 16", _more_copies_more(name)),
+        ],
+        rows={"test": name},
+    )
+
+
+UNIXBENCH_EXECL = _loop_item(
+    "unixbench-execl", "execl", "Execl Throughput", "a program that re-executes itself",
     "execl: a process replaces itself with a fresh copy of the same program, carrying its counter in "
     "its arguments, for 30 s; execs per second (lps), index = result / 43.0 x 10.",
-    numbers=[
-        Number("1 copy", 6304.3, "lps", lambda ds: _result(ds, 1, "execl"), "index 1466.1"),
-        Number("one copy per CPU", 8930.6, "lps", _many_result("execl"), "16 copies, index 2076.9",
-               compare=False),
-    ],
-    claims=[
-        Claim("The machine beats UnixBench's baseline system (index above 10).",
-              "UnixBench: the baseline machine (a SPARCstation 20-61) scores 10 by definition",
-              _above_baseline("execl")),
-        Claim("One copy per CPU execs more per second in total than one copy.",
-              "the published run: 6304.3 lps with 1 copy, 8930.6 with 16", _more_copies_more("execl")),
-    ],
-    rows={"test": "execl"},
-)
+    (6304.3, 1466.1), (8930.6, 2076.9), "execs more")
 
-UNIXBENCH_SPAWN = _unixbench_item(
-    "unixbench-spawn", "Process Creation", "fork, exit, wait",
+UNIXBENCH_SPAWN = _loop_item(
+    "unixbench-spawn", "spawn", "Process Creation", "fork, exit, wait",
     "spawn: fork a child that exits at once and wait for it, in a loop for 30 s; loops per second, "
     "index = result / 126.0 x 10.",
-    numbers=[
-        Number("1 copy", 5337.9, "lps", lambda ds: _result(ds, 1, "spawn"), "index 423.6"),
-        Number("one copy per CPU", 16079.3, "lps", _many_result("spawn"), "16 copies, index 1276.1",
-               compare=False),
-    ],
-    claims=[
-        Claim("The machine beats UnixBench's baseline system (index above 10).",
-              "UnixBench: the baseline machine scores 10 by definition", _above_baseline("spawn")),
-        Claim("One copy per CPU creates more processes per second in total than one copy.",
-              "the published run: 5337.9 lps with 1 copy, 16079.3 with 16", _more_copies_more("spawn")),
-    ],
-    rows={"test": "spawn"},
-)
+    (5337.9, 423.6), (16079.3, 1276.1), "creates more processes")
 
 UNIXBENCH_FILE_COPY = _unixbench_item(
     "unixbench-file-copy", "File Copy", "read and write a file in 256, 1024 and 4096-byte buffers",

@@ -459,10 +459,7 @@ def cmd_tour(args: argparse.Namespace) -> int:
         status = f"FAILED: {run.error}" if run.error else f"{len(run.dataset)} rows -> {run.path}"
         print(f"{run.family:<14} {run.seconds:6.1f} s  {status}")
     print(f"tour: {result.seconds:.0f} s; report -> {result.report}")
-    try:
-        require_matplotlib()
-    except ImportError as error:
-        print(f"memlab tour: the report has no figures: {error}", file=sys.stderr)
+    _say_if_no_figures("tour")
     if result.interrupted:
         return 130
     return 1 if result.failed else 0
@@ -487,10 +484,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     totals = ", ".join(f"{result.count(s)} {s}" for s in catalogue.VERDICTS)
     print(f"reproduce: {len(result.items)} items in {format_seconds(result.seconds)}: {totals}; "
           f"report -> {result.report}")
-    try:
-        require_matplotlib()
-    except ImportError as error:
-        print(f"memlab reproduce: the report has no figures: {error}", file=sys.stderr)
+    _say_if_no_figures("reproduce")
     if result.interrupted:
         return 130
     if result.failed:
@@ -500,6 +494,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _say_if_no_figures(command: str) -> None:
+    try:
+        require_matplotlib()
+    except ImportError as error:
+        print(f"memlab {command}: the report has no figures: {error}", file=sys.stderr)
 
 
 def _command_line(args: argparse.Namespace) -> str:

@@ -446,6 +446,19 @@ def test_huge_pages_fall_back_to_thp_where_hugetlb_was_refused():
     assert found.status == REPRODUCED and "thp" in found.detail
 
 
+def test_huge_pages_are_grouped_by_what_was_obtained_where_rows_say_it():
+    ds = huge(rising(2, 200), rising(1, 100), granted=0.0)
+    for row in ds.rows:  # hugetlb asked, 4 KiB obtained: those rows are 4 KiB rows
+        row["pages_obtained"] = "4k"
+    found = judged("fig7.9", 0, ds)
+    assert found.status == NOT_MEASURABLE and "obtained 4 KiB" in found.detail
+    thp = huge(rising(2, 200), rising(1, 100), kind="thp")
+    for row in thp.rows:
+        row["pages_obtained"] = row["pages"]
+    found = judged("fig7.9", 0, Dataset(ds.rows + thp.rows, ds.metadata))
+    assert found.status == REPRODUCED and "thp" in found.detail
+
+
 def test_llc_claim_waits_for_the_miss_ratio_columns():
     found = judged("clear-patch", 2, patch(2.0, 1.0))
     assert found.status == NOT_MEASURABLE and "llc_miss_ratio" in found.detail

@@ -1052,16 +1052,16 @@ TABLE6_2 = Item(
 
 def _sharing_ratio(ds: Dataset, threads: int) -> float:
     metric = "ns_per_increment_per_thread"
-    shared = value_of(ds, metric, threads=threads, disp=1, atomic=True)
-    own = value_of(ds, metric, threads=threads, disp=8, atomic=True)
+    shared = value_of(ds, metric, threads=threads, disp_longs=1, atomic=True)
+    own = value_of(ds, metric, threads=threads, disp_longs=8, atomic=True)
     return shared / own
 
 
 def _false_sharing_slower(ds: Dataset) -> Verdict:
     need_cpus(ds, 2)
     ratio = _sharing_ratio(ds, 2)
-    return verdict(ratio >= 1 + MARGIN, f"2 threads, atomic: one cache line (disp 1) / a line each "
-                   f"(disp 8) = {ratio:.3g} per thread", ratio=ratio)
+    return verdict(ratio >= 1 + MARGIN, f"2 threads, atomic: one cache line (disp_longs 1) / a line each "
+                   f"(disp_longs 8) = {ratio:.3g} per thread", ratio=ratio)
 
 
 def _penalty_grows(ds: Dataset) -> Verdict:

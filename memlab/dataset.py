@@ -44,10 +44,10 @@ __all__ = [
     "check_metric_name",
     "check_param_name",
     "column_renames",
-    "key_value",
     "column_types",
-    "counter_column",
     "context_column",
+    "counter_column",
+    "key_value",
     "metric_column",
     "metric_names",
     "param_names",
@@ -100,6 +100,11 @@ COLUMN_ALIASES: dict[str, dict[str, str]] = {
         "check_visits_min": "check_visits_fewest",
         "check_visits_max": "check_visits_most",
     },
+    # Parameters given their unit.
+    "region": {"bytes": "region_bytes"},
+    "pipe": {"buffer_size": "buffer_bytes", "pipe_size": "pipe_size_bytes"},
+    "system": {"buffer_size": "buffer_bytes"},
+    "share": {"disp": "disp_longs"},
 }
 
 

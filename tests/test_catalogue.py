@@ -220,7 +220,7 @@ def sharing(ratios: dict[int, float], **facts):
     entries = []
     for threads, ratio in ratios.items():
         for disp, value in ((1, 10.0 * ratio), (8, 10.0)):
-            entries.append({"threads": threads, "disp": disp, "atomic": True,
+            entries.append({"threads": threads, "disp_longs": disp, "atomic": True,
                             "ns_per_increment_per_thread": value})
     return rows("share", entries, **facts)
 
@@ -287,10 +287,11 @@ UB = {"execl": ("execl", None, None, 43.0), "spawn": ("spawn", None, None, 126.0
 def unixbench(results: dict[tuple[str, int], float], **facts):
     entries = []
     for (name, copies), result in results.items():
-        test, buffer_size, max_blocks, baseline = UB[name]
-        entry = {"test": test, "copies": copies, "result": result, "index": result / baseline * 10}
-        if buffer_size:
-            entry.update(buffer_size=buffer_size, max_blocks=max_blocks)
+        test, buffer_bytes, max_blocks, baseline = UB[name]
+        rate = "KB_per_s" if test == "file_copy" else "loops_per_s"
+        entry = {"test": test, "copies": copies, rate: result, "index": result / baseline * 10}
+        if buffer_bytes:
+            entry.update(buffer_bytes=buffer_bytes, max_blocks=max_blocks)
         entries.append(entry)
     return rows("system", entries, **facts)
 

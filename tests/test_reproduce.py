@@ -182,8 +182,8 @@ def test_progress_bar_reports_to_stderr(fake_catalogue, tmp_path, capsys):
 
 
 def test_judge_reads_a_dataset_file_and_keeps_the_item_rows(tmp_path):
-    rows = [{"family": "system", "test": "execl", "copies": 1, "result": 430.0, "index": 100.0},
-            {"family": "system", "test": "spawn", "copies": 1, "result": 1260.0, "index": 100.0}]
+    rows = [{"family": "system", "test": "execl", "copies": 1, "loops_per_s": 430.0, "index": 100.0},
+            {"family": "system", "test": "spawn", "copies": 1, "loops_per_s": 1260.0, "index": 100.0}]
     Dataset(rows, {"family": "system", "param_names": ["test", "copies"]}).save(tmp_path / "ub.csv")
     judged = reproducing.judge("unixbench-execl", tmp_path / "ub.csv")
     assert len(judged.dataset) == 1 and judged.verdicts[0].status == REPRODUCED

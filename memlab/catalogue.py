@@ -240,6 +240,9 @@ class Item:
     - ``script`` (``experiments/...``), ``notebook`` (``notebooks/...``): where
       else it lives; ``note``: what the reader must know (printed as the
       figure's caption in the report).
+    - ``compare_with``: keys of items whose rows the claims also read (figure
+      3.27's two threads against figure 3.26's one); ``memlab reproduce`` runs
+      them too and judges the item on both datasets together.
     """
 
     key: str
@@ -257,6 +260,7 @@ class Item:
     notebook: str
     rows: Mapping[str, Any] = field(default_factory=dict)
     note: str = ""
+    compare_with: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -319,9 +323,12 @@ def rows_where(ds: Dataset, metric: str | None = None, **match: Any) -> list[dic
 
 
 def _value(row: Mapping[str, Any], metric: str) -> float | None:
-    """A row's value of ``metric``; per-element times prefer on-CPU time where measured."""
+    """A row's value of ``metric``; per-element times and bytes per cycle prefer the on-CPU
+    measurement where there is one (time the thread really ran)."""
     if metric == "ns_per_element" and finite(row.get("cpu_ns_per_element")):
         return float(row["cpu_ns_per_element"])
+    if metric == "bytes_per_cycle" and finite(row.get("on_cpu_bytes_per_cycle")):
+        return float(row["on_cpu_bytes_per_cycle"])
     value = row.get(metric)
     return float(value) if finite(value) else None
 
@@ -362,16 +369,33 @@ def region(ds: Dataset, points: Mapping[float, float], where: str) -> dict[float
     """The points of a working-set curve in a cache region of the dataset's machine.
 
     ``where``: ``l1`` (4 KiB to half the L1d), ``l2`` (twice the L1d to half
-    the L2) or ``beyond_l2`` (four times the L2 and more).
+    the L2), ``l3`` (four times the L2 to half the L3), ``beyond_l2`` (four
+    times the L2 and more) or ``beyond_llc`` (twice the largest data cache and
+    more: main memory).
+
+    >>> ds = Dataset([], {"machine": {"caches": [{"level": 1, "type": "Data", "size_bytes": 32768},
+    ...     {"level": 2, "type": "Unified", "size_bytes": 1 << 20}]}})
+    >>> region(ds, {8192: 1.0, 1 << 19: 2.0, 1 << 22: 3.0}, "beyond_llc")
+    {4194304: 3.0}
     """
     sizes = caches(ds)
     l1, l2 = sizes["L1d"], sizes["L2"]
-    bounds = {"l1": (4096, l1 / 2), "l2": (2 * l1, l2 / 2), "beyond_l2": (4 * l2, math.inf)}
+    llc = max(size for name, size in sizes.items() if not name.endswith("i"))
+    bounds = {"l1": (4096, l1 / 2), "l2": (2 * l1, l2 / 2), "beyond_l2": (4 * l2, math.inf),
+              "beyond_llc": (2 * llc, math.inf)}
+    if where == "l3":
+        if "L3" not in sizes:
+            raise NotMeasurable("the machine has no L3 (or its size is unknown)")
+        bounds["l3"] = (4 * l2, sizes["L3"] / 2)
+    if where not in bounds:
+        raise ValueError(f"where={where!r} is not one of l1, l2, l3, beyond_l2, beyond_llc")
     low, high = bounds[where]
     found = {k: v for k, v in points.items() if low <= k <= high}
     if not found:
         names = {"l1": f"within the L1d ({format_bytes(l1)})", "l2": f"within the L2 ({format_bytes(l2)})",
-                 "beyond_l2": f"beyond 4x the L2 ({format_bytes(4 * l2)})"}
+                 "l3": f"between 4x the L2 and half the L3 ({format_bytes(sizes.get('L3', 0))})",
+                 "beyond_l2": f"beyond 4x the L2 ({format_bytes(4 * l2)})",
+                 "beyond_llc": f"beyond 2x the last cache ({format_bytes(2 * llc)})"}
         largest = format_bytes(max(points)) if points else "none"
         raise NotMeasurable(f"no working set {names[where]} was measured (largest: {largest})")
     return found
@@ -782,6 +806,413 @@ FIG3_17 = _chase_item(
               _blocks_approach_whole),
     ],
     quick=_fig3_17_quick,
+)
+
+
+# ---- Drepper, sections 3.5.1 and 3.5.3: bandwidth ------------------------------------
+
+_BW_NOTEBOOK = "notebooks/bandwidth.ipynb"
+#: One measured thread on a set of its own, no background worker: the one-thread curves.
+ONE_THREAD = {"threads": 1, "background_op": "none", "stores": "normal"}
+#: Two measured threads sharing one working set (figures 3.25, 3.27, 3.29).
+TWO_SHARED = {"threads": 2, "shared": True, "background_op": "none", "stores": "normal"}
+
+P4_BW = ("Pentium 4 (NetBurst) in 64-bit mode: 16 KiB L1d, 1 MiB L2 as the last cache, a front-side "
+         "bus; 16-byte SSE loads and stores (movaps), bytes per cycle")
+P4_HT = P4_BW + "; two threads on the two hyper-threads of its one core"
+CORE2_BW = ("Intel Core 2: two cores, 32 KiB L1d each, one 4 MiB L2 both share as the last cache, a "
+            "front-side bus; 16-byte SSE loads and stores, bytes per cycle")
+CORE2_TWO = CORE2_BW + "; one thread on each core, both on one working set"
+OPTERON_BW = ("AMD Opteron (family 10h): 64 KiB L1d, 512 KiB L2 per core, a 2 MiB L3 all cores share; "
+              "16-byte SSE loads and stores, bytes per cycle")
+OPTERON_TWO = OPTERON_BW + "; one thread on each of two cores, both on one working set"
+CORE2_31 = ("Intel Core 2 as in figure 3.26: a process on one core reads or writes sets of every size "
+            "while a process on the other core reads or writes its own 2 MB, half the shared 4 MiB L2")
+_BW_NOTE = ("memlab reads and writes with the widest vectors this CPU runs (width=auto); the source used "
+            "16-byte SSE instructions, so this machine's L1d plateau is higher where its vectors are wider "
+            "(bandwidth.widths measures every width). Rates are bytes over the threads' CPU time, so "
+            "another process taking the CPU does not count.")
+
+
+def _bw_quick(sweep: Sweep) -> Sweep:
+    """Quick variant of a bandwidth working-set sweep: every series at a quarter of the L1d, a
+    quarter of the L2, a set between the L2 and the last cache (where there is an L3) and the
+    sweep's set nearest twice the last cache, each the nearest the full sweep has."""
+    sizes = caches(Dataset([], {}))
+    llc = max(size for name, size in sizes.items() if not name.endswith("i"))
+    sweep_sizes = sorted({p["working_set_bytes"] for p in sweep.points})
+    targets = [sizes["L1d"] / 4, sizes["L2"] / 4, 2 * llc]
+    if "L3" in sizes:
+        targets.append(math.sqrt(4 * sizes["L2"] * sizes["L3"] / 2))
+    keep = {_nearest(sweep_sizes, t) for t in targets}
+    return shorter(sweep, [p for p in sweep.points if p["working_set_bytes"] in keep], repeat=2)
+
+
+def bw_rate(ds: Dataset, where: str, **match: Any) -> float:
+    """Median bytes per cycle (on the CPU, per measured thread) over a cache region, for the rows
+    matching ``match``.
+
+    >>> ds = Dataset([{"op": "read", "working_set_bytes": 8192, "bytes_per_cycle": 30.0}],
+    ...              {"machine": {"caches": [{"level": 1, "type": "Data", "size_bytes": 32768},
+    ...                                      {"level": 2, "type": "Unified", "size_bytes": 1 << 20}]}})
+    >>> bw_rate(ds, "l1", op="read")
+    30.0
+    """
+    return statistics.median(region(ds, curve(ds, "bytes_per_cycle", **match), where).values())
+
+
+def _bw_number(quantity: str, source: float, where: str, note: str = "", base: Mapping[str, Any] | None = None,
+               **match: Any) -> Number:
+    match = {**(ONE_THREAD if base is None else base), **match}
+    return Number(quantity, source, "bytes/cycle", lambda ds: bw_rate(ds, where, **match), note)
+
+
+_REGION_NAMES = {"l1": "L1d region", "l2": "L2 region", "l3": "L3 region", "beyond_l2": "beyond the L2",
+                 "beyond_llc": "beyond the last cache"}
+
+
+def _bw_ratio(name: str, top: Mapping[str, Any], top_where: str, bottom: Mapping[str, Any],
+              bottom_where: str, at_least: float | None = None,
+              at_most: float | None = None) -> Callable[[Dataset], Verdict]:
+    """rate(top in top_where) / rate(bottom in bottom_where) at least (or at most) a bound."""
+
+    def check(ds: Dataset) -> Verdict:
+        a, b = bw_rate(ds, top_where, **top), bw_rate(ds, bottom_where, **bottom)
+        ratio = a / b
+        holds = (at_least is None or ratio >= at_least) and (at_most is None or ratio <= at_most)
+        bound = f"at least {at_least:.3g}" if at_least is not None else f"at most {at_most:.3g}"
+        return verdict(holds, f"{name}: {a:.3g} / {b:.3g} bytes per cycle = {ratio:.3g} (claim: {bound})",
+                       ratio=ratio)
+
+    return check
+
+
+def _bw_each_region(name: str, top: Mapping[str, Any], bottom: Mapping[str, Any], wheres: Sequence[str],
+                    at_least: float | None = None, at_most: float | None = None) -> Callable[[Dataset], Verdict]:
+    """The ratio rate(top) / rate(bottom) within bounds in every region of ``wheres`` that was
+    measured (NotMeasurable when none was)."""
+
+    def check(ds: Dataset) -> Verdict:
+        ratios, reasons = {}, []
+        for where in wheres:
+            try:
+                ratios[where] = bw_rate(ds, where, **top) / bw_rate(ds, where, **bottom)
+            except NotMeasurable as reason:
+                reasons.append(str(reason))
+        if not ratios:
+            raise NotMeasurable("; ".join(reasons))
+        holds = all((at_least is None or r >= at_least) and (at_most is None or r <= at_most)
+                    for r in ratios.values())
+        bound = f"at least {at_least:.3g}" if at_least is not None else f"at most {at_most:.3g}"
+        detail = ", ".join(f"{_REGION_NAMES[w]} {r:.3g}" for w, r in ratios.items())
+        return verdict(holds, f"{name}: {detail} (claim: {bound} in each)", **ratios)
+
+    return check
+
+
+def _bw_falls(op: str, wheres: Sequence[str], base: Mapping[str, Any] | None = None) -> Callable[[Dataset], Verdict]:
+    """The rate of ``op`` lower in each region of ``wheres`` than in the one before (by MARGIN)."""
+
+    def check(ds: Dataset) -> Verdict:
+        match = {**(ONE_THREAD if base is None else base), "op": op}
+        rates = {where: bw_rate(ds, where, **match) for where in wheres}
+        values = list(rates.values())
+        holds = all(b <= a * (1 - MARGIN) for a, b in zip(values, values[1:]))
+        detail = ", ".join(f"{_REGION_NAMES[w]} {v:.3g}" for w, v in rates.items())
+        return verdict(holds, f"{op} bytes per cycle: {detail} (claim: each lower than the one before)",
+                       **rates)
+
+    return check
+
+
+def _copy_bounded(ds: Dataset) -> Verdict:
+    ratios, reasons = {}, []
+    for where in ("l1", "l2", "beyond_llc"):
+        try:
+            rates = {op: bw_rate(ds, where, **ONE_THREAD, op=op) for op in ("read", "write", "copy")}
+        except NotMeasurable as reason:
+            reasons.append(str(reason))
+            continue
+        ratios[where] = rates["copy"] / min(rates["read"], rates["write"])
+    if not ratios:
+        raise NotMeasurable("; ".join(reasons))
+    limit = 1 + SAME
+    detail = ", ".join(f"{_REGION_NAMES[w]} {r:.3g}" for w, r in ratios.items())
+    return verdict(all(r <= limit for r in ratios.values()),
+                   f"copy / the slower of read and write: {detail} (claim: at most {limit:.3g} in each)", **ratios)
+
+
+def _need_placement(placement: str, what: str) -> Callable[[Dataset], None]:
+    def check(ds: Dataset) -> None:
+        if not any(row.get("placement") == placement for row in ds.rows):
+            raise NotMeasurable(f"the dataset has no rows with placement={placement} ({what})")
+
+    return check
+
+
+def _with_need(need: Callable[[Dataset], None], check: Callable[[Dataset], Verdict]) -> Callable[[Dataset], Verdict]:
+    def checked(ds: Dataset) -> Verdict:
+        need(ds)
+        return check(ds)
+
+    return checked
+
+
+def _bw_item(number: str, title: str, section: str, measured: str, machine: str, numbers: Sequence[Number],
+             claims: Sequence[Claim], compare_with: tuple[str, ...] = (), note: str = _BW_NOTE) -> Item:
+    name = number.replace(".", "_")
+    return Item(
+        key=f"fig{number}", source="drepper", section=section, label=f"Figure {number}", title=title,
+        sweep=f"bandwidth.fig{name}", quick=_bw_quick, measured=measured, machine=machine,
+        numbers=tuple(numbers), claims=tuple(claims), script=f"experiments/fig{name}.py",
+        notebook=_BW_NOTEBOOK, note=note, compare_with=compare_with,
+    )
+
+
+_BW_MEASURED = ("Read (load every vector, use none), write (store into every word) and copy (read one "
+                "half, write the other) over working sets from 1 KiB to past the last cache, one thread; "
+                "bytes per cycle against the working set.")
+READ, WRITE, COPY = ({**ONE_THREAD, "op": op} for op in ("read", "write", "copy"))
+
+FIG3_24 = _bw_item(
+    "3.24", "Pentium 4 bandwidth", "3.5.1", _BW_MEASURED, P4_BW,
+    numbers=[
+        _bw_number("read, L1d region", 16, "l1", "one 16-byte load per cycle", op="read"),
+        _bw_number("read, beyond the last cache", 5.3, "beyond_llc", "what the front-side bus streams",
+                   op="read"),
+        _bw_number("write, L1d region", 4, "l1", "never above 4: a write-through L1d", op="write"),
+        _bw_number("write, beyond the last cache", 0.5, "beyond_llc", "ten times slower than reading",
+                   op="write"),
+        _bw_number("copy, beyond the last cache", 0.5, "beyond_llc", "no better than write", op="copy"),
+    ],
+    claims=[
+        Claim("Reading is fastest while the set fits in the L1d: beyond the last cache it reads at most "
+              "half the L1d rate.",
+              "Drepper 3.5.1, fig. 3.24: 16 bytes per cycle in the L1d, under 6 once it is exceeded, "
+              "5.3 from memory", _bw_ratio("read L1d / read beyond the last cache", READ, "l1", READ,
+                                          "beyond_llc", at_least=2.0)),
+        Claim("Beyond the caches writing is much slower than reading: at most half the read rate.",
+              "Drepper 3.5.1, fig. 3.24: write and copy fall to 0.5 bytes per cycle beyond the L2, ten "
+              "times slower than the 5.3 of reading",
+              _bw_ratio("read / write beyond the last cache", READ, "beyond_llc", WRITE, "beyond_llc",
+                        at_least=2.0)),
+    ],
+)
+
+FIG3_25 = _bw_item(
+    "3.25", "Pentium 4 bandwidth with two hyper-threads", "3.5.1",
+    "Figure 3.24's read, write and copy by two threads on the two hyper-threads of one core, both on "
+    "one working set; bytes per cycle per thread, beside figure 3.24's one thread.", P4_HT,
+    numbers=[
+        _bw_number("read per thread, L1d region", 8, "l1", "half of figure 3.24's 16: the threads share "
+                   "the core", base=TWO_SHARED, op="read", placement="smt"),
+    ],
+    claims=[
+        Claim("Two hyper-threads share one core's cache and bandwidth: in the L1d region and beyond the "
+              "last cache, each reads at most 60% of what one thread alone reads.",
+              "Drepper 3.5.1, fig. 3.25: each hyper-thread can use only half the cache and half the "
+              "bandwidth; the worst case for hyper-threads",
+              _with_need(_need_placement("smt", "two SMT siblings of one core; the machine may have no SMT"),
+                         _bw_each_region("read per thread of two / one thread alone",
+                                         {**TWO_SHARED, "op": "read", "placement": "smt"}, READ,
+                                         ("l1", "beyond_llc"), at_most=0.5 + SAME))),
+    ],
+    compare_with=("fig3.24",),
+)
+
+FIG3_26 = _bw_item(
+    "3.26", "Core 2 bandwidth", "3.5.1", _BW_MEASURED, CORE2_BW,
+    numbers=[
+        _bw_number("read, L1d region", 16, "l1", "one 16-byte load per cycle", op="read"),
+        _bw_number("read, L2 region", 16, "l2", "prefetching into the L1d keeps reads near 16", op="read"),
+        _bw_number("write, L1d region", 16, "l1", "close to 16: a write-back L1d", op="write"),
+        Number("read / write beyond the last cache", 20, "x",
+               lambda ds: bw_rate(ds, "beyond_llc", **READ) / bw_rate(ds, "beyond_llc", **WRITE),
+               "up to 20 times"),
+    ],
+    claims=[
+        Claim("Reading stays near its L1d rate well past the L1d: the L2 region reads at least half the "
+              "L1d rate (prefetching reaches the L1d).",
+              "Drepper 3.5.1, fig. 3.26: reads hover around the optimal 16 bytes per cycle over the whole "
+              "range of working sets",
+              _bw_ratio("read L2 / read L1d", READ, "l2", READ, "l1", at_least=0.5)),
+        Claim("Writing drops sharply once the L1d is exceeded: the L1d region writes at least 1.5x the "
+              "L2 region.",
+              "Drepper 3.5.1, fig. 3.26: writes run near 16 bytes per cycle in the L1d and fall sharply "
+              "once it is exhausted",
+              _bw_ratio("write L1d / write L2", WRITE, "l1", WRITE, "l2", at_least=1.5)),
+        Claim("Beyond the caches writing is much slower than reading: at most half the read rate.",
+              "Drepper 3.5.1, fig. 3.26: once the L2 is exceeded reads are up to 20 times faster than "
+              "writes",
+              _bw_ratio("read / write beyond the last cache", READ, "beyond_llc", WRITE, "beyond_llc",
+                        at_least=2.0)),
+    ],
+)
+
+FIG3_27 = _bw_item(
+    "3.27", "Core 2 bandwidth with two threads", "3.5.1",
+    "Figure 3.26's read, write and copy by two threads on two cores, both on one working set with no "
+    "synchronisation; bytes per cycle per thread, beside figure 3.26's one thread.", CORE2_TWO,
+    numbers=[
+        _bw_number("read per thread, L1d region", 16, "l1", "the same as one thread", base=TWO_SHARED,
+                   op="read"),
+    ],
+    claims=[
+        Claim("Reading is unaffected by the second thread: in the L1d and L2 regions each of the two reads "
+              "at least 90% as fast as one thread alone.",
+              "Drepper 3.5.1, fig. 3.27: the read performance is no different from the single-threaded case",
+              _bw_each_region("read per thread of two / one thread alone", {**TWO_SHARED, "op": "read"},
+                              READ, ("l1", "l2"), at_least=1 - SAME)),
+        Claim("Writing a shared set that fits in the L1d is as slow as writing memory: each of the two "
+              "writes at most a quarter of one thread's L1d rate (the line moves between the cores).",
+              "Drepper 3.5.1, fig. 3.27: in the L1d range write and copy run as if the data came from "
+              "main memory; the cores compete for the same lines (RFO messages)",
+              _bw_ratio("write per thread of two, L1d / one thread alone, L1d", {**TWO_SHARED, "op": "write"},
+                        "l1", WRITE, "l1", at_most=0.25)),
+        Claim("Beyond the caches the two threads share the memory bandwidth: each writes at most 60% of "
+              "one thread alone.",
+              "Drepper 3.5.1, fig. 3.27: both cores share the front-side bus, so for large sets each thread "
+              "gets about half the single-threaded performance",
+              _bw_ratio("write per thread of two / one thread alone, beyond the last cache",
+                        {**TWO_SHARED, "op": "write"}, "beyond_llc", WRITE, "beyond_llc",
+                        at_most=0.5 + SAME)),
+    ],
+    compare_with=("fig3.26",),
+)
+
+FIG3_28 = _bw_item(
+    "3.28", "AMD family 10h Opteron bandwidth", "3.5.1", _BW_MEASURED, OPTERON_BW,
+    numbers=[
+        _bw_number("read, L1d region", 32, "l1", "more than 32: two loads per cycle", op="read"),
+        _bw_number("write, L1d region", 18.7, "l1", op="write"),
+        _bw_number("read, beyond the L2", 2.3, "beyond_l2", "the curve flattens quickly: little prefetching",
+                   op="read"),
+        _bw_number("write, L2 region", 6, "l2", op="write"),
+        _bw_number("write, L3 region", 2.8, "l3", op="write"),
+        _bw_number("write, beyond the last cache", 0.5, "beyond_llc", op="write"),
+    ],
+    claims=[
+        Claim("In the L1d, reading is faster than writing.",
+              "Drepper 3.5.1, fig. 3.28: more than 32 bytes per cycle read, 18.7 written",
+              _bw_ratio("read / write, L1d region", READ, "l1", WRITE, "l1", at_least=1 + MARGIN)),
+        Claim("The write rate steps down at each cache level: L1d, then the L2, then beyond the last cache.",
+              "Drepper 3.5.1, fig. 3.28: writes fall from 18.7 bytes per cycle in the L1d to 6 in the L2, "
+              "2.8 in the L3 and 0.5 beyond it", _bw_falls("write", ("l1", "l2", "beyond_llc"))),
+        Claim("Copy is no faster than the slower of read and write at any cache level (within 10%).",
+              "Drepper 3.5.1, fig. 3.28: copy cannot be faster than either read or write; read dominates "
+              "first, write later", _copy_bounded),
+    ],
+)
+
+FIG3_29 = _bw_item(
+    "3.29", "AMD family 10h Opteron bandwidth with two threads", "3.5.1",
+    "Figure 3.28's read, write and copy by two threads on two cores, both on one working set; bytes per "
+    "cycle per thread, beside figure 3.28's one thread.", OPTERON_TWO,
+    numbers=[
+        _bw_number("read per thread, L1d region", 32, "l1", "largely unchanged from one thread",
+                   base=TWO_SHARED, op="read"),
+    ],
+    claims=[
+        Claim("Reading is largely unchanged by the second thread: in the L1d and L2 regions each of the "
+              "two reads at least 90% as fast as one thread alone.",
+              "Drepper 3.5.1, fig. 3.29: the read performance is largely unchanged; L1d and L2 work as before",
+              _bw_each_region("read per thread of two / one thread alone", {**TWO_SHARED, "op": "read"},
+                              READ, ("l1", "l2"), at_least=1 - SAME)),
+        Claim("Writing a shared set is far slower than one thread writing it, even where it fits in a "
+              "cache: in the L2 region each of the two writes at most half the one-thread rate.",
+              "Drepper 3.5.1, fig. 3.29: all shared data has to go through the L3, and that sharing costs "
+              "far more than an L3 access even when the L3 could hold the whole set",
+              _bw_ratio("write per thread of two / one thread alone, L2 region", {**TWO_SHARED, "op": "write"},
+                        "l2", WRITE, "l2", at_most=0.5)),
+    ],
+    compare_with=("fig3.28",),
+)
+
+
+def _background_sets(ds: Dataset) -> tuple[int, float, float]:
+    """The background set and the measured sets nearest a sixteenth and a quarter of the cache the
+    two workers share (twice the background set, as the sweep sizes it)."""
+    rows = rows_where(ds, "bytes_per_cycle", background_op=("read", "write"))
+    background = int(statistics.median(row["background_working_set_bytes"] for row in rows))
+    shared = 2 * background
+    sizes = sorted({row["working_set_bytes"] for row in rows})
+    small, large = _nearest(sizes, shared / 16), _nearest(sizes, shared / 4)
+    if not small < large <= shared / 2:
+        raise NotMeasurable(f"the sweep has no two working sets between a sixteenth and a half of the shared "
+                            f"cache ({format_bytes(shared)}, twice the {format_bytes(background)} background set)")
+    return background, small, large
+
+
+def _background_drop(ds: Dataset) -> Verdict:
+    background, small, large = _background_sets(ds)
+    ratios = {}
+    for op in ("read", "write"):
+        points = curve(ds, "bytes_per_cycle", op=op, background_op="write", threads=1)
+        if small not in points or large not in points:
+            raise NotMeasurable(f"op={op} beside a writing background worker lacks "
+                                f"{format_bytes(small)} or {format_bytes(large)}")
+        ratios[f"{op}"] = points[large] / points[small]
+    detail = ", ".join(f"{op} {r:.3g}" for op, r in ratios.items())
+    return verdict(all(r <= 1 - MARGIN for r in ratios.values()),
+                   f"beside a background worker writing {format_bytes(background)}: rate at "
+                   f"{format_bytes(large)} / rate at {format_bytes(small)}: {detail} (claim: each below "
+                   f"{1 - MARGIN:.3g})", **ratios)
+
+
+def _writer_worse(ds: Dataset) -> Verdict:
+    background, _, large = _background_sets(ds)
+    ratios = {}
+    for op in ("read", "write"):
+        beside_writer = curve(ds, "bytes_per_cycle", op=op, background_op="write", threads=1)
+        beside_reader = curve(ds, "bytes_per_cycle", op=op, background_op="read", threads=1)
+        if large not in beside_writer or large not in beside_reader:
+            raise NotMeasurable(f"op={op} lacks {format_bytes(large)} beside a reading or a writing worker")
+        ratios[op] = beside_writer[large] / beside_reader[large]
+    detail = ", ".join(f"{op} {r:.3g}" for op, r in ratios.items())
+    return verdict(all(r <= 1 - MARGIN for r in ratios.values()),
+                   f"at {format_bytes(large)}, rate beside a writing / beside a reading background worker: "
+                   f"{detail} (claim: each below {1 - MARGIN:.3g})", **ratios)
+
+
+def _fig3_31_quick(sweep: Sweep) -> Sweep:
+    """The measured sets nearest a quarter of the L1d and a sixteenth, a quarter and a half of the
+    cache the two workers share, beside a reading and a writing worker."""
+    background = sweep.points[0]["background_working_set_bytes"]
+    sizes = sorted({p["working_set_bytes"] for p in sweep.points})
+    l1 = caches(Dataset([], {}))["L1d"]
+    keep = {_nearest(sizes, t) for t in (l1 / 4, background / 8, background / 2, background)}
+    return shorter(sweep, [p for p in sweep.points if p["working_set_bytes"] in keep], repeat=2)
+
+
+FIG3_31 = Item(
+    key="fig3.31", source="drepper", section="3.5.3", label="Figure 3.31", title="bandwidth with two processes",
+    sweep="bandwidth.fig3_31", quick=_fig3_31_quick,
+    measured="One thread reads or writes sets of every size while a second worker on another core reads or "
+             "writes a set of its own, half the cache the two cores share; the four read/write "
+             "combinations, bytes per cycle of the measured thread.",
+    machine=CORE2_31,
+    numbers=(
+        Number("background working set", 2 << 20, "bytes",
+               lambda ds: statistics.median(row["background_working_set_bytes"] for row in
+                                            rows_where(ds, None, background_op=("read", "write"))),
+               "half the shared cache", compare=False),
+    ),
+    claims=(
+        Claim("Beside a worker writing its own half of the shared cache, the measured thread slows down "
+              "before its set reaches a quarter of that cache: it is slower at a quarter than at a "
+              "sixteenth, where a cache split evenly between the cores would hold both.",
+              "Drepper 3.5.3, fig. 3.31: performance degrades before the working set reaches 1 MB, not at "
+              "the 2 MB each core could use; the processes share no memory, so this is eviction alone",
+              _background_drop),
+        Claim("The drop is clearest beside a writing worker: at a quarter of the shared cache the measured "
+              "thread is slower beside a writer than beside a reader.",
+              "Drepper 3.5.3, fig. 3.31: the effect is best seen when the background process is writing",
+              _writer_worse),
+    ),
+    script="experiments/fig3_31.py", notebook=_BW_NOTEBOOK,
+    note=("The background worker is a thread with a set of its own (the source used a second process: "
+          "no memory is shared either way), sized to half the smallest cache both cores share. "
+          + _BW_NOTE),
 )
 
 
@@ -1698,7 +2129,9 @@ UNIXBENCH_INDEX = _unixbench_item(
 
 #: Every source item memlab reproduces, in the order of the report.
 ITEMS: tuple[Item, ...] = (
-    FIG3_10, FIG3_11, FIG3_12, FIG3_13, FIG3_15, FIG3_17, FIG6_7, FIG6_8, FIG7_9,
+    FIG3_10, FIG3_11, FIG3_12, FIG3_13, FIG3_15, FIG3_17,
+    FIG3_24, FIG3_25, FIG3_26, FIG3_27, FIG3_28, FIG3_29, FIG3_31,
+    FIG6_7, FIG6_8, FIG7_9,
     TABLE6_1, TABLE6_2, FIG6_10,
     PIPES_LADDER, PIPES_TOUCH,
     CLEAR_FAULT, CLEAR_ORDER, CLEAR_EXTENT, CLEAR_PATCH, LWN_BULK,
@@ -1710,6 +2143,10 @@ ITEMS: tuple[Item, ...] = (
 OTHER_SWEEPS: dict[str, str] = {
     "pipe.verify_cost": "memlab's own check: what verifying every byte costs each writer/reader pair",
     "pipe_latency.latency": "lmbench's lat_pipe round trip, a companion to the article, not one of its figures",
+    "bandwidth.nontemporal": "memlab's own: write and copy with normal and non-temporal stores (what memset "
+                             "and memcpy switch to for large sizes), beside figures 3.24-3.28",
+    "bandwidth.widths": "memlab's own: the read at every vector width this CPU runs, the L1d plateau against "
+                        "the load ports; the source measured 16-byte SSE only",
 }
 
 
@@ -1732,7 +2169,11 @@ def item(key: str) -> Item:
 
 def select(names: Sequence[str] | None = None) -> list[Item]:
     """The items named: item keys, source keys (``drepper``, ``pipes``, ...) or family names
-    (``chase``); all items when ``names`` is empty. ValueError for a name that matches nothing.
+    (``chase``), with the items their claims compare with (``fig3.27`` brings ``fig3.26``); all
+    items when ``names`` is empty. ValueError for a name that matches nothing.
+
+    >>> [i.key for i in select(["fig3.27"])]
+    ['fig3.26', 'fig3.27']
 
     >>> [i.key for i in select(["pipes"])]
     ['pipes-ladder', 'pipes-touch']
@@ -1748,6 +2189,7 @@ def select(names: Sequence[str] | None = None) -> list[Item]:
                 f"{', '.join(i.key for i in ITEMS)}; sources: {', '.join(SOURCES)})"
             )
         chosen += [i for i in found if i not in chosen]
+    chosen += [item(key) for i in list(chosen) for key in i.compare_with if item(key) not in chosen]
     return [i for i in ITEMS if i in chosen]
 
 

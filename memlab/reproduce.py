@@ -314,9 +314,12 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
 # ---- judging ---------------------------------------------------------------------------
 
 
-def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reason: str = "") -> ItemResult:
+def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reason: str = "",
+          compare_with: Sequence[Dataset | str | os.PathLike | None] = ()) -> ItemResult:
     """Judge ``item`` (or its key) on a dataset of its sweep: this machine's numbers and a verdict
-    per claim. Without a dataset every claim is not measurable, for ``reason``.
+    per claim. Without a dataset every claim is not measurable, for ``reason``. ``compare_with``:
+    datasets of the items in ``item.compare_with`` (figure 3.26's one thread for figure 3.27),
+    whose rows the claims read beside the item's own (the report still shows the item's own).
 
     >>> print(judge("pipes-touch", None, reason="not run").verdicts[0].detail)
     not run
@@ -331,6 +334,10 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
         numbers = [(n, None, why) for n in entry.numbers]
         return ItemResult(entry, None, numbers, [Verdict(NOT_MEASURABLE, why) for _ in entry.claims], path)
     selected = entry.select_rows(dataset)
+    others = [Dataset.load(d) if not isinstance(d, Dataset) else d for d in compare_with if d is not None]
+    shown = selected
+    if others:
+        selected = Dataset(selected.rows + [row for other in others for row in other.rows], selected.metadata)
     numbers = []
     for number in entry.numbers:
         try:
@@ -343,7 +350,7 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
             verdicts.append(claim.judge(selected))
         except Exception as error:
             verdicts.append(Verdict(NOT_MEASURABLE, f"the check could not run: {type(error).__name__}: {error}"))
-    return ItemResult(entry, selected, numbers, verdicts, path)
+    return ItemResult(entry, shown, numbers, verdicts, path)
 
 
 # ---- running ---------------------------------------------------------------------------
@@ -462,6 +469,7 @@ def reproduce(
                     say(f"memlab reproduce: {task.name} failed: {task.error}")
     finally:
         bar.close()
+    datasets: dict[str, Dataset | None] = {}
     for task in result.tasks:
         dataset = None
         if task.path is not None and Path(paths_for(task.path)[0]).exists():
@@ -470,11 +478,15 @@ def reproduce(
             except (OSError, ValueError) as error:
                 task.error = task.error or f"the dataset cannot be read: {error}"
         for entry in task.items:
+            datasets[entry.key] = dataset
+    for task in result.tasks:
+        for entry in task.items:
+            dataset = datasets[entry.key]
             if dataset is None or (not len(dataset) and (task.error or task.unmeasurable)):
                 why = task.unmeasurable or task.error or "the sweep was not run"
                 judged = judge(entry, None, reason=why)
             else:
-                judged = judge(entry, dataset)
+                judged = judge(entry, dataset, compare_with=[datasets.get(key) for key in entry.compare_with])
                 judged.path = task.path
             judged.error = task.error
             judged.warnings = list(task.warnings)

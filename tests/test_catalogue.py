@@ -301,6 +301,50 @@ ALL_ONE = {("execl", 1): 6304.3, ("spawn", 1): 5337.9, ("fsbuffer", 1): 423736.0
 ALL_MANY = {("execl", 16): 8930.6, ("spawn", 16): 16079.3, ("fsbuffer", 16): 315629.0,
             ("fstime", 16): 1206101.0, ("fsdisk", 16): 4195324.0}
 
+def levels(l1: float, l2: float, l3: float, memory: float):
+    """bytes per cycle by cache region of the synthetic machine (L3 8 MiB)."""
+    return lambda ws: l1 if ws <= L1 else (l2 if ws <= L2 else (l3 if ws <= 8 << 20 else memory))
+
+
+BW_ONE = {"threads": 1, "shared": True, "background_op": "none", "stores": "normal", "placement": "cores"}
+
+
+def bw(*series, sizes=SIZES, **facts) -> Dataset:
+    """Bandwidth rows: (match, bytes per cycle by working set) per series."""
+    entries = []
+    for match, fn in series:
+        for ws in sizes:
+            entries.append({**BW_ONE, **match, "working_set_bytes": ws, "bytes_per_cycle": fn(ws)})
+    return rows("bandwidth", entries, **facts)
+
+
+def one(sizes=SIZES, **ops):
+    """One thread: op=rate function."""
+    return bw(*[({"op": op}, fn) for op, fn in ops.items()], sizes=sizes)
+
+
+def two(placement="cores", sizes=SIZES, **ops):
+    """Two threads on one shared set."""
+    return bw(*[({"op": op, "threads": 2, "placement": placement}, fn) for op, fn in ops.items()], sizes=sizes)
+
+
+def joined(*datasets) -> Dataset:
+    return Dataset([row for ds in datasets for row in ds.rows], datasets[0].metadata)
+
+
+def background(beside_writer, beside_reader, sizes=SIZES, background_bytes=4 << 20):
+    series = []
+    for op in ("read", "write"):
+        for bg, fn in (("write", beside_writer), ("read", beside_reader)):
+            if fn is not None:
+                series.append(({"op": op, "background_op": bg, "background_working_set_bytes": background_bytes}, fn))
+    return bw(*series, sizes=sizes)
+
+
+P4_READ, P4_WRITE = levels(16, 6, 6, 5.3), levels(4, 4, 4, 0.5)
+OPTERON = {"read": levels(32, 20, 10, 2.3), "write": levels(18.7, 6, 2.8, 0.5), "copy": levels(10, 4, 2, 0.4)}
+
+
 # (item, claim index, holds, fails, cannot tell, the reason's words)
 CASES = [
     ("fig3.10", 0, chase((SEQ, steps(1, 2, 2.5))), chase((SEQ, steps(1, 2, 10))),
@@ -336,6 +380,43 @@ CASES = [
     ("fig3.17", 1, blocks({1: rising(1, 30), 64: rising(1, 45), "whole": rising(1, 60)}),
      blocks({1: rising(1, 50), 64: rising(1, 30), "whole": rising(1, 60)}),
      blocks({1: rising(1, 30), "whole": rising(1, 60)}), "fewer than two block sizes"),
+    ("fig3.24", 0, one(read=P4_READ), one(read=levels(16, 12, 10, 10)), one(read=P4_READ, sizes=SIZES[:14]),
+     "beyond 2x the last cache"),
+    ("fig3.24", 1, one(read=P4_READ, write=P4_WRITE), one(read=P4_READ, write=levels(4, 4, 4, 4)),
+     one(read=P4_READ), "op=write"),
+    ("fig3.25", 0, joined(one(read=P4_READ), two("smt", read=levels(8, 3, 3, 2.6))),
+     joined(one(read=P4_READ), two("smt", read=P4_READ)), joined(one(read=P4_READ), two(read=P4_READ)),
+     "placement=smt"),
+    ("fig3.26", 0, one(read=levels(16, 15, 14, 10)), one(read=levels(16, 4, 4, 4)),
+     one(read=levels(16, 15, 14, 10), sizes=SIZES[6:]), "within the L1d"),
+    ("fig3.26", 1, one(write=levels(16, 6, 4, 1)), one(write=levels(16, 14, 4, 1)), one(read=P4_READ), "op=write"),
+    ("fig3.26", 2, one(read=levels(16, 15, 14, 10), write=levels(16, 6, 4, 0.5)),
+     one(read=levels(16, 15, 14, 10), write=levels(16, 6, 4, 8)), one(write=levels(16, 6, 4, 0.5)), "op=read"),
+    ("fig3.27", 0, joined(one(read=P4_READ), two(read=P4_READ)), joined(one(read=P4_READ), two(read=levels(8, 3, 3, 3))),
+     one(read=P4_READ), "threads=2"),
+    ("fig3.27", 1, joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 0.5))),
+     joined(one(write=levels(16, 6, 4, 1)), two(write=levels(16, 6, 4, 0.5))), two(write=levels(1, 4, 3, 0.5)),
+     "threads=1"),
+    ("fig3.27", 2, joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 0.5))),
+     joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 1))),
+     joined(one(write=levels(16, 6, 4, 1), sizes=SIZES[:14]), two(write=levels(1, 4, 3, 0.5), sizes=SIZES[:14])),
+     "beyond 2x the last cache"),
+    ("fig3.28", 0, one(**OPTERON), one(read=levels(18, 20, 10, 2.3), write=OPTERON["write"]),
+     one(read=OPTERON["read"]), "op=write"),
+    ("fig3.28", 1, one(**OPTERON), one(write=levels(18.7, 18.7, 2.8, 0.5)), one(**OPTERON, sizes=SIZES[:14]),
+     "beyond 2x the last cache"),
+    ("fig3.28", 2, one(**OPTERON), one(**{**OPTERON, "copy": levels(30, 4, 2, 0.4)}),
+     one(read=OPTERON["read"], write=OPTERON["write"]), "op=copy"),
+    ("fig3.29", 0, joined(one(**OPTERON), two(read=OPTERON["read"])),
+     joined(one(**OPTERON), two(read=levels(32, 8, 5, 1))), one(**OPTERON), "threads=2"),
+    ("fig3.29", 1, joined(one(**OPTERON), two(write=levels(1, 2, 2, 0.5))),
+     joined(one(**OPTERON), two(write=OPTERON["write"])), one(**OPTERON), "threads=2"),
+    ("fig3.31", 0, background(levels(10, 10, 5, 2), levels(10, 10, 10, 2)),
+     background(levels(10, 10, 10, 2), levels(10, 10, 10, 2)),
+     background(levels(10, 10, 5, 2), levels(10, 10, 10, 2), sizes=SIZES[:9]), "no two working sets"),
+    ("fig3.31", 1, background(levels(10, 10, 5, 2), levels(10, 10, 10, 2)),
+     background(levels(10, 10, 5, 2), levels(10, 10, 5, 2)), background(levels(10, 10, 5, 2), None),
+     "background_op=read"),
     ("fig6.7", 0, prefetch(steps(10, 12, 50), steps(10, 12.5, 45)), prefetch(steps(10, 12, 50), steps(10, 15, 45)),
      chase(({"prefetch_distance": 0, "helper_thread": False}, steps(10, 12, 50))), "prefetch_distance=5"),
     ("fig6.7", 1, prefetch(steps(10, 12, 50), steps(10, 12, 45)), prefetch(steps(10, 12, 50), steps(10, 12, 50)),
@@ -550,3 +631,43 @@ def test_docstring_examples(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert tried >= 3 and failures == 0
+
+
+# ---- bandwidth: comparisons with another item's rows, quick variants ------------------------
+
+
+def test_an_item_that_compares_with_another_brings_it_along():
+    assert [i.key for i in catalogue.select(["fig3.27"])] == ["fig3.26", "fig3.27"]
+    assert [i.key for i in catalogue.select(["fig3.25", "fig3.24"])] == ["fig3.24", "fig3.25"]
+    for entry in catalogue.ITEMS:
+        for key in entry.compare_with:
+            assert catalogue.item(key).sweep != entry.sweep
+
+
+def test_bandwidth_rates_prefer_the_on_cpu_rate():
+    ds = one(read=levels(16, 6, 6, 5.3))
+    for row in ds.rows:
+        row["on_cpu_bytes_per_cycle"] = 2 * row["bytes_per_cycle"]
+    assert catalogue.bw_rate(ds, "l1", op="read") == 32.0
+
+
+def test_l3_region_needs_an_l3():
+    ds = Dataset([], {"machine": {"caches": MACHINE["caches"][:2]}})
+    with pytest.raises(catalogue.NotMeasurable, match="no L3"):
+        catalogue.region(ds, {4 << 20: 1.0}, "l3")
+    with pytest.raises(ValueError, match="where='l4'"):
+        catalogue.region(ds, {4 << 20: 1.0}, "l4")
+
+
+def test_bandwidth_quick_variants_keep_a_few_sets_of_the_full_sweep(monkeypatch):
+    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    sweep = Sweep("fig3_24", "bandwidth", [{"op": op, "working_set_bytes": s} for s in SIZES for op in ("read", "write")],
+                  repeat=5, target_seconds=0.1)
+    quick = catalogue.item("fig3.24").quick(sweep)
+    sizes = sorted({p["working_set_bytes"] for p in quick.points})
+    assert sizes == [8 << 10, 256 << 10, 4 << 20, 16 << 20]
+    assert len(quick.points) == 8 and quick.repeat == 2
+    points = [{"op": op, "background_op": bg, "working_set_bytes": s, "background_working_set_bytes": 4 << 20}
+              for s in SIZES for op in ("read", "write") for bg in ("read", "write")]
+    quick = catalogue.item("fig3.31").quick(Sweep("fig3_31", "bandwidth", points, repeat=5))
+    assert sorted({p["working_set_bytes"] for p in quick.points}) == [8 << 10, 512 << 10, 2 << 20, 4 << 20]

@@ -670,4 +670,5 @@ def test_bandwidth_quick_variants_keep_a_few_sets_of_the_full_sweep(monkeypatch)
     points = [{"op": op, "background_op": bg, "working_set_bytes": s, "background_working_set_bytes": 4 << 20}
               for s in SIZES for op in ("read", "write") for bg in ("read", "write")]
     quick = catalogue.item("fig3.31").quick(Sweep("fig3_31", "bandwidth", points, repeat=5))
-    assert sorted({p["working_set_bytes"] for p in quick.points}) == [8 << 10, 512 << 10, 2 << 20, 4 << 20]
+    assert sorted({p["working_set_bytes"] for p in quick.points}) == [512 << 10, 2 << 20]
+    assert len(quick.points) == 8

@@ -28,7 +28,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from memlab import chart, plot, registry
 from memlab._version import __version__
@@ -219,18 +219,27 @@ def _check_summary(meta: dict) -> str:
     return ("machine check warnings " + "; ".join(parts)) if parts else ""
 
 
-def _figure_html(ds: Dataset, title: str) -> str:
-    try:
-        png = chart.to_png(plot.figure(ds))
-    except ImportError as error:
-        return f"<p class=meta>No figure: {_escape(error)}</p>"
-    except (ValueError, TypeError, KeyError) as error:
-        return f"<p class=meta>No figure could be drawn: {_escape(error)}</p>"
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="{_escape(title)}: standard figure">'
+def _figure_html(ds: Dataset, title: str, figures: dict[int, str] | None = None) -> str:
+    """The dataset's standard figure as an embedded PNG (or why there is none); ``figures`` keeps
+    what was drawn by dataset object, so that items showing one dataset draw it once."""
+    key = id(ds)
+    if figures is not None and key in figures:
+        drawn = figures[key]
+    else:
+        try:
+            drawn = base64.b64encode(chart.to_png(plot.figure(ds))).decode("ascii")
+        except ImportError as error:
+            drawn = f"<p class=meta>No figure: {_escape(error)}</p>"
+        except (ValueError, TypeError, KeyError) as error:
+            drawn = f"<p class=meta>No figure could be drawn: {_escape(error)}</p>"
+        if figures is not None:
+            figures[key] = drawn
+    if drawn.startswith("<p"):
+        return drawn
+    return f'<img src="data:image/png;base64,{drawn}" alt="{_escape(title)}: standard figure">'
 
 
-def _section(index: int, item: ReportItem) -> str:
+def _section(index: int, item: ReportItem, figures: dict[int, str] | None = None) -> str:
     anchor = _anchor(index, item.title)
     parts = [f'<section id="{anchor}"><h2>{_escape(item.title)}</h2>']
     ds = item.dataset
@@ -254,7 +263,7 @@ def _section(index: int, item: ReportItem) -> str:
     parts += item.lead
     if ds is not None:
         if len(ds):
-            parts.append(_figure_html(ds, item.title))
+            parts.append(_figure_html(ds, item.title, figures))
             family = _family(ds)
             caption = family.caption if family is not None else ""
             if item.caption is not None:
@@ -347,6 +356,7 @@ def build_report(
     command: str | None = None,
     intro: str = "",
     preamble: str = "",
+    on_section: Callable[[int, int, str], None] | None = None,
 ) -> str:
     """The report's HTML text: one section per dataset, machine facts, version and command.
 
@@ -354,7 +364,9 @@ def build_report(
     (which may carry an error instead of data, e.g. a family that failed
     during a tour). ``command`` defaults to this process's command line.
     ``intro`` is a paragraph of text; ``preamble`` HTML made by memlab shown
-    after it (a summary table).
+    after it (a summary table). ``on_section(done, total, title)`` is called
+    after each section is drawn (progress for a long report). Items that show
+    the same Dataset object draw its figure once.
 
     >>> text = build_report([Dataset([{"family": "f", "n": 1, "t": 2.0}], {"family": "f"})])
     >>> "<img" in text or "No figure" in text
@@ -387,7 +399,11 @@ def build_report(
     if preamble:
         body.append(preamble)
     body.append(f'<nav><ul>{toc}<li><a href="#machine">machine</a></li></ul></nav>')
-    body += [_section(i, item) for i, item in enumerate(items)]
+    figures: dict[int, str] = {}
+    for i, item in enumerate(items):
+        body.append(_section(i, item, figures))
+        if on_section is not None:
+            on_section(i + 1, len(items), item.title)
     body.append(_machine_html(items))
     body += [
         f"<p class=meta>memlab {_escape(__version__)} · Python {_escape(sys.version.split()[0])}</p>",

@@ -494,15 +494,30 @@ def reproduce(
     order = {entry.key: index for index, entry in enumerate(chosen)}
     result.items.sort(key=lambda r: order[r.item.key])
     result.seconds = time.monotonic() - started
-    write_results(result, command)
+    write_results(result, command, progress=progress)
     return result
 
 
-def write_results(result: ReproduceResult, command: str | None = None) -> Path:
-    """Write ``report.html`` and ``verdicts.json`` of a result into its folder; the report's path."""
-    result.report = write_report(_report_items(result), result.out / REPORT_FILE, title="memlab reproduce",
-                                 command=command, intro=_intro(result), preamble=_summary_html(result))
+def write_results(result: ReproduceResult, command: str | None = None, *, progress: bool = False) -> Path:
+    """Write ``report.html`` and ``verdicts.json`` of a result into its folder; the report's path.
+    ``progress``: a bar over the report's sections (drawing the figures takes a while)."""
     _write_verdicts(result)
+    bar = None
+    if progress and result.items:
+        bar = tqdm(total=len(result.items), unit="figure", desc="report.html", file=sys.stderr,
+                   dynamic_ncols=True)
+
+    def drawn(done: int, total: int, title: str) -> None:
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        result.report = write_report(_report_items(result), result.out / REPORT_FILE, title="memlab reproduce",
+                                     command=command, intro=_intro(result), preamble=_summary_html(result),
+                                     on_section=drawn)
+    finally:
+        if bar is not None:
+            bar.close()
     return result.report
 
 

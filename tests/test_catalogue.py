@@ -672,3 +672,14 @@ def test_bandwidth_quick_variants_keep_a_few_sets_of_the_full_sweep(monkeypatch)
     quick = catalogue.item("fig3.31").quick(Sweep("fig3_31", "bandwidth", points, repeat=5))
     assert sorted({p["working_set_bytes"] for p in quick.points}) == [512 << 10, 2 << 20]
     assert len(quick.points) == 8
+
+
+def test_a_run_narrowed_to_one_cpu_cannot_judge_two_cpu_claims():
+    """taskset -c 0 on a two-CPU machine: the helper thread and the false-sharing pair had no CPU of
+    their own, so their claims are not measurable (not 'not reproduced')."""
+    helper = prefetch(steps(10, 12, 50), steps(10, 12, 45), helper=steps(12, 15, 70), cpu_count=2, cpus_allowed=1)
+    found = judged("fig6.8", 0, helper)
+    assert found.status == NOT_MEASURABLE and "its CPU affinity" in found.detail
+    found = judged("fig6.10", 0, sharing({2: 3.9}, cpu_count=2, cpus_allowed=1))
+    assert found.status == NOT_MEASURABLE and "could use 1 of the machine's 2" in found.detail
+    assert judged("fig6.10", 0, sharing({2: 3.9}, cpu_count=2, cpus_allowed=2)).status == REPRODUCED

@@ -845,18 +845,26 @@ _BW_NOTE = ("memlab reads and writes with the widest vectors this CPU runs (widt
             "another process taking the CPU does not count.")
 
 
-def _bw_quick(sweep: Sweep) -> Sweep:
-    """Quick variant of a bandwidth working-set sweep: every series at a quarter of the L1d, a
-    quarter of the L2, a set between the L2 and the last cache (where there is an L3) and the
-    sweep's set nearest twice the last cache, each the nearest the full sweep has."""
+def _bw_quick(sweep: Sweep, ops: Sequence[str] | None = None, l3: bool = True) -> Sweep:
+    """Quick variant of a bandwidth working-set sweep: every series (or those of ``ops``) at a
+    quarter of the L1d, a quarter of the L2, a set between the L2 and the last cache (with ``l3``,
+    where there is an L3) and the sweep's set nearest twice the last cache, each the nearest the
+    full sweep has."""
     sizes = caches(Dataset([], {}))
     llc = max(size for name, size in sizes.items() if not name.endswith("i"))
     sweep_sizes = sorted({p["working_set_bytes"] for p in sweep.points})
     targets = [sizes["L1d"] / 4, sizes["L2"] / 4, 2 * llc]
-    if "L3" in sizes:
+    if l3 and "L3" in sizes:
         targets.append(math.sqrt(4 * sizes["L2"] * sizes["L3"] / 2))
     keep = {_nearest(sweep_sizes, t) for t in targets}
-    return shorter(sweep, [p for p in sweep.points if p["working_set_bytes"] in keep], repeat=2)
+    return shorter(sweep, [p for p in sweep.points if p["working_set_bytes"] in keep
+                           and (ops is None or p.get("op", "read") in ops)], repeat=2)
+
+
+def _bw_quick_two(sweep: Sweep) -> Sweep:
+    """Quick variant of the two-thread sweeps: read and write (what their claims compare) in the
+    L1d, the L2 and beyond the last cache."""
+    return _bw_quick(sweep, ops=("read", "write"), l3=False)
 
 
 def bw_rate(ds: Dataset, where: str, **match: Any) -> float:
@@ -974,7 +982,8 @@ def _bw_item(number: str, title: str, section: str, measured: str, machine: str,
     name = number.replace(".", "_")
     return Item(
         key=f"fig{number}", source="drepper", section=section, label=f"Figure {number}", title=title,
-        sweep=f"bandwidth.fig{name}", quick=_bw_quick, measured=measured, machine=machine,
+        sweep=f"bandwidth.fig{name}", quick=_bw_quick_two if compare_with else _bw_quick, measured=measured,
+        machine=machine,
         numbers=tuple(numbers), claims=tuple(claims), script=f"experiments/fig{name}.py",
         notebook=_BW_NOTEBOOK, note=note, compare_with=compare_with,
     )

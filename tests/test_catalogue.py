@@ -9,6 +9,7 @@ measurable, with the reason). The synthetic machine has a 32 KiB L1d, a
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import importlib
 import math
@@ -667,6 +668,10 @@ def test_bandwidth_quick_variants_keep_a_few_sets_of_the_full_sweep(monkeypatch)
     sizes = sorted({p["working_set_bytes"] for p in quick.points})
     assert sizes == [8 << 10, 256 << 10, 4 << 20, 16 << 20]
     assert len(quick.points) == 8 and quick.repeat == 2
+    two = catalogue.item("fig3.27").quick(dataclasses.replace(sweep, points=[
+        {**p, "threads": 2} for p in sweep.points] + [{"op": "copy", "working_set_bytes": 8 << 10, "threads": 2}]))
+    assert sorted({p["working_set_bytes"] for p in two.points}) == [8 << 10, 256 << 10, 16 << 20]
+    assert {p["op"] for p in two.points} == {"read", "write"} and len(two.points) == 6
     points = [{"op": op, "background_op": bg, "working_set_bytes": s, "background_working_set_bytes": 4 << 20}
               for s in SIZES for op in ("read", "write") for bg in ("read", "write")]
     quick = catalogue.item("fig3.31").quick(Sweep("fig3_31", "bandwidth", points, repeat=5))

@@ -977,6 +977,33 @@ def _with_need(need: Callable[[Dataset], None], check: Callable[[Dataset], Verdi
     return checked
 
 
+#: Two-thread points count only where the threads ran together at least this share of the time:
+#: on a busy machine they take turns on the CPUs, and neither contention nor sharing shows.
+TOGETHER = 0.5
+
+
+def _together(check: Callable[[Dataset], Verdict]) -> Callable[[Dataset], Verdict]:
+    """``check`` on the dataset without the points of two or more threads that ran together less
+    than :data:`TOGETHER` of the time (``overlap_fraction``); a NotMeasurable then says how many
+    were left out and why."""
+
+    def checked(ds: Dataset) -> Verdict:
+        several = [row for row in ds.rows if finite(row.get("threads")) and row["threads"] >= 2]
+        apart = {id(row) for row in several
+                 if finite(row.get("overlap_fraction")) and row["overlap_fraction"] < TOGETHER}
+        kept = Dataset([row for row in ds.rows if id(row) not in apart], ds.metadata) if apart else ds
+        try:
+            return check(kept)
+        except NotMeasurable as reason:
+            if not apart:
+                raise
+            raise NotMeasurable(f"{reason}: {len(apart)} of the {len(several)} points of several threads ran "
+                                f"together less than {TOGETHER:.0%} of the time (the CPUs were busy with other "
+                                f"work) and were left out") from None
+
+    return checked
+
+
 def _bw_item(number: str, title: str, section: str, measured: str, machine: str, numbers: Sequence[Number],
              claims: Sequence[Claim], compare_with: tuple[str, ...] = (), note: str = _BW_NOTE) -> Item:
     name = number.replace(".", "_")
@@ -1034,10 +1061,11 @@ FIG3_25 = _bw_item(
               "last cache, each reads at most 60% of what one thread alone reads.",
               "Drepper 3.5.1, fig. 3.25: each hyper-thread can use only half the cache and half the "
               "bandwidth; the worst case for hyper-threads",
-              _with_need(_need_placement("smt", "two SMT siblings of one core; the machine may have no SMT"),
-                         _bw_each_region("read per thread of two / one thread alone",
-                                         {**TWO_SHARED, "op": "read", "placement": "smt"}, READ,
-                                         ("l1", "beyond_llc"), at_most=0.5 + SAME))),
+              _together(_with_need(
+                  _need_placement("smt", "two SMT siblings of one core; the machine may have no SMT"),
+                  _bw_each_region("read per thread of two / one thread alone",
+                                  {**TWO_SHARED, "op": "read", "placement": "smt"}, READ,
+                                  ("l1", "beyond_llc"), at_most=0.5 + SAME)))),
     ],
     compare_with=("fig3.24",),
 )
@@ -1070,6 +1098,11 @@ FIG3_26 = _bw_item(
     ],
 )
 
+#: Figures 3.27 and 3.29: each of two threads reading one set reads about as fast as one thread alone.
+_READ_SHARED_UNAFFECTED = _together(_bw_each_region(
+    "read per thread of two / one thread alone", {**TWO_SHARED, "op": "read"}, READ, ("l1", "l2"),
+    at_least=1 - SAME))
+
 FIG3_27 = _bw_item(
     "3.27", "Core 2 bandwidth with two threads", "3.5.1",
     "Figure 3.26's read, write and copy by two threads on two cores, both on one working set with no "
@@ -1082,21 +1115,20 @@ FIG3_27 = _bw_item(
         Claim("Reading is unaffected by the second thread: in the L1d and L2 regions each of the two reads "
               "at least 90% as fast as one thread alone.",
               "Drepper 3.5.1, fig. 3.27: the read performance is no different from the single-threaded case",
-              _bw_each_region("read per thread of two / one thread alone", {**TWO_SHARED, "op": "read"},
-                              READ, ("l1", "l2"), at_least=1 - SAME)),
+              _READ_SHARED_UNAFFECTED),
         Claim("Writing a shared set that fits in the L1d is as slow as writing memory: each of the two "
               "writes at most a quarter of one thread's L1d rate (the line moves between the cores).",
               "Drepper 3.5.1, fig. 3.27: in the L1d range write and copy run as if the data came from "
               "main memory; the cores compete for the same lines (RFO messages)",
-              _bw_ratio("write per thread of two, L1d / one thread alone, L1d", {**TWO_SHARED, "op": "write"},
-                        "l1", WRITE, "l1", at_most=0.25)),
+              _together(_bw_ratio("write per thread of two, L1d / one thread alone, L1d",
+                                  {**TWO_SHARED, "op": "write"}, "l1", WRITE, "l1", at_most=0.25))),
         Claim("Beyond the caches the two threads share the memory bandwidth: each writes at most 60% of "
               "one thread alone.",
               "Drepper 3.5.1, fig. 3.27: both cores share the front-side bus, so for large sets each thread "
               "gets about half the single-threaded performance",
-              _bw_ratio("write per thread of two / one thread alone, beyond the last cache",
-                        {**TWO_SHARED, "op": "write"}, "beyond_llc", WRITE, "beyond_llc",
-                        at_most=0.5 + SAME)),
+              _together(_bw_ratio("write per thread of two / one thread alone, beyond the last cache",
+                                  {**TWO_SHARED, "op": "write"}, "beyond_llc", WRITE, "beyond_llc",
+                                  at_most=0.5 + SAME))),
     ],
     compare_with=("fig3.26",),
 )
@@ -1137,14 +1169,13 @@ FIG3_29 = _bw_item(
         Claim("Reading is largely unchanged by the second thread: in the L1d and L2 regions each of the "
               "two reads at least 90% as fast as one thread alone.",
               "Drepper 3.5.1, fig. 3.29: the read performance is largely unchanged; L1d and L2 work as before",
-              _bw_each_region("read per thread of two / one thread alone", {**TWO_SHARED, "op": "read"},
-                              READ, ("l1", "l2"), at_least=1 - SAME)),
+              _READ_SHARED_UNAFFECTED),
         Claim("Writing a shared set is far slower than one thread writing it, even where it fits in a "
               "cache: in the L2 region each of the two writes at most half the one-thread rate.",
               "Drepper 3.5.1, fig. 3.29: all shared data has to go through the L3, and that sharing costs "
               "far more than an L3 access even when the L3 could hold the whole set",
-              _bw_ratio("write per thread of two / one thread alone, L2 region", {**TWO_SHARED, "op": "write"},
-                        "l2", WRITE, "l2", at_most=0.5)),
+              _together(_bw_ratio("write per thread of two / one thread alone, L2 region",
+                                  {**TWO_SHARED, "op": "write"}, "l2", WRITE, "l2", at_most=0.5))),
     ],
     compare_with=("fig3.28",),
 )

@@ -688,3 +688,17 @@ def test_a_run_narrowed_to_one_cpu_cannot_judge_two_cpu_claims():
     found = judged("fig6.10", 0, sharing({2: 3.9}, cpu_count=2, cpus_allowed=1))
     assert found.status == NOT_MEASURABLE and "could use 1 of the machine's 2" in found.detail
     assert judged("fig6.10", 0, sharing({2: 3.9}, cpu_count=2, cpus_allowed=2)).status == REPRODUCED
+
+
+def test_two_thread_points_that_barely_ran_together_are_left_out():
+    """On a busy machine two threads take turns: such points show no contention and are not judged."""
+    ds = joined(one(write=levels(16, 6, 4, 1)), two(write=levels(16, 6, 4, 0.5)))
+    for row in ds.rows:
+        if row["threads"] == 2:
+            row["overlap_fraction"] = 0.2 if row["working_set_bytes"] <= L1 else 0.9
+    found = judged("fig3.27", 1, ds)
+    assert found.status == NOT_MEASURABLE
+    assert "ran together less than 50% of the time" in found.detail and "within the L1d" in found.detail
+    for row in ds.rows:
+        row["overlap_fraction"] = 0.9
+    assert judged("fig3.27", 1, ds).status == NOT_REPRODUCED

@@ -282,11 +282,12 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
     the points already there); the totals of the quick and full runs at the end."""
     items = list(items) if items is not None else catalogue.select()
     folder = Path(out) if out is not None else Path(".memlab-reproduce-nowhere")
+    times = _times(folder) if out is not None else {}
     totals = {}
     for mode in (False, True):
-        totals[mode] = sum(task.seconds for task in plan(items, mode, folder) if task.sweep is not None)
+        totals[mode] = sum(_point_seconds(task, times) * len(task.sweep.points)
+                           for task in plan(items, mode, folder) if task.sweep is not None)
     tasks = plan(items, quick, folder)
-    times = _times(folder) if out is not None else {}
     lines = [f"{'item':<20} {'source':<44} {'sweep':<34} {'time':>9}" + ("  on disk" if out is not None else "")]
     for task in tasks:
         for position, entry in enumerate(task.items):
@@ -306,8 +307,9 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
                     extra = f"  {len(task.sweep.points) - pending}/{len(task.sweep.points)} points"
             lines.append(f"{entry.key:<20} {heading[:44]:<44} {sweep_text[:34]:<34} {time_text:>9}{extra}")
     lines.append("")
+    measured = " (seconds per point measured by the runs into this folder where there were some)" if times else ""
     lines.append(f"estimated on this machine: quick run {format_seconds(totals[True])}, "
-                 f"full run {format_seconds(totals[False])} ({len(items)} items)")
+                 f"full run {format_seconds(totals[False])} ({len(items)} items){measured}")
     return "\n".join(lines)
 
 

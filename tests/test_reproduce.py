@@ -117,6 +117,13 @@ def test_listing_shows_every_item_and_the_totals():
     assert "quick run" in text and "full run" in text and "(shared)" in text
 
 
+def test_listing_totals_use_the_seconds_measured_into_the_folder(fake_catalogue, tmp_path):
+    (task,) = [t for t in reproducing.plan(catalogue.select(["clock"]), True, tmp_path) if t.sweep is not None]
+    (tmp_path / reproducing.TIMES_FILE).write_text(json.dumps({task.path.stem: 3600.0 / len(task.sweep.points)}))
+    text = reproducing.listing(catalogue.select(["clock"]), quick=True, out=tmp_path)
+    assert "quick run 60.0 min" in text and "measured by the runs into this folder" in text
+
+
 # ---- running -------------------------------------------------------------------------------
 
 

@@ -29,7 +29,16 @@ from typing import Any, Callable, Sequence
 from tqdm.auto import tqdm
 
 from memlab import catalogue
-from memlab.catalogue import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED, VERDICTS, Item, Number, Verdict
+from memlab.catalogue import (
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    VERDICTS,
+    Item,
+    NotMeasurable,
+    Number,
+    Verdict,
+)
 from memlab.dataset import Dataset, paths_for
 from memlab.grid import Sweep, as_sweeps
 from memlab.registry import family as get_family
@@ -169,7 +178,8 @@ def _named_sweep(name: str) -> Sweep:
 
 def item_sweep(item: Item, quick: bool = False) -> Sweep:
     """The sweep that reproduces ``item`` (its quick variant with ``quick``); ValueError when this
-    machine cannot build it (say, a placement that needs SMT)."""
+    machine cannot build it (say, a placement that needs SMT), NotMeasurable when its quick variant
+    needs facts this machine does not give (its cache sizes)."""
     if not quick:
         return _named_sweep(item.sweep)
     if isinstance(item.quick, str):
@@ -210,7 +220,7 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike) -> list[Tas
     for entry in items:
         try:
             sweep = item_sweep(entry, quick)
-        except ValueError as error:
+        except (ValueError, NotMeasurable) as error:  # a placement it cannot give, unknown cache sizes
             tasks[("unmeasurable", entry.key)] = Task(None, None, [entry], unmeasurable=str(error))
             continue
         key = _task_key(sweep)

@@ -284,3 +284,18 @@ def test_a_real_item_end_to_end(tmp_path):
     parsed = parse_report(result.report.read_text(), allow_external=True)
     pytest.importorskip("matplotlib")
     assert len(parsed.images) == 1
+
+
+def test_a_machine_without_cache_sizes_plans_the_other_items(monkeypatch, tmp_path):
+    """No cache facts in sysfs: the quick variants that pick working sets by cache size cannot be
+    made; those items are not measurable with the reason, the others are planned as usual."""
+
+    def no_caches(ds):
+        raise NotMeasurable("the machine's L1d and L2 sizes are unknown (no cache facts in sysfs)")
+
+    monkeypatch.setattr(catalogue, "caches", no_caches)
+    tasks = reproducing.plan(catalogue.select(["fig3.15", "fig3.24", "table6.1"]), True, tmp_path)
+    by_item = {t.items[0].key: t for t in tasks}
+    assert by_item["fig3.15"].sweep is None and "no cache facts" in by_item["fig3.15"].unmeasurable
+    assert by_item["fig3.24"].sweep is None and "no cache facts" in by_item["fig3.24"].unmeasurable
+    assert by_item["table6.1"].sweep is not None

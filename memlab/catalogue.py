@@ -841,8 +841,9 @@ CORE2_31 = ("Intel Core 2 as in figure 3.26: a process on one core reads or writ
             "while a process on the other core reads or writes its own 2 MB, half the shared 4 MiB L2")
 _BW_NOTE = ("memlab reads and writes with the widest vectors this CPU runs (width=auto); the source used "
             "16-byte SSE instructions, so this machine's L1d plateau is higher where its vectors are wider "
-            "(bandwidth.widths measures every width). Rates are bytes over the threads' CPU time, so "
-            "another process taking the CPU does not count.")
+            "(bandwidth.widths measures every width). The numbers and verdicts use bytes over the threads' "
+            "CPU time (on_cpu_bytes_per_cycle), so another process taking the CPU does not count; the "
+            "figure shows bytes over wall time.")
 
 
 def _bw_quick(sweep: Sweep, ops: Sequence[str] | None = None, l3: bool = True) -> Sweep:

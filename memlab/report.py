@@ -265,7 +265,7 @@ def _section(index: int, item: ReportItem, figures: dict[int, str] | None = None
         if len(ds):
             parts.append(_figure_html(ds, item.title, figures))
             family = _family(ds)
-            caption = family.caption if family is not None else ""
+            caption = family.caption_for(ds) if family is not None else ""
             if item.caption is not None:
                 caption = item.caption
             if caption:

@@ -30,6 +30,7 @@ from memlab.chart import (
     family_of,
     generic_figure,
     line_figure,
+    narrow,
     require_matplotlib,
     samples_figure,
     table_figure,
@@ -44,6 +45,7 @@ __all__ = [
     "figure",
     "generic_figure",
     "line_figure",
+    "narrow",
     "require_matplotlib",
     "samples_figure",
     "table_figure",
@@ -55,7 +57,8 @@ def figure(data: Dataset | str | os.PathLike):
     """The standard figure of a dataset, chosen by its family (a generic one for others).
 
     Returns a matplotlib Figure; ValueError for a dataset without rows or
-    without a metric to draw.
+    without a metric to draw, and for a family whose result is a number or
+    a table (calibrate, system: the message gives the number).
 
     >>> fig = figure("memlab-tour/chase.csv")   # doctest: +SKIP
     >>> fig.savefig("chase.png")                # doctest: +SKIP
@@ -65,6 +68,10 @@ def figure(data: Dataset | str | os.PathLike):
     if not ds.rows:
         raise ValueError("the dataset has no rows to plot")
     family = registry.all_families().get(family_of(ds))
+    if family is not None and not family.has_figure:
+        shown = "a number" if family.table is None else "a table"
+        said = f": {family.headline(ds)}" if family.headline is not None else ""
+        raise ValueError(f"{family.name}'s result is {shown}, not a figure (memlab report shows it){said}")
     if family is not None and family.figure is not None:
         return family.figure(ds)
     return generic_figure(ds)

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from tqdm.auto import tqdm
+
 from memlab.check import check, largest_bytes, read_cpu_times
 from memlab._version import __version__
 from memlab.dataset import Dataset, DatasetWriter
@@ -30,14 +32,18 @@ from memlab.grid import Sweep, as_sweeps, grid, parse_shard, shard_points, zippe
 from memlab.machine import collect, fingerprint, machine_id
 from memlab.registry import all_families
 from memlab.registry import family as get_family
+from memlab.units import format_param, suggest
 
 __all__ = [
-    "Progress",
+    "POINT_OVERHEAD_SECONDS",
     "Sweep",
+    "estimate_seconds",
     "grid",
     "load_script",
     "output_path",
     "parse_shard",
+    "progress_bar",
+    "progress_enabled",
     "resolve",
     "run_sweep",
     "shard_points",
@@ -46,66 +52,34 @@ __all__ = [
 ]
 
 
-class Progress:
-    """A progress bar for a terminal, a Jupyter notebook, or a log file."""
+#: Seconds a point costs beyond its samples (process setup, building, first touch), for estimates.
+POINT_OVERHEAD_SECONDS = 0.25
 
-    def __init__(self, total: int, label: str, enabled: bool = True, stream=None) -> None:
-        self.total = total
-        self.label = label
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self.done = 0
-        self.started = time.monotonic()
-        self._display = None
-        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        if enabled and not self._tty and _in_jupyter():
-            from IPython.display import display
 
-            self._display = display(self._text(""), display_id=True)
+def progress_enabled(requested: bool = True, stream=None) -> bool:
+    """Whether to draw progress bars: asked for, and stderr is a terminal or this is a Jupyter kernel.
 
-    def _text(self, detail: str) -> str:
-        width = 28
-        fraction = self.done / self.total if self.total else 1.0
-        filled = int(round(width * fraction))
-        elapsed = time.monotonic() - self.started
-        eta = ""
-        if 0 < self.done < self.total:
-            eta = f" eta {_seconds(elapsed / self.done * (self.total - self.done))}"
-        return (
-            f"{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-            f"{self.done}/{self.total} {_seconds(elapsed)}{eta} {detail}"
-        ).rstrip()
+    Logs, pipes and CI output stay quiet.
 
-    def advance(self, detail: str = "") -> None:
-        self.done += 1
-        self.show(detail)
+    >>> progress_enabled(False)
+    False
+    """
+    if not requested:
+        return False
+    stream = stream or sys.stderr
+    return bool(getattr(stream, "isatty", lambda: False)()) or _in_jupyter()
 
-    def show(self, detail: str = "") -> None:
-        if not self.enabled:
-            return
-        text = self._text(detail)
-        if self._display is not None:
-            self._display.update(text)
-        elif self._tty:
-            self.stream.write("\r\x1b[K" + text[:200])
-            self.stream.flush()
-        else:
-            self.stream.write(text + "\n")
-            self.stream.flush()
 
-    def note(self, text: str) -> None:
-        """Print one line above the bar (whether the bar is shown or not)."""
-        if self._tty and self.enabled:
-            self.stream.write("\r\x1b[K")
-        self.stream.write(text + "\n")
-        self.stream.flush()
-        if self._tty and self.enabled and self.done < self.total:
-            self.show()
+def progress_bar(total: int, label: str, *, enabled: bool = True, position: int = 0, leave: bool = True,
+                 unit: str = "point"):
+    """A tqdm bar (a widget in Jupyter, a line that fits the terminal's width elsewhere).
 
-    def close(self) -> None:
-        if self.enabled and self._tty:
-            self.stream.write("\n")
-            self.stream.flush()
+    Disabled bars accept the same calls and draw nothing.
+
+    >>> bar = progress_bar(3, "demo", enabled=False); bar.update(1); bar.close()
+    """
+    return tqdm(total=total, desc=label, unit=unit, disable=not enabled, position=position, leave=leave,
+                dynamic_ncols=True, file=None if _in_jupyter() else sys.stderr, mininterval=0.2)
 
 
 def _in_jupyter() -> bool:
@@ -119,12 +93,32 @@ def _in_jupyter() -> bool:
     return shell is not None and "ZMQ" in type(shell).__name__
 
 
-def _seconds(value: float) -> str:
-    return f"{value:.0f}s" if value < 120 else f"{value / 60:.1f}min"
+def estimate_seconds(sweep: Sweep) -> float:
+    """About how long ``sweep`` takes to measure (seconds), before it runs.
+
+    Each point costs its warm-up and kept samples, each lasting the sweep's
+    (or family's) target duration or what the family's ``sample_seconds``
+    says, plus :data:`POINT_OVERHEAD_SECONDS`. Machines differ: it is an
+    order of magnitude, not a promise.
+
+    >>> round(estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 50_000_000}], repeat=3, warmup=0)), 2)
+    0.4
+    """
+    family = get_family(sweep.family)
+    target = family.default_target_seconds if sweep.target_seconds is None else sweep.target_seconds
+    total = 0.0
+    for point in sweep.points:
+        try:
+            params = family.params(point)
+        except (ValueError, TypeError):
+            continue
+        sample = family.sample_seconds(params, target) if family.sample_seconds else target
+        total += (sweep.warmup + sweep.repeat) * sample + POINT_OVERHEAD_SECONDS
+    return total
 
 
 def _describe(point: Mapping[str, Any], varying: Sequence[str]) -> str:
-    return " ".join(f"{k}={point[k]}" for k in varying if k in point)
+    return " ".join(f"{k}={format_param(k, point[k])}" for k in varying if k in point)
 
 
 def run_sweep(
@@ -137,6 +131,7 @@ def run_sweep(
     repeat: int | None = None,
     cpu: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    overall: Any = None,
     warn: Callable[[str], None] | None = None,
     on_point: Callable[[dict[str, Any], dict[str, Any] | None], None] | None = None,
 ) -> Dataset:
@@ -144,9 +139,12 @@ def run_sweep(
 
     With ``out`` (a .csv path) each row is appended as soon as it is measured;
     with ``resume`` points already in that file are skipped. Ctrl-C stops
-    between samples; the rows measured so far stay on disk. ``on_point(point,
-    row)`` is called after each point (``row`` None for a point found on disk):
-    a caller's own progress display.
+    between samples; the rows measured so far stay on disk. ``progress``
+    draws a bar when stderr is a terminal or in Jupyter (never in logs);
+    ``overall``, a bar of :func:`progress_bar` covering several sweeps (the
+    tour), advances by one per point too. ``on_point(point, row)`` is called
+    after each point (``row`` None for a point found on disk): a caller's own
+    progress display.
 
     The machine check (:func:`memlab.check.check`) runs before the first
     point and after the last; the metadata keeps both as ``check_start`` and
@@ -166,8 +164,9 @@ def run_sweep(
     varying = [n for n in family.param_names if len({repr(p[n]) for p in points}) > 1]
     meta = sweep_metadata(sweep, family, shard, repeat)
     meta.update(metadata or {})
-    bar = Progress(len(points), f"{sweep.family}:{sweep.name}", enabled=progress)
-    warn = warn or bar.note
+    bar = progress_bar(len(points), f"{sweep.family}:{sweep.name}", enabled=progress_enabled(progress),
+                       position=1 if overall is not None else 0, leave=overall is None)
+    warn = warn or (lambda text: bar.write(text, file=sys.stderr))
     start = check(planned_bytes=largest_bytes(points), steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
     since = (time.monotonic(), read_cpu_times())
     meta["check_start"] = start.to_dict()
@@ -184,11 +183,13 @@ def run_sweep(
         for point in points:
             key = dataset.key({"family": family.name, **point})
             if key in done:
-                bar.advance("(on disk)")
+                bar.update(1)
+                if overall is not None:
+                    overall.update(1)
                 if on_point is not None:
                     on_point(point, None)
                 continue
-            bar.show(_describe(point, varying))
+            bar.set_postfix_str(_describe(point, varying), refresh=False)
             measurement = family.run(
                 point,
                 repeat=repeat,
@@ -202,10 +203,12 @@ def run_sweep(
                 writer.append(row)
             dataset.rows.append(row)
             done.add(key)
+            bar.update(1)
+            if overall is not None:
+                overall.update(1)
             if measurement.conditions_warning:
                 warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'}: "
                      f"{measurement.conditions_warning}")
-            bar.advance(_describe(point, varying))
             if on_point is not None:
                 on_point(point, row)
         end = check(steal_since=since).to_dict()  # steal over the whole sweep
@@ -283,7 +286,10 @@ def resolve(name: str, quick: bool = False) -> list[Sweep]:
     if len(owners) > 1:
         names = ", ".join(f"{f.name}.{name}" for f in owners)
         raise ValueError(f"sweep {name!r} is ambiguous: {names}")
-    raise ValueError(f"sweep {name!r} is neither a script nor a named sweep (see `memlab sweep --list`)")
+    known = [f"{fam}.{sweep}" for fam, f in all_families().items() for sweep in f.sweeps]
+    known += sorted({sweep for f in all_families().values() for sweep in f.sweeps})
+    raise ValueError(f"sweep {name!r} is neither a script nor a named sweep{suggest(name, known)} "
+                     "(see `memlab sweep --list`)")
 
 
 def output_path(out: str | None, sweep: Sweep, many: bool) -> Path:

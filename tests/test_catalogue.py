@@ -222,7 +222,7 @@ def sharing(ratios: dict[int, float], **facts):
     entries = []
     for threads, ratio in ratios.items():
         for disp, value in ((1, 10.0 * ratio), (8, 10.0)):
-            entries.append({"threads": threads, "disp_longs": disp, "atomic": True,
+            entries.append({"threads": threads, "disp_longs": disp, "atomic": False,
                             "ns_per_increment_per_thread": value})
     return rows("share", entries, **facts)
 

@@ -390,7 +390,7 @@ def figure(data: Dataset | str | os.PathLike, metric: str = "bytes_per_cycle"):
     return fig
 
 
-# ---- named sweeps: the seed's figures -------------------------------------------
+# ---- named sweeps: Drepper's figures -------------------------------------------
 
 
 def _largest_cache_bytes() -> int:
@@ -538,7 +538,7 @@ def _quick() -> Sweep:
                  target_seconds=0.03, description=_quick.__doc__)
 
 
-#: The seed's figures (and two more) by name; each also has a ``<name>_quick`` variant.
+#: Drepper's figures (and two more) by name; each also has a ``<name>_quick`` variant.
 SWEEPS = {
     "fig3_24": one_thread,
     "fig3_25": two_threads_smt,

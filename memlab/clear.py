@@ -610,7 +610,9 @@ FAULT_FAMILY = Family(
     figure=fault_figure,
     sample_seconds=lambda params, target: target + params.pause_s,
     caption="The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
-            "faults taken per page (the huge-page clearing patches, bulk page allocation).",
+            "faults taken per page (the huge-page clearing patches). MAP_POPULATE and "
+            "MADV_POPULATE_WRITE populate a range in one call: the nearest user-space analogue of the "
+            "kernel's bulk page allocator, which user space cannot call.",
     report_columns=("faults_per_page", "huge_fraction"),
 )
 

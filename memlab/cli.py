@@ -1,6 +1,6 @@
 """The `memlab` command: one argparse tree with every subcommand.
 
-``memlab info | check | run | sweep | compare | plot | report | tour`` (and
+``memlab info | check | run | sweep | compare | plot | report | tour | reproduce`` (and
 ``python -m memlab ...``); an experiment script's command line
 (:func:`script_main`) is ``memlab sweep`` applied to the script's sweeps.
 
@@ -12,7 +12,8 @@ Exit status, one rule for every subcommand (:data:`EXIT_STATUS`):
   anything is measured;
 - 1: the kernel refused, a measurement failed or a write failed once the
   work was done (a full disk) (and, for ``compare``, a
-  significant regression exists; for ``tour``, a family failed);
+  significant regression exists; for ``tour``, a family failed; for
+  ``reproduce --check``, a claim not reproduced);
 - 130: interrupted by Ctrl-C (the rows measured so far are on disk).
 
 No subcommand prints a traceback for these; an unexpected error (a bug) is
@@ -38,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memlab import machine, measure, plot, registry
+from memlab import catalogue, machine, measure, plot, registry
 from memlab._core import build_info
 from memlab._version import __version__
 from memlab.chart import outcome_note, require_matplotlib
@@ -51,6 +52,7 @@ from memlab.files import atomic_write, check_output_directory, check_output_file
 from memlab.grid import Sweep, as_sweeps, parse_shard, shard_points
 from memlab.measure import MAX_REPEAT, MAX_WARMUP, Measurement
 from memlab.report import as_items, write_report
+from memlab.reproduce import format_seconds, listing, reproduce
 from memlab.sweep import (
     estimate_seconds,
     output_path,
@@ -305,6 +307,25 @@ def build_parser() -> argparse.ArgumentParser:
     tour_cmd.add_argument("--resume", action="store_true", help="keep rows already in --out")
     _progress_options(tour_cmd)
     tour_cmd.set_defaults(handler=cmd_tour)
+
+    repro = sub.add_parser(
+        "reproduce", help="re-measure every source figure here, beside the source's numbers, with verdicts",
+        description="Run the catalogue of source items (Drepper's figures and tables, the pipe ladder, the "
+                    "clearing patches, LWN's bulk allocation, UnixBench) on this machine: one dataset per "
+                    "sweep in --out, and report.html with the source's numbers beside this machine's and a "
+                    "verdict per claim (reproduced / not reproduced / not measurable here). Resumable. Exit "
+                    "status 0 when it ran, whatever the verdicts; 1 when a sweep failed or, with --check, a "
+                    "claim was not reproduced; 2 for a bad argument.",
+    )
+    repro.add_argument("items", nargs="*", metavar="ITEM",
+                       help="items (fig3.15, pipes-ladder ...), sources (drepper, pipes, clearing, lwn-bulk, "
+                            "unixbench) or families; default: all")
+    repro.add_argument("--quick", action="store_true", help="the quick variant of every sweep (minutes)")
+    repro.add_argument("--out", help="folder for the datasets, report.html and verdicts.json")
+    repro.add_argument("--list", action="store_true", help="list the items with their estimated time")
+    repro.add_argument("--check", action="store_true", help="exit 1 when a claim is not reproduced")
+    _progress_options(repro)
+    repro.set_defaults(handler=cmd_reproduce)
     return parser
 
 
@@ -729,13 +750,48 @@ def cmd_tour(args: argparse.Namespace) -> int:
         status = f"FAILED: {run.error}" if run.error else f"{len(run.dataset)} rows -> {run.path}"
         print(f"{run.family:<14} {run.seconds:6.1f} s  {status}")
     print(f"tour: {result.seconds:.0f} s; report -> {result.report}")
-    try:
-        require_matplotlib()
-    except ImportError as error:
-        print(f"memlab tour: the report has no figures: {error}", file=sys.stderr)
+    _say_if_no_figures("tour")
     if result.interrupted:
         return 130
     return 1 if result.failed else 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """``memlab reproduce [ITEM ...] [--quick] --out DIR [--list] [--check]``."""
+    chosen = catalogue.select(args.items)
+    if args.list:
+        print(listing(chosen, quick=args.quick, out=args.out))
+        return 0
+    if not args.out:
+        raise UsageError("reproduce needs --out DIR (the folder for the datasets and report.html)")
+    result = reproduce(
+        [i.key for i in chosen], quick=args.quick, out=args.out, progress=not args.no_progress,
+        command=_command_line(args), say=lambda text: print(text, file=sys.stderr),
+    )
+    for judged in result.items:
+        counts = judged.counts()
+        summary = ", ".join(f"{counts[s]} {s}" for s in catalogue.VERDICTS if counts[s])
+        print(f"{judged.item.key:<20} {summary}" + (f"  [{judged.error}]" if judged.error else ""))
+    totals = ", ".join(f"{result.count(s)} {s}" for s in catalogue.VERDICTS)
+    print(f"reproduce: {len(result.items)} items in {format_seconds(result.seconds)}: {totals}; "
+          f"report -> {result.report}")
+    _say_if_no_figures("reproduce")
+    if result.interrupted:
+        return 130
+    if result.failed:
+        return 1
+    if args.check and result.not_reproduced:
+        print(f"memlab reproduce: {len(result.not_reproduced)} claim(s) not reproduced and --check",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _say_if_no_figures(command: str) -> None:
+    try:
+        require_matplotlib()
+    except ImportError as error:
+        print(f"memlab {command}: the report has no figures: {error}", file=sys.stderr)
 
 
 def _command_line(args: argparse.Namespace) -> str:

@@ -137,6 +137,7 @@ def run_sweep(
     metadata: Mapping[str, Any] | None = None,
     overall: Any = None,
     warn: Callable[[str], None] | None = None,
+    on_point: Callable[[dict[str, Any], dict[str, Any] | None], None] | None = None,
 ) -> Dataset:
     """Measure every point of ``sweep`` (or of its shard) into a Dataset.
 
@@ -150,6 +151,8 @@ def run_sweep(
     disk. ``progress`` draws a bar when stderr is a terminal or in Jupyter
     (never in logs); ``overall``, a bar of :func:`progress_bar` covering
     several sweeps (the tour), advances by one per point too.
+    ``on_point(point, row)`` is called after each point (``row`` None for a
+    point found on disk): a caller's own progress display.
 
     The machine check (:func:`memlab.check.check`) runs before the first
     point and after the last; the metadata keeps both as ``check_start`` and
@@ -204,6 +207,8 @@ def run_sweep(
                 bar.update(1)
                 if overall is not None:
                     overall.update(1)
+                if on_point is not None:
+                    on_point(point, None)
                 continue
             bar.set_postfix_str(_describe(point, varying), refresh=False)
             measurement = family.run(
@@ -225,6 +230,8 @@ def run_sweep(
             if measurement.conditions_warning:
                 warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'}: "
                      f"{measurement.conditions_warning}")
+            if on_point is not None:
+                on_point(point, row)
         end = check(steal_since=since).to_dict()  # steal over the whole sweep
         dataset.metadata["check_end"] = end
         if writer is not None:

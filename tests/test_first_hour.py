@@ -274,6 +274,7 @@ BAD_ARGUMENTS = {
     "plot": (["plot", "{tmp}/absent.csv"], "absent.csv"),
     "report": (["report", "{tmp}/absent.csv", "-o", "{tmp}/r.html"], "absent.csv"),
     "tour": (["tour", "--family", "chaes", "--out", "{tmp}/tour"], "did you mean 'chase'"),
+    "reproduce": (["reproduce", "fig3.51", "--out", "{tmp}/tour"], "item='fig3.51' is not an item"),
 }
 
 

@@ -137,6 +137,15 @@ TABLE: dict[str, dict[str, Case]] = {
         "interrupted": Case(lambda d: ["report", str(d / "base.csv"), "-o", str(d / "r.html")],
                             lambda mp: mp.setattr(cli, "write_report", boom(INTERRUPT))),
     },
+    "reproduce": {
+        "ok": Case(lambda d: ["reproduce", "--list", "--quick"]),
+        "usage": Case(lambda d: ["reproduce", "fig3.51", "--out", str(d / "r")]),
+        "input": Case(None, reason="reads no dataset: it measures into --out afresh"),
+        "failed": Case(lambda d: ["reproduce", "--quick", "--no-progress", "--out", str(d / "r")],
+                       lambda mp: mp.setattr(cli, "reproduce", boom(REFUSED))),
+        "interrupted": Case(lambda d: ["reproduce", "--quick", "--no-progress", "--out", str(d / "r")],
+                            lambda mp: mp.setattr(cli, "reproduce", boom(INTERRUPT))),
+    },
     "tour": {
         "ok": Case(lambda d: ["tour", "--family", "calibrate", "--reduced", "--no-progress", "--out", str(d / "t")]),
         "usage": Case(lambda d: ["tour", "--out", str(d / "a_file")]),

@@ -267,11 +267,12 @@ def knee_table(data: Dataset | str | os.PathLike, metric: str = "ns_per_element"
     lines = [f"knee of {metric} against load_traffic_GB_per_s: the last point within "
              f"{tolerance:.0%} of the idle latency",
              f"{'load_op':<8} {'mix':<18} {'status':<15} {'knee_GB_per_s':>13} {'knee_' + metric:>20}  reason"]
+    width = max(20, len("knee_" + metric))
     for k in knees(data, metric, tolerance):
         gbs = f"{k.GB_per_s:.3g}" if k.GB_per_s is not None else "-"
         ns = f"{k.ns_per_element:.4g}" if k.ns_per_element is not None else "-"
         lines.append(f"{k.load_op:<8} {LOAD_MIXES.get(k.load_op, '?'):<18} {k.status:<15} {gbs:>13} "
-                     f"{ns:>{len('knee_' + metric)}}  {k.reason}")
+                     f"{ns:>{width}}  {k.reason}")
     return "\n".join(lines)
 
 
@@ -281,7 +282,7 @@ def figure(data: Dataset | str | os.PathLike, metric: str = "ns_per_element"):
     Points with no load thread (the idle latency) start every curve at 0 GB/s;
     vertical bars are the latency's min..max over the repetitions. The dotted
     line is the knee's band (idle latency + :data:`KNEE_TOLERANCE`); a hollow
-    diamond marks each mix's knee (:func:`knees`).
+    diamond marks each mix's knee (:func:`knees`), which its legend entry names.
 
     >>> fig = figure("results/loaded.csv")   # doctest: +SKIP
     """
@@ -297,16 +298,16 @@ def figure(data: Dataset | str | os.PathLike, metric: str = "ns_per_element"):
         detail = [LOAD_MIXES[op]] if op in LOAD_MIXES else []
         if threads:
             detail.append(f"{', '.join(map(str, threads))} load thread{'s' if threads != [1] else ''}")
+        knee = found.get(op)
+        if knee:
+            detail.append(f"knee {knee.GB_per_s:.3g} GB/s, {knee.ns_per_element:.4g} ns" if knee.status == "knee"
+                          else f"no knee: {knee.status}")
         label = f"load_op={op}" + (f" ({', '.join(detail)})" if detail else "")
         bars = chart.spread(members, metric)
         line = ax.errorbar(xs, ys, yerr=bars, marker="o", capsize=2, label=label)[0]
-        knee = found.get(op)
         if knee and knee.status == "knee":
             ax.plot([knee.GB_per_s], [knee.ns_per_element], marker="D", markersize=11, fillstyle="none",
                     color=line.get_color(), linestyle="none")
-            ax.annotate(f"knee {knee.GB_per_s:.3g} GB/s, {knee.ns_per_element:.4g} ns",
-                        (knee.GB_per_s, knee.ns_per_element), textcoords="offset points", xytext=(6, -12),
-                        fontsize=8, color=line.get_color())
     if idle:
         band = statistics.median(float(r[metric]) for r in idle) * (1 + KNEE_TOLERANCE)
         ax.axhline(band, color="grey", linestyle=":", linewidth=1,
@@ -314,7 +315,7 @@ def figure(data: Dataset | str | os.PathLike, metric: str = "ns_per_element"):
     ax.set_xlabel("load traffic (GB/s, read + written, over the chaser's window)")
     ax.set_ylabel(metric.replace("_per_", " per ").replace("_", " "))
     ax.set_ylim(bottom=0)
-    ax.legend()
+    ax.legend(fontsize=8)
     chart.set_title(fig, ds, "loaded: chase latency against the bandwidth other cores draw")
     return fig
 

@@ -189,8 +189,9 @@ def test_figure_draws_one_curve_per_mix_starting_at_the_idle_latency():
         xs = list(line.get_xdata())
         assert xs == sorted(xs) and xs[0] == 0.0 and line.get_ydata()[0] == 90.0
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert sorted(labels) == sorted(["load_op=read (reads only, 1 load thread)",
-                                     "load_op=copy (1 read : 1 write, 1 load thread)", "idle + 10% (the knee's band)"])
+    assert sorted(labels) == sorted(["load_op=read (reads only, 1 load thread, knee 0.2 GB/s, 92 ns)",
+                                     "load_op=copy (1 read : 1 write, 1 load thread, no knee: rising)",
+                                     "idle + 10% (the knee's band)"])
     # read stays within 10% of 90 ns up to 0.2 GB/s (92 ns), then 110 ns: its knee is marked; copy is
     # 184 ns already at its lightest load (0.4 GB/s): no flat part, no mark
     marks = [line for line in ax.get_lines() if line.get_marker() == "D"]
@@ -254,7 +255,8 @@ def test_figure_marks_the_knee_of_each_mix():
     ax = fig.axes[0]
     marks = [line for line in ax.get_lines() if line.get_marker() == "D"]
     assert [(list(m.get_xdata()), list(m.get_ydata())) for m in marks] == [([6.0], [108.0])]
-    assert any("knee 6 GB/s, 108 ns" in t.get_text() for t in ax.texts)
+    assert any("(2 reads : 1 write, 1 load thread, knee 6 GB/s, 108 ns)" in t.get_text()
+               for t in ax.get_legend().get_texts())
     band = [line for line in ax.get_lines() if list(line.get_ydata()) == pytest.approx([110.0, 110.0])]
     assert band  # the band: idle + 10%
 

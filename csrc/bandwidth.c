@@ -597,25 +597,10 @@ int ml_bw_team_start(ml_bw_team *team, ml_error *err)
                            i, w->bytes, ML_BW_LINE_BYTES);
         }
         w->team = team;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        if (w->cpu >= 0) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(w->cpu, &one);
-            pthread_attr_setaffinity_np(&attr, sizeof one, &one);
-        }
-        int e = pthread_create(&team->threads[i], &attr, worker_main, w);
-        pthread_attr_destroy(&attr);
-        if (e) {
+        if (ml_thread_start_pinned(&team->threads[i], w->cpu, 0, worker_main, w, err, "worker %d of %d", i,
+                                   team->n)) {
             ml_bw_team_stop(team);
-            if (e == EINVAL && w->cpu >= 0)
-                return ml_fail(err, ML_ERR_VALUE, e,
-                               "worker %d cannot run on CPU %d: not a CPU this process may use "
-                               "(affinity or cpuset)",
-                               i, w->cpu);
-            return ml_fail(err, e == EAGAIN ? ML_ERR_MEMORY : ML_ERR_OS, e,
-                           "pthread_create of worker %d of %d: %s", i, team->n, strerror(e));
+            return -1;
         }
         team->started++;
     }

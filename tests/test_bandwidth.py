@@ -495,7 +495,7 @@ def test_a_thread_that_cannot_start_leaves_no_thread_running():
     if "Operation not permitted" in result.stderr:
         pytest.skip("cannot drop to an unprivileged user here to make thread creation fail")
     assert result.returncode == 0, result.stderr
-    assert "refused: pthread_create of worker 1 of 2" in result.stdout
+    assert "refused: cannot start worker 1 of 2 (unpinned): " in result.stdout
     counts = dict(re.findall(r"threads (before|after): (\d+)", result.stdout))
     assert counts["before"] == counts["after"], result.stdout
 

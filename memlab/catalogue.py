@@ -45,7 +45,6 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from memlab import share, system
 from memlab.chart import cache_sizes_of
-from memlab.chase import FIG6_5_DISTANCES_QUICK
 from memlab.chase_analysis import associativity, counter_ratios
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
@@ -1562,13 +1561,8 @@ def _pair_number(where: str, series: str) -> Callable[[Dataset], float]:
     return lambda ds: 100 * _pair_slowdown(ds, where, series)
 
 
-def _slowdowns(ds: Dataset, where: str, series: Sequence[str],
-               slowdown: Callable[[Dataset, str, str], float]) -> dict[str, float]:
-    return {name: slowdown(ds, where, name) for name in series}
-
-
 def _pairs_free_in_l1(ds: Dataset) -> Verdict:
-    found = _slowdowns(ds, "l1", list(FIG6_2_SERIES), _pair_slowdown)
+    found = {name: _pair_slowdown(ds, "l1", name) for name in FIG6_2_SERIES}
     detail = ", ".join(f"{k} {v:+.1%}" for k, v in found.items())
     return verdict(all(abs(v) <= SAME for v in found.values()),
                    f"L1d region, last line against first line: {detail} (claim: within {SAME:.0%})", **found)
@@ -1768,10 +1762,15 @@ def _fig6_5_geometry(kind: str) -> Callable[[Dataset], float]:
     return measured
 
 
+#: Figure 6.5's quick distances (in 64-byte elements): around one and two 4 KiB ways, and a few
+#: that spread a list over 64, 4 and 2 sets.
+FIG6_5_DISTANCES = (1, 3, 16, 32, 63, 64, 65, 128)
+
+
 def _fig6_5_quick(sweep: Sweep) -> Sweep:
-    """The named quick sweep's distances (around one and two 4 KiB ways, and a few others), every list
-    length, short samples: the surface must still show where one set overflows."""
-    points = [p for p in sweep.points if p.get("element_distance") in FIG6_5_DISTANCES_QUICK]
+    """A few distances (:data:`FIG6_5_DISTANCES`), every list length, short samples: the surface must
+    still show where one set overflows, and that other distances do not."""
+    points = [p for p in sweep.points if p.get("element_distance") in FIG6_5_DISTANCES]
     return shorter(sweep, points, repeat=2, target_seconds=0.004)
 
 

@@ -534,10 +534,7 @@ def misaligned(sequential, random=(0.1, 0.1), sizes=SIZES, orders=("sequential",
     return chase(*entries, sizes=sizes)
 
 
-FIG6_5_DISTANCES = (1, 2, 3, 8, 16, 32, 48, 63, 64, 65, 96, 127, 128)
-
-
-def surface(conflict, distances=FIG6_5_DISTANCES, ways=8):
+def surface(conflict, distances=catalogue.FIG6_5_DISTANCES, ways=8):
     """Figure 6.5: 64-byte elements ``d`` apart, lists of 1..16; ``conflict(d, n)`` says which points
     miss the L1d (5 ns against 1.5). The machine's L1d is 32 KiB with ``ways`` ways."""
     caches = [dict(c, ways=ways) if c["level"] == 1 else c for c in MACHINE["caches"]]

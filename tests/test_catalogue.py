@@ -647,6 +647,20 @@ def test_figures_6_2_and_6_4_quick_keep_five_samples_of_each_placement(monkeypat
     assert quick.repeat == 5 and len(quick.points) == 2 * len({p["working_set_bytes"] for p in quick.points})
 
 
+def test_numa_counters_and_associativity_quick_variants(monkeypatch):
+    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    points = [{"order": o, "op": op, "working_set_bytes": s, "walk_cpu": 0, "memory_node": 0}
+              for o in ("random", "sequential") for op in ("follow", "inc") for s in SIZES]
+    for key in ("fig5.3", "fig7.1"):
+        quick = catalogue.item(key).quick(Sweep(key, "chase", points, repeat=5))
+        assert {p["order"] for p in quick.points} == {"random"} and quick.repeat == 2
+        assert len({p["working_set_bytes"] for p in quick.points}) == 4
+    surface_points = [{"element_distance": d, "working_set_bytes": 64 * n} for d in range(1, 129) for n in range(1, 17)]
+    quick = catalogue.item("fig6.5").quick(Sweep("fig6_5", "chase", surface_points, repeat=3, target_seconds=0.01))
+    assert {p["element_distance"] for p in quick.points} == set(catalogue.FIG6_5_DISTANCES)
+    assert len(quick.points) == 16 * len(catalogue.FIG6_5_DISTANCES) and quick.target_seconds == 0.004
+
+
 def test_every_claim_has_its_three_cases():
     covered = {(key, index) for key, index, *_ in CASES}
     every = {(entry.key, index) for entry in catalogue.ITEMS for index in range(len(entry.claims))}

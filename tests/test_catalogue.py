@@ -874,3 +874,14 @@ def test_two_thread_points_that_barely_ran_together_are_left_out():
     for row in ds.rows:
         row["overlap_fraction"] = 0.9
     assert judged("fig3.27", 1, ds).status == NOT_REPRODUCED
+
+
+def test_atomic_forms_are_compared_on_the_cpu_where_the_rows_say():
+    """Another process taking a CPU stretches the wall time of whichever form it hits; the threads'
+    own CPU time per increment does not count it."""
+    ds = atomics({**SOURCE_6_12, "sync_fetch_and_add": 900.0})  # fetch_and_add's run was preempted
+    for row in ds.rows:
+        row["cpu_ns_per_increment"] = {"sync_add_and_fetch": 23.0, "sync_fetch_and_add": 21.0,
+                                       "sync_cas": 73.0}[row["atomic_op"]]
+    assert judged("fig6.12", 1, ds).status == REPRODUCED
+    assert catalogue.item("fig6.12").numbers[0].measure(ds)[0] == pytest.approx(0.023)

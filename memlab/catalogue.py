@@ -1512,7 +1512,7 @@ FIG5_3 = _chase_item(
     "number of hops between the walking CPU and the memory.",
     numbers=[
         Number("read, 1 hop / 0 hops", 1.09, "x", _hop_ratio("follow", 1),
-               "9% slower (figure 5.4's bandwidth test on a newer machine: 20%)"),
+               "9% slower (figure 5.4's bandwidth test: remote reads 20% slower)"),
         Number("read, 2 hops / 0 hops", 1.30, "x", _hop_ratio("follow", 2), "30% slower"),
         Number("write, 2 hops / read, 0 hops", 1.49, "x", _hop_ratio("inc", 2), "49% slower"),
         Number("write, 2 hops / write, 0 hops", 1.32, "x", _hop_ratio("inc", 2, "inc"), "32% slower"),

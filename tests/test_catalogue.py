@@ -885,3 +885,16 @@ def test_atomic_forms_are_compared_on_the_cpu_where_the_rows_say():
                                        "sync_cas": 73.0}[row["atomic_op"]]
     assert judged("fig6.12", 1, ds).status == REPRODUCED
     assert catalogue.item("fig6.12").numbers[0].measure(ds)[0] == pytest.approx(0.023)
+
+
+def test_atomic_forms_that_barely_ran_together_are_not_judged():
+    """Two threads that took turns on a busy machine never competed for the counter."""
+    ds = atomics(SOURCE_6_12)
+    for row in ds.rows:
+        row["mean_threads_on_cpu"] = 0.4 if row["threads"] == 2 else 0.9
+    for index in (0, 1):
+        found = judged("fig6.12", index, ds)
+        assert found.status == NOT_MEASURABLE and "ran together less than 50%" in found.detail
+    for row in ds.rows:
+        row["mean_threads_on_cpu"] = 1.8 if row["threads"] == 2 else 0.9
+    assert judged("fig6.12", 0, ds).status == REPRODUCED

@@ -651,10 +651,12 @@ def test_numa_counters_and_associativity_quick_variants(monkeypatch):
     monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
     points = [{"order": o, "op": op, "working_set_bytes": s, "walk_cpu": 0, "memory_node": 0}
               for o in ("random", "sequential") for op in ("follow", "inc") for s in SIZES]
-    for key in ("fig5.3", "fig7.1"):
+    for key, repeat in (("fig5.3", 5), ("fig7.1", 2)):
         quick = catalogue.item(key).quick(Sweep(key, "chase", points, repeat=5))
-        assert {p["order"] for p in quick.points} == {"random"} and quick.repeat == 2
+        assert {p["order"] for p in quick.points} == {"random"} and quick.repeat == repeat
         assert len({p["working_set_bytes"] for p in quick.points}) == 4
+    numa = catalogue.item("fig5.3").quick(Sweep("fig5_3", "chase", points, repeat=5)).points
+    assert [p["op"] for p in numa[:4]] == ["follow", "inc", "follow", "inc"]  # read and write back to back
     surface_points = [{"element_distance": d, "working_set_bytes": 64 * n} for d in range(1, 129) for n in range(1, 17)]
     quick = catalogue.item("fig6.5").quick(Sweep("fig6_5", "chase", surface_points, repeat=3, target_seconds=0.01))
     assert {p["element_distance"] for p in quick.points} == set(catalogue.FIG6_5_DISTANCES)

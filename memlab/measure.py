@@ -290,6 +290,7 @@ def measure(
         "cpu": cpu if cpu is not None else "",
         "pause_before_s": round(pause_before_s, 3) if pause_before_s is not None else "",
         "started_unix": round(started, 3),
+        "ended_unix": round(time.time(), 3),
         "wall_s": round(_last_measurement_end - started_monotonic, 3),
     }
     if ghz:

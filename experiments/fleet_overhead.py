@@ -1,0 +1,101 @@
+"""What Dask costs a fleet sweep per point, on two local workers (docs/fleet.md, "Overhead").
+
+Starts a ``distributed.LocalCluster`` of two worker processes (one thread
+and the ``memlab`` resource each, a distinct fake fingerprint each through
+the test hook ``MEMLAB_FAKE_FINGERPRINT``), runs a sweep (default: the chase
+family's quick sweep) in each-host mode ``--rounds`` times, and prints:
+
+- the scheduling cost per point, ``context_dask_overhead_s`` of every row:
+  the wall time the point added to its host's share of the sweep through
+  Dask minus the task's own time (median, quartiles, extremes);
+- the same per host as a whole: (arrival of the host's last result - first
+  submission - the sum of its tasks' own times) / points;
+- the idle gap a worker sees between two measurements (from the rows'
+  ``context_started_unix``/``context_ended_unix``, 1 ms resolution), and
+  whether two measurements ever overlapped on one worker;
+- the load average before and after, and the CPU.
+
+Needs ``pip install 'memlab[fleet]'``. Run: ``python experiments/fleet_overhead.py --rounds 3``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset
+from memlab.fleet import require_distributed
+from memlab.machine import FAKE_FINGERPRINT_ENV
+from memlab.sweep import resolve, run_sweep
+
+
+def _set_env(name: str, value: str) -> None:
+    os.environ[name] = value
+
+
+def _quantiles(values: list[float]) -> str:
+    if not values:
+        return "no values"
+    ordered = sorted(values)
+    q1, median, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered[0],) * 3
+    return (f"median {median * 1e3:.1f} ms, quartiles {q1 * 1e3:.1f}..{q3 * 1e3:.1f} ms, "
+            f"min {ordered[0] * 1e3:.1f} ms, max {ordered[-1] * 1e3:.1f} ms (n={len(ordered)})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweep", default="chase.quick", help="the sweep to run (default chase.quick)")
+    parser.add_argument("--rounds", type=int, default=3, help="times to run the sweep (default 3)")
+    args = parser.parse_args()
+    distributed = require_distributed()
+    (sweep,) = resolve(args.sweep)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    load_before = Path("/proc/loadavg").read_text().split()[:3]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  resources={"memlab": 1}, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        for index, address in enumerate(sorted(client.nthreads())):
+            fake = {"hostname": f"worker-{index}", "cpu_model": f"Fake CPU {index}"}
+            client.run(_set_env, FAKE_FINGERPRINT_ENV, json.dumps(fake), workers=[address])
+        rows, per_host, seconds = [], [], []
+        with tempfile.TemporaryDirectory() as folder:
+            for round_index in range(args.rounds):
+                out = Path(folder) / f"round{round_index}.csv"
+                began = time.monotonic()
+                dataset = run_sweep(sweep, out, client=client, each_host=True, progress=False,
+                                    warn=lambda text: None)
+                seconds.append(time.monotonic() - began)
+                rows.extend(dataset.rows)
+                for host in {r[HOST_COLUMN] for r in dataset.rows}:
+                    mine = sorted((r for r in dataset.rows if r[HOST_COLUMN] == host),
+                                  key=lambda r: r["context_started_unix"])
+                    per_host.append(sum(r["context_dask_overhead_s"] for r in mine) / len(mine))
+    load_after = Path("/proc/loadavg").read_text().split()[:3]
+    gaps, overlaps = [], 0
+    for key in {(r[HOST_COLUMN], r[FINGERPRINT_COLUMN]) for r in rows}:
+        mine = sorted((r for r in rows if (r[HOST_COLUMN], r[FINGERPRINT_COLUMN]) == key),
+                      key=lambda r: r["context_started_unix"])
+        for before, after in zip(mine, mine[1:]):
+            gap = after["context_started_unix"] - before["context_ended_unix"]
+            overlaps += gap < 0
+            gaps.append(gap)
+    overheads = [r["context_dask_overhead_s"] for r in rows]
+    print(f"host: {cpu}; {os.cpu_count()} CPUs; load average before {' '.join(load_before)}, "
+          f"after {' '.join(load_after)}")
+    print(f"sweep {sweep.family}.{sweep.name}: {len(sweep.points)} points x 2 workers x {args.rounds} rounds; "
+          f"{statistics.median(seconds):.1f} s per round (median)")
+    print(f"scheduling cost per point (context_dask_overhead_s): {_quantiles(overheads)}")
+    print(f"per host and round (mean over its points): {_quantiles(per_host)}")
+    print(f"idle gap between two measurements on one worker: {_quantiles(gaps)}; overlaps: {overlaps}")
+    print(f"points on CPU less than 90% of their wall time: "
+          f"{sum(1 for r in rows if r.get('context_on_cpu_fraction', 1) < 0.9)} of {len(rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The `memlab` command: one argparse tree with every subcommand.
 
-``memlab info | check | run | sweep | compare | plot | report | tour`` (and
+``memlab info | check | run | sweep | merge | compare | plot | report | tour`` (and
 ``python -m memlab ...``); an experiment script's command line
 (:func:`script_main`) is ``memlab sweep`` applied to the script's sweeps.
 
@@ -27,8 +27,8 @@ from memlab import machine, measure, plot, registry
 from memlab.chart import require_matplotlib
 from memlab.check import TUNABLE_SETTINGS, largest_bytes, read_cpu_times, reset, tune
 from memlab.check import check as machine_check
-from memlab.compare import compare, parse_fraction
-from memlab.dataset import Dataset
+from memlab.compare import compare, compare_machines, load_dataset, parse_fraction
+from memlab.dataset import Dataset, machine_key
 from memlab.grid import Sweep, as_sweeps
 from memlab.measure import Measurement
 from memlab.report import as_items, write_report
@@ -163,7 +163,27 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--no-resume", action="store_true", help="re-measure points already on disk")
     sweep.add_argument("--no-progress", action="store_true")
     _measure_options(sweep, "CSV path (one sweep) or folder (several); default results/")
+    fleet_options = sweep.add_argument_group(
+        "fleet (docs/fleet.md; needs pip install 'memlab[fleet]')",
+        "measure on the workers of a Dask cluster that offer the resource memlab=1")
+    fleet_options.add_argument("--scheduler", metavar="ADDRESS",
+                               help="the Dask scheduler, e.g. tcp://HOST:8786")
+    fleet_mode = fleet_options.add_mutually_exclusive_group()
+    fleet_mode.add_argument("--each-host", action="store_true",
+                            help="measure the whole sweep on every host (rows name their host)")
+    fleet_mode.add_argument("--spread", action="store_true",
+                            help="split the points over hosts whose machines agree on CPU model, "
+                            "CPU count, kernel and memory (refused otherwise)")
     sweep.set_defaults(handler=cmd_sweep)
+
+    merge = sub.add_parser(
+        "merge", help="merge datasets (shards, hosts) into one",
+        description="Merge datasets of one sweep (shards of a Slurm job array, the hosts of a fleet) "
+        "into one. The same point measured twice by the same machine is an error unless --dedupe.")
+    merge.add_argument("out", help="the merged dataset (.csv)")
+    merge.add_argument("datasets", nargs="+", metavar="DATASET", help="datasets (.csv, .json or stem)")
+    merge.add_argument("--dedupe", action="store_true", help="keep the first row of a point measured twice")
+    merge.set_defaults(handler=cmd_merge)
 
     _compare_parser(sub)
 
@@ -214,7 +234,13 @@ def _compare_parser(sub) -> None:
         ),
     )
     parser.add_argument("baseline", help="baseline dataset file")
-    parser.add_argument("candidate", help="candidate dataset file")
+    parser.add_argument("candidate", nargs="?",
+                        help="candidate dataset file (with --by-machine: optional, merged with the first)")
+    parser.add_argument("--by-machine", action="store_true",
+                        help="compare the machines of the dataset(s) point by point, each against the "
+                        "first (or --baseline-machine)")
+    parser.add_argument("--baseline-machine", metavar="NAME",
+                        help="with --by-machine: the machine the others are compared with")
     parser.add_argument("--metric", help="metric to compare (default: the baseline's primary metric)")
     parser.add_argument("--better", choices=("lower", "higher"),
                         help="whether lower or higher values are better (default: from the metric's name)")
@@ -342,12 +368,47 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweeps = as_sweeps(script(quick=args.quick))
     else:
         sweeps = resolve(args.name, quick=args.quick)
+    if args.scheduler is None and (args.each_host or args.spread):
+        raise UsageError(f"--{'each-host' if args.each_host else 'spread'} needs --scheduler ADDRESS")
+    if args.scheduler is not None and not (args.each_host or args.spread):
+        raise UsageError("--scheduler needs --each-host (the whole sweep on every host) "
+                         "or --spread (its points split over identical hosts)")
+    incomplete = False
     for sweep in sweeps:
         path = output_path(args.out, sweep, len(sweeps) > 1)
         path.parent.mkdir(parents=True, exist_ok=True)
         dataset = run_sweep(sweep, path, shard=args.shard, resume=not args.no_resume,
-                            progress=not args.no_progress, repeat=args.repeat, cpu=args.cpu)
-        print(f"{sweep.family}.{sweep.name}: {len(dataset)} rows -> {path}")
+                            progress=not args.no_progress, repeat=args.repeat, cpu=args.cpu,
+                            client=args.scheduler, each_host=args.each_host, spread=args.spread)
+        hosts = ""
+        if args.scheduler is not None:
+            count = len({machine_key(row) for row in dataset.rows})
+            hosts = f" from {count} host{'' if count == 1 else 's'}"
+            incomplete |= bool(dataset.metadata.get("fleet", {}).get("lost"))
+        print(f"{sweep.family}.{sweep.name}: {len(dataset)} rows{hosts} -> {path}")
+    if incomplete:
+        print("memlab sweep: hosts left the cluster before their points were measured; "
+              "run the same command again to measure them", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """``memlab merge OUT DATASET...``: one dataset of several (shards, hosts)."""
+    datasets = []
+    for path in args.datasets:
+        try:
+            datasets.append(Dataset.load(path))
+        except (OSError, ValueError) as error:
+            return _error("merge", f"{path}: {error}", 1)
+    merged = Dataset.merge(*datasets, dedupe=args.dedupe)
+    out = Path(args.out)
+    if out.parent != Path(""):
+        out.parent.mkdir(parents=True, exist_ok=True)
+    merged.save(out)
+    machines = len({machine_key(row) for row in merged.rows})
+    print(f"{len(datasets)} datasets, {len(merged)} rows from {machines} "
+          f"machine{'' if machines == 1 else 's'} -> {out}")
     return 0
 
 
@@ -363,12 +424,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     arguments or datasets that cannot be compared (missing or corrupt file,
     unknown metric direction, no point in common).
     """
+    if args.baseline_machine and not args.by_machine:
+        return _error("compare", "--baseline-machine needs --by-machine", 2)
+    if args.candidate is None and not args.by_machine:
+        return _error("compare", "a candidate dataset is needed (or --by-machine to compare the "
+                      "machines of one dataset)", 2)
     try:
         fail_above = parse_fraction("fail_above", args.fail_above) if args.fail_above else None
         if args.threshold:
             threshold = parse_fraction("threshold", args.threshold)
         else:
             threshold = fail_above if fail_above is not None and fail_above < 1 else 0.05
+        if args.by_machine:
+            return _compare_machines(args, threshold, fail_above)
         comparison = compare(
             args.baseline, args.candidate, metric=args.metric, better=args.better,
             threshold=threshold, alpha=args.alpha, confidence=args.confidence,
@@ -391,6 +459,30 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"memlab compare: {len(comparison.unjudged)} point(s) without a verdict "
               f"(too noisy or too few samples) and --fail-on-noise", file=sys.stderr)
         return 1
+    return 0
+
+
+def _compare_machines(args: argparse.Namespace, threshold: float, fail_above: float | None) -> int:
+    """``memlab compare --by-machine``: every machine against the first (exit 0; 1 with
+    --fail-above when a machine is significantly worse by at least that much)."""
+    paths = [args.baseline] + ([args.candidate] if args.candidate else [])
+    datasets = [load_dataset(path, "dataset") for path in paths]
+    data = datasets[0] if len(datasets) == 1 else Dataset.merge(*datasets)
+    comparisons = compare_machines(data, baseline=args.baseline_machine, metric=args.metric,
+                                   better=args.better, threshold=threshold, alpha=args.alpha,
+                                   confidence=args.confidence)
+    if args.json:
+        print(json.dumps({name: c.to_dict() for name, c in comparisons.items()}, indent=2, default=str))
+    else:
+        print("\n\n".join(f"== {name}\n{c.format()}" for name, c in comparisons.items()))
+    if not any(c.points for c in comparisons.values()):
+        return _error("compare", "the machines have no point in common", 2)
+    if fail_above is not None:
+        failing = sum(len(c.failing(fail_above)) for c in comparisons.values())
+        if failing:
+            print(f"memlab compare: {failing} point(s) significantly worse by at least {fail_above:.1%} "
+                  f"than on the baseline machine", file=sys.stderr)
+            return 1
     return 0
 
 
@@ -494,6 +586,9 @@ def _run(argv: list[str], script: SweepFactory | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (memlab info | head)
         return 0
+    except ImportError as error:  # an optional extra asked for and missing (fleet)
+        print(f"memlab: {error}", file=sys.stderr)
+        return 1
     except (OSError, MemoryError, TimeoutError) as error:
         print(f"memlab: {type(error).__name__}: {error}", file=sys.stderr)
         return 1

@@ -30,8 +30,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from memlab.chart import machine_entries, machine_labels
 from memlab.machine import FINGERPRINT_FACTS, fingerprint
-from memlab.dataset import SAMPLES, Dataset, key_value, paths_for, point_key, statistic_column
+from memlab.dataset import (
+    SAMPLES,
+    Dataset,
+    key_value,
+    machine_key,
+    paths_for,
+    point_key,
+    statistic_column,
+)
 from memlab.dataset import param_names as schema_param_names
 from memlab.significance import (
     clean_samples,
@@ -50,6 +59,7 @@ __all__ = [
     "SETTING_FACTS",
     "PointComparison",
     "compare",
+    "compare_machines",
     "load_dataset",
     "metadata_fingerprint",
     "metric_direction",
@@ -496,6 +506,56 @@ def compare(
         baseline_label=base_label,
         candidate_label=cand_label,
     )
+
+
+def compare_machines(
+    data: Any,
+    baseline: str | None = None,
+    **options: Any,
+) -> dict[str, Comparison]:
+    """The machines of one dataset compared point by point: each against the baseline machine.
+
+    ``data`` is a Dataset (or path) holding rows of several machines (a
+    fleet sweep in each-host mode, merged shards of several hosts); the
+    machines are told apart as its figures tell them apart
+    (:func:`memlab.chart.machine_labels`). ``baseline`` names the machine the
+    others are compared with (default: the first). Returns ``{machine:
+    Comparison}`` for every other machine; ``options`` go to :func:`compare`
+    (metric, better, threshold, ...). Each side's metadata carries its own
+    machine's fingerprint, so the comparison lists how the machines differ.
+
+    >>> rows = [{"family": "f", "n": 1, "t_ns": v, "t_ns_samples": [v] * 5, "context_host": h,
+    ...          "context_fingerprint_id": h * 3} for h, v in (("a", 1.0), ("b", 2.0))]
+    >>> result = compare_machines(Dataset(rows, {"param_names": ["n"], "primary_metric": "t_ns"}))
+    >>> list(result), result["b"].points[0].ratio
+    (['b'], 2.0)
+    """
+    ds = data if isinstance(data, Dataset) else load_dataset(data, "dataset")
+    labels = machine_labels(ds)
+    names = list(dict.fromkeys(labels))
+    if len(names) < 2:
+        raise ValueError("the dataset holds the rows of one machine; comparing machines needs "
+                         "rows from two or more (a fleet sweep, or merged datasets of several hosts)")
+    if baseline is None:
+        baseline = names[0]
+    if baseline not in names:
+        raise ValueError(f"baseline machine {baseline!r} is not in the dataset (machines: {', '.join(names)})")
+    entries = machine_entries(ds)
+
+    def side(name: str) -> Dataset:
+        rows = [row for row, label in zip(ds.rows, labels) if label == name]
+        metadata = {k: v for k, v in ds.metadata.items()
+                    if k not in ("machine", "machine_id", "machine_fingerprint", "machines")}
+        keys = {machine_key(row) for row in rows}
+        mine = [e for e in entries if (e.get("host"), e.get("fingerprint_id")) in keys
+                or (None, e.get("fingerprint_id")) in keys]
+        if mine:
+            metadata["machine"] = dict(mine[0].get("facts") or {})
+            metadata["machine_fingerprint"] = dict(mine[0].get("fingerprint") or {})
+        return Dataset(rows, metadata)
+
+    base = side(baseline)
+    return {name: compare(base, side(name), **options) for name in names if name != baseline}
 
 
 def _compare_point(

@@ -26,6 +26,7 @@ from memlab.chart import (
     INSTALL_HINT,
     as_dataset,
     bars_figure,
+    by_machine,
     cache_sizes_of,
     family_of,
     generic_figure,
@@ -54,6 +55,10 @@ __all__ = [
 def figure(data: Dataset | str | os.PathLike):
     """The standard figure of a dataset, chosen by its family (a generic one for others).
 
+    A dataset of several machines (a fleet sweep, merged shards of several
+    hosts) is drawn with one curve, bar series or column per machine: its
+    rows get a ``machine`` parameter (:func:`memlab.chart.by_machine`).
+
     Returns a matplotlib Figure; ValueError for a dataset without rows or
     without a metric to draw.
 
@@ -64,6 +69,7 @@ def figure(data: Dataset | str | os.PathLike):
     require_matplotlib()
     if not ds.rows:
         raise ValueError("the dataset has no rows to plot")
+    ds = by_machine(ds)  # several machines: one curve (bar series, column) per machine
     family = registry.all_families().get(family_of(ds))
     if family is not None and family.figure is not None:
         return family.figure(ds)

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Sequence
 from memlab import chart, plot, registry
 from memlab._version import __version__
 from memlab.check import conditions_warning
-from memlab.dataset import Dataset, context_column
+from memlab.dataset import Dataset, context_column, machine_key
 from memlab.family import Family
 from memlab.machine import collect, format_facts
 from memlab.units import format_number, format_param
@@ -202,7 +202,7 @@ def _section(index: int, item: ReportItem) -> str:
             caption = family.caption if family is not None else ""
             if caption:
                 parts.append(f"<p>{_escape(caption)}</p>")
-            parts.append(_table(ds))
+            parts.append(_table(chart.by_machine(ds)))
             missing = _missing_counters(ds)
             if missing:
                 parts.append(f"<p class=meta>Counters this machine could not give: {_escape(missing)}</p>")
@@ -226,15 +226,43 @@ def _missing_counters(ds: Dataset) -> str:
 
 
 def _machines(items: Sequence[ReportItem]) -> list[dict]:
-    seen: dict[str, dict] = {}
+    """Every machine the datasets record (``metadata["machines"]`` or ``["machine"]``), once each,
+    with the number of rows it measured."""
+    seen: dict[tuple, dict] = {}
     for item in items:
         if item.dataset is None:
             continue
-        facts = item.dataset.metadata.get("machine")
-        if isinstance(facts, dict) and facts:
-            key = str(item.dataset.metadata.get("machine_id") or sorted(facts.items())[:4])
-            seen.setdefault(key, facts)
+        entries = chart.machine_entries(item.dataset)
+        for entry in entries:
+            key = (entry.get("host"), entry.get("fingerprint_id"))
+            seen.setdefault(key, {**entry, "rows": 0})
+        for row in item.dataset.rows:
+            key = machine_key(row)
+            if key in seen:
+                seen[key]["rows"] += 1
+            elif not any(key) and len(entries) == 1:  # a row written before rows named their machine
+                seen[(entries[0].get("host"), entries[0].get("fingerprint_id"))]["rows"] += 1
     return list(seen.values())
+
+
+_MACHINE_TABLE = (("host", "host"), ("CPU", "cpu_model"), ("CPUs", "cpu_count"),
+                  ("kernel", "kernel_release"), ("memory", "memory_total_GiB"))
+
+
+def _machine_table(machines: Sequence[dict]) -> str:
+    """One line per machine: host, the fingerprint's facts, its id and how many rows it measured."""
+    lines = ["<div class=scroll><table>", "<thead><tr>"]
+    lines += [f"<th>{_escape(h)}</th>" for h, _ in _MACHINE_TABLE] + ["<th>fingerprint</th>", "<th>rows</th>"]
+    lines.append("</tr></thead><tbody>")
+    for entry in machines:
+        facts = {**(entry.get("fingerprint") or {}), "host": entry.get("host") or "-"}
+        cells = [facts.get(key, "-") for _, key in _MACHINE_TABLE]
+        if isinstance(cells[-1], (int, float)):
+            cells[-1] = f"{cells[-1]} GiB"
+        cells += [entry.get("fingerprint_id", "-"), entry.get("rows", 0)]
+        lines.append("<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in cells) + "</tr>")
+    lines.append("</tbody></table></div>")
+    return "\n".join(lines)
 
 
 def _machine_html(items: Sequence[ReportItem]) -> str:
@@ -243,11 +271,14 @@ def _machine_html(items: Sequence[ReportItem]) -> str:
     if not machines:
         parts.append("<p class=meta>The datasets record no machine facts; these are of the machine "
                      "that wrote the report.</p>")
-        machines = [collect(include_core=False)]
-    elif len(machines) > 1:
-        parts.append(f"<p class=meta>The datasets come from {len(machines)} different machines.</p>")
-    for facts in machines:
-        parts.append(f"<pre>{_escape(format_facts(facts))}</pre>")
+        machines = [{"facts": collect(include_core=False)}]
+    else:
+        if len(machines) > 1:
+            parts.append(f"<p class=meta>The datasets come from {len(machines)} different machines.</p>")
+        parts.append(_machine_table(machines))
+    for entry in machines:
+        if entry.get("facts"):
+            parts.append(f"<pre>{_escape(format_facts(entry['facts']))}</pre>")
     parts.append("</section>")
     return "\n".join(parts)
 

@@ -238,7 +238,7 @@ def _compare_parser(sub) -> None:
                         help="candidate dataset file (with --by-machine: optional, merged with the first)")
     parser.add_argument("--by-machine", action="store_true",
                         help="compare the machines of the dataset(s) point by point, each against the "
-                        "first (or --baseline-machine)")
+                        "first by name (or --baseline-machine)")
     parser.add_argument("--baseline-machine", metavar="NAME",
                         help="with --by-machine: the machine the others are compared with")
     parser.add_argument("--metric", help="metric to compare (default: the baseline's primary metric)")

@@ -519,7 +519,7 @@ def compare_machines(
     fleet sweep in each-host mode, merged shards of several hosts); the
     machines are told apart as its figures tell them apart
     (:func:`memlab.chart.machine_labels`). ``baseline`` names the machine the
-    others are compared with (default: the first). Returns ``{machine:
+    others are compared with (default: the first by name). Returns ``{machine:
     Comparison}`` for every other machine; ``options`` go to :func:`compare`
     (metric, better, threshold, ...). Each side's metadata carries its own
     machine's fingerprint, so the comparison lists how the machines differ.
@@ -532,7 +532,7 @@ def compare_machines(
     """
     ds = data if isinstance(data, Dataset) else load_dataset(data, "dataset")
     labels = machine_labels(ds)
-    names = list(dict.fromkeys(labels))
+    names = sorted(set(labels))
     if len(names) < 2:
         raise ValueError("the dataset holds the rows of one machine; comparing machines needs "
                          "rows from two or more (a fleet sweep, or merged datasets of several hosts)")

@@ -1,0 +1,241 @@
+"""Fleet sweeps on a local Dask cluster: each-host, spread, a lost worker, per-machine views.
+
+Two worker processes of one ``distributed.LocalCluster`` (one thread and the
+``memlab`` resource each) stand for two hosts: each gets its own fake
+machine fingerprint through the test hook ``MEMLAB_FAKE_FINGERPRINT``, set
+in the worker and in its nanny (so a restarted worker keeps it). Skipped
+when the fleet extra is not installed (``pip install 'memlab[fleet]'``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+distributed = pytest.importorskip(
+    "distributed", reason="Dask distributed (the fleet extra: pip install 'memlab[fleet]') is not installed")
+
+from memlab import chart, cli, plot, registry  # noqa: E402
+from memlab.compare import compare_machines  # noqa: E402
+from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset, machine_key, point_key  # noqa: E402
+from memlab.grid import Sweep, grid  # noqa: E402
+from memlab.machine import FAKE_FINGERPRINT_ENV, fingerprint_id  # noqa: E402
+from memlab.report import build_report  # noqa: E402
+from memlab.sweep import run_sweep  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+FAKE_A = {"hostname": "fake-a", "cpu_model": "Fake CPU A", "cpu_count": 2, "kernel_release": "6.1.0",
+          "memory_total_bytes": 8 << 30}
+FAKE_B = {**FAKE_A, "hostname": "fake-b", "cpu_model": "Fake CPU B"}
+
+
+def _set_env(name: str, value: str) -> None:
+    os.environ[name] = value
+
+
+def _set_nanny_env(name: str, value: str, dask_worker=None) -> None:
+    # The nannies of a LocalCluster share one process: each keeps the environment of the
+    # worker it (re)starts in its own ``env``.
+    dask_worker.env[name] = value
+
+
+def _fake_id(facts: dict) -> str:
+    return fingerprint_id({"cpu_model": facts["cpu_model"], "cpu_count": facts["cpu_count"],
+                           "kernel_release": facts["kernel_release"],
+                           "memory_total_GiB": facts["memory_total_bytes"] >> 30})
+
+
+def workers(client) -> list[str]:
+    return sorted(client.nthreads())
+
+
+def fake(client, *facts: dict) -> dict[str, dict]:
+    """Give the workers (sorted by address) these fake facts, in the worker and in its nanny."""
+    addresses = workers(client)
+    assert len(addresses) == len(facts)
+    for address, one in zip(addresses, facts):
+        client.run(_set_env, FAKE_FINGERPRINT_ENV, json.dumps(one), workers=[address])
+        client.run(_set_nanny_env, FAKE_FINGERPRINT_ENV, json.dumps(one), workers=[address], nanny=True)
+    return dict(zip(addresses, facts))
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  resources={"memlab": 1}, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as dask_client:
+        yield dask_client
+
+
+def small_chase() -> Sweep:
+    return Sweep("fleet", "chase", grid(working_set_bytes=[16384, 65536, 262144], order=["random"]),
+                 repeat=2, warmup=0, target_seconds=0.01)
+
+
+def key_of(row: dict) -> tuple:
+    return point_key(row, ["working_set_bytes", "order", "npad"])
+
+
+@pytest.fixture(scope="module")
+def each_host(client, tmp_path_factory):
+    fake(client, FAKE_A, FAKE_B)
+    out = tmp_path_factory.mktemp("each_host") / "chase.csv"
+    notes: list[str] = []
+    dataset = run_sweep(small_chase(), out, client=client, each_host=True, progress=False, warn=notes.append)
+    return dataset, out
+
+
+def test_each_host_measures_the_sweep_once_per_worker(each_host):
+    dataset, out = each_host
+    chase = registry.family("chase")
+    points = {key_of({"family": "chase", **dataclasses.asdict(chase.params(p))}) for p in small_chase().points}
+    assert len(dataset) == 2 * len(points)
+    for facts in (FAKE_A, FAKE_B):
+        mine = [row for row in dataset.rows if row[HOST_COLUMN] == facts["hostname"]]
+        assert {key_of(row) for row in mine} == points
+        assert {row[FINGERPRINT_COLUMN] for row in mine} == {_fake_id(facts)}
+        assert all(row["context_dask_overhead_s"] == row["context_dask_overhead_s"] for row in mine)
+    on_disk = Dataset.load(out)
+    assert sorted(map(repr, on_disk.rows)) == sorted(map(repr, dataset.rows))
+    hosts = {(entry["host"], entry["fingerprint_id"]) for entry in on_disk.metadata["machines"]}
+    assert hosts == {(f["hostname"], _fake_id(f)) for f in (FAKE_A, FAKE_B)}
+    assert on_disk.metadata["fleet"]["mode"] == "each-host" and on_disk.metadata["fleet"]["lost"] == {}
+    assert "machine" not in on_disk.metadata  # two machines: metadata["machines"] says which
+
+
+def test_no_two_measurements_overlap_on_one_worker(each_host):
+    dataset, _ = each_host
+    for host in ("fake-a", "fake-b"):
+        mine = sorted((r for r in dataset.rows if r[HOST_COLUMN] == host), key=lambda r: r["context_started_unix"])
+        assert len(mine) == 3
+        for before, after in zip(mine, mine[1:]):
+            assert before["context_started_unix"] <= before["context_ended_unix"] <= after["context_started_unix"]
+
+
+def test_a_rerun_measures_nothing_already_on_disk(client, each_host):
+    dataset, out = each_host
+    fake(client, FAKE_A, FAKE_B)
+    again = run_sweep(small_chase(), out, client=client, each_host=True, progress=False)
+    assert sorted(map(repr, again.rows)) == sorted(map(repr, dataset.rows))
+    assert len(Dataset.load(out)) == len(dataset)
+
+
+def test_the_per_machine_figure_has_one_curve_per_host(each_host):
+    pytest.importorskip("matplotlib", reason="matplotlib (the plot extra) is not installed")
+    dataset, _ = each_host
+    fig = plot.figure(dataset)
+    labels = [line.get_label() for ax in fig.axes for line in ax.get_lines()
+              if not line.get_label().startswith("_")]
+    assert sorted(labels) == ["machine=fake-a", "machine=fake-b"]
+
+
+def test_the_merged_dataset_equals_the_union(each_host, tmp_path, capsys):
+    dataset, _ = each_host
+    parts = []
+    for host in ("fake-a", "fake-b"):
+        part = Dataset([r for r in dataset.rows if r[HOST_COLUMN] == host], dataset.metadata)
+        part.save(tmp_path / f"{host}.csv")
+        parts.append(str(tmp_path / f"{host}.csv"))
+    assert cli.main(["merge", str(tmp_path / "all.csv"), *parts]) == 0
+    assert "6 rows from 2 machines" in capsys.readouterr().out
+    merged = Dataset.load(tmp_path / "all.csv")
+    assert sorted(map(repr, merged.rows)) == sorted(map(repr, dataset.rows))
+    assert cli.main(["merge", str(tmp_path / "twice.csv"), parts[0], parts[0]]) == 2
+    assert "duplicate point" in capsys.readouterr().err
+
+
+def test_compare_by_machine_and_the_report_machine_table(each_host, capsys):
+    dataset, out = each_host
+    result = compare_machines(dataset)
+    assert list(result) == ["fake-b"] and len(result["fake-b"].points) == 3
+    assert [fact for fact, _, _ in result["fake-b"].machine_differences] == ["cpu_model"]
+    assert cli.main(["compare", "--by-machine", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "== fake-b" in text and "cpu_model" in text
+    html = build_report([dataset], command="test")
+    for facts in (FAKE_A, FAKE_B):
+        assert f"<td>{facts['hostname']}</td><td>{facts['cpu_model']}</td>" in html
+        assert f"<td>{_fake_id(facts)}</td><td>3</td>" in html
+
+
+def test_spread_refuses_machines_that_differ(client, tmp_path):
+    fake(client, FAKE_A, FAKE_B)
+    with pytest.raises(ValueError, match="cpu_model: fake-a=Fake CPU A, fake-b=Fake CPU B"):
+        run_sweep(small_chase(), tmp_path / "spread.csv", client=client, spread=True, progress=False)
+    assert not (tmp_path / "spread.csv").exists()
+
+
+def test_each_host_refuses_two_workers_on_one_host(client, tmp_path):
+    fake(client, FAKE_A, FAKE_A)
+    with pytest.raises(ValueError, match="run on one host .fake-a.; each-host mode needs one"):
+        run_sweep(small_chase(), tmp_path / "twice.csv", client=client, each_host=True, progress=False)
+
+
+def calibrate_sweep(points: int, budget_ns: int) -> Sweep:
+    return Sweep("fleet", "calibrate", grid(budget_ns=[budget_ns + i for i in range(points)]),
+                 repeat=1, warmup=0)
+
+
+def test_spread_splits_the_points_of_identical_machines(client, tmp_path):
+    same = {**FAKE_A, "hostname": "twin-b"}
+    fake(client, FAKE_A, same)
+    sweep = calibrate_sweep(8, 5_000_000)
+    dataset = run_sweep(sweep, tmp_path / "spread.csv", client=client, spread=True, progress=False)
+    keys = [point_key(row, ["budget_ns"]) for row in dataset.rows]
+    assert sorted(keys) == sorted(point_key({"family": "calibrate", **p}, ["budget_ns"]) for p in sweep.points)
+    assert {row[HOST_COLUMN] for row in dataset.rows} == {"fake-a", "twin-b"}
+    assert {row[FINGERPRINT_COLUMN] for row in dataset.rows} == {_fake_id(FAKE_A)}
+    assert chart.machine_labels(dataset) == [""] * len(dataset)  # one machine: one curve
+    again = run_sweep(sweep, tmp_path / "spread.csv", client=client, spread=True, progress=False)
+    assert len(again) == len(sweep.points)
+
+
+def test_a_killed_worker_loses_only_its_point_and_a_rerun_completes(client, tmp_path, capsys):
+    victim, survivor = fake(client, FAKE_A, FAKE_B)
+    pids = client.run(os.getpid)
+    sweep = calibrate_sweep(6, 150_000_000)
+    out = tmp_path / "calibrate.csv"
+    script = tmp_path / "fleet_sweep.py"
+    script.write_text("from memlab.grid import Sweep, grid\n\n"
+                      "def sweep(quick=False):\n"
+                      f"    return Sweep('fleet', 'calibrate', grid(budget_ns={[p['budget_ns'] for p in sweep.points]}),"
+                      " repeat=1, warmup=0)\n")
+
+    def kill_after_first_row() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if out.exists() and "fake-a" in out.read_text():
+                os.kill(pids[victim], signal.SIGKILL)
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_after_first_row)
+    killer.start()
+    notes: list[str] = []
+    first = run_sweep(sweep, out, client=client, each_host=True, progress=False, warn=notes.append)
+    killer.join()
+    measured_a = [r for r in first.rows if r[HOST_COLUMN] == "fake-a"]
+    assert 1 <= len(measured_a) < 6
+    assert [r for r in first.rows if r[HOST_COLUMN] == "fake-b"].__len__() == 6
+    assert first.metadata["fleet"]["lost"] == {"fake-a": 6 - len(measured_a)}
+    assert any("fake-a left the cluster" in note for note in notes)
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker, fake facts and all
+    command = ["sweep", str(script), "--out", str(out), "--scheduler", client.scheduler.address,
+               "--each-host", "--no-progress"]
+    assert cli.main(command) == 0
+    assert "6 rows" not in capsys.readouterr().out  # 12 rows now
+    final = Dataset.load(out)
+    for host in ("fake-a", "fake-b"):
+        keys = [point_key(r, ["budget_ns"]) for r in final.rows if r[HOST_COLUMN] == host]
+        assert sorted(keys) == sorted(point_key({"family": "calibrate", **p}, ["budget_ns"]) for p in sweep.points)
+    kept = {r["context_started_unix"] for r in final.rows}
+    assert {r["context_started_unix"] for r in measured_a} <= kept  # the rows before the kill stay
+    assert sorted(machine_key(r) for r in final.rows).count(("fake-a", _fake_id(FAKE_A))) == 6

@@ -403,8 +403,9 @@ def machine_series(
         else:
             name = host if host is not None else hosts[0]
             labels[(print_id, host)] = name or print_id or "unknown machine"
+    texts = list(labels.values())
     for entry, text in list(labels.items()):  # one host seen with two fingerprints (a new kernel)
-        if sum(1 for other in labels.values() if other == text) > 1 and entry[0]:
+        if texts.count(text) > 1 and entry[0]:
             labels[entry] = f"{text} ({entry[0][:6]})"
     return [labels[entry] for entry in series]
 

@@ -332,25 +332,17 @@ static inline uint64_t chase_index(const chase_state *s, const uint64_t *e)
     return (uint64_t)((const char *)e - s->base) / s->stride_bytes;
 }
 
-/* ---- the seeded shuffle (Python twin: memlab.chase.reference_successors) */
-
-static inline uint64_t chase_splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+/* ---- the seeded shuffle (Python twin: memlab.twins.chase_successors) ---- */
 
 /* Uniform in [0, bound) without modulo bias (Lemire's multiply-shift). */
 static inline uint64_t chase_below(uint64_t *state, uint64_t bound)
 {
-    unsigned __int128 m = (unsigned __int128)chase_splitmix64(state) * bound;
+    unsigned __int128 m = (unsigned __int128)ml_splitmix64(state) * bound;
     uint64_t low = (uint64_t)m;
     if (low < bound) {
         uint64_t threshold = (0 - bound) % bound;
         while (low < threshold) {
-            m = (unsigned __int128)chase_splitmix64(state) * bound;
+            m = (unsigned __int128)ml_splitmix64(state) * bound;
             low = (uint64_t)m;
         }
     }
@@ -642,14 +634,6 @@ typedef struct chase_sample {
     uint64_t thread_cpu_ns; /* on-CPU time of the walking thread, same chunks */
 } chase_sample;
 
-static uint64_t chase_thread_cpu_ns(void)
-{
-    struct timespec t;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t))
-        return 0;
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* Walk `fixed_steps` steps per chain, or (0) whole laps / steps until
  * target_ns is reached, in timed chunks with interrupt checks between. */
 static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t target_ns, ml_context *ctx,
@@ -687,11 +671,11 @@ static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t targ
             chunk_limit = 1;
         if (chunk > chunk_limit)
             chunk = chunk_limit;
-        uint64_t c0 = chase_thread_cpu_ns();
+        uint64_t c0 = ml_thread_cpu_ns();
         uint64_t t0 = ml_now_ns();
         s->walk_fn(&s->walk, chunk);
         uint64_t t1 = ml_now_ns();
-        on_cpu += chase_thread_cpu_ns() - c0;
+        on_cpu += ml_thread_cpu_ns() - c0;
         elapsed += t1 - t0;
         done += chunk;
         estimate = (double)(t1 - t0) / (double)chunk;
@@ -935,7 +919,7 @@ static const ml_param chase_params[] = {
     {0},
 };
 
-const ml_family ml_family_chase = {
+ML_FAMILY(chase) = {
     .name = "chase",
     .description = "pointer chase through a circular list of struct { next; pad[npad]; }",
     .config_size = sizeof(chase_config),
@@ -951,7 +935,7 @@ static const ml_param chase_trace_params[] = {
     {0},
 };
 
-const ml_family ml_family_chase_trace = {
+ML_FAMILY(chase_trace) = {
     .name = "chase_trace",
     .description = "the chase list as successor indices and pad[0] after a fixed number of laps",
     .config_size = sizeof(chase_trace_config),

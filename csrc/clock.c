@@ -51,14 +51,15 @@ static uint64_t imul_chain(uint64_t iterations)
     return x;
 }
 
-static volatile uint64_t calibration_sink;
-
-static uint64_t thread_cpu_ns(void)
+uint64_t ml_thread_cpu_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+static volatile uint64_t calibration_sink;
 
 /* GHz from timing `chain` so that one run lasts about SAMPLE_NS.  Thread CPU
  * time, not wall time: a sample during which another task held the core
@@ -67,19 +68,13 @@ static double time_chain(uint64_t (*chain)(uint64_t), double cycles_per_iteratio
 {
     uint64_t iterations = 1000;
     for (;;) {
-        uint64_t start = thread_cpu_ns();
+        uint64_t start = ml_thread_cpu_ns();
         calibration_sink = chain(iterations);
-        uint64_t elapsed = thread_cpu_ns() - start;
+        uint64_t elapsed = ml_thread_cpu_ns() - start;
         if (elapsed >= SAMPLE_NS / 2)
             return cycles_per_iteration * (double)iterations / (double)elapsed;
         iterations *= elapsed ? (SAMPLE_NS / elapsed + 1) : 16;
     }
-}
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int ml_calibrate_frequency(ml_frequency *out, uint64_t budget_ns, ml_context *ctx,
@@ -102,8 +97,7 @@ int ml_calibrate_frequency(ml_frequency *out, uint64_t budget_ns, ml_context *ct
         }
         ghz[i] = time_chain(add_chain, ADDS_PER_ITERATION);
     }
-    qsort(ghz, (size_t)samples, sizeof(double), compare_double);
-    out->ghz = samples % 2 ? ghz[samples / 2] : (ghz[samples / 2 - 1] + ghz[samples / 2]) / 2;
+    out->ghz = ml_median(ghz, (size_t)samples); /* sorts: the ends are min and max */
     out->ghz_min = ghz[0];
     out->ghz_max = ghz[samples - 1];
     out->samples = samples;
@@ -111,8 +105,7 @@ int ml_calibrate_frequency(ml_frequency *out, uint64_t budget_ns, ml_context *ct
     double imul[5];
     for (int i = 0; i < 5; i++)
         imul[i] = time_chain(imul_chain, IMULS_PER_ITERATION * IMUL_LATENCY_CYCLES);
-    qsort(imul, 5, sizeof(double), compare_double);
-    out->imul_ghz = imul[2];
+    out->imul_ghz = ml_median(imul, 5);
     out->method = "dependent register-register add chain (1 cycle per add) timed by thread CPU "
                   "time; imul chain cross-check";
     free(ghz);
@@ -163,7 +156,7 @@ static void calibrate_teardown(void *state)
     free(state);
 }
 
-const ml_family ml_family_calibrate = {
+ML_FAMILY(calibrate) = {
     .name = "calibrate",
     .description = "core clock from a dependent add chain (GHz)",
     .config_size = sizeof(calibrate_config),

@@ -1,4 +1,5 @@
-/* Errors and measurement records shared by every kernel. */
+/* Errors, measurement records, the counting bracket and the family table:
+ * what every kernel shares. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -30,25 +31,77 @@ int ml_metric_add(ml_measurement *m, const char *name, double value)
     return 0;
 }
 
-void ml_counting_start(ml_counting *counting, const ml_context *ctx)
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double ml_median(double *values, size_t count)
+{
+    if (count == 0)
+        return 0.0;
+    qsort(values, count, sizeof(double), compare_doubles);
+    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
+void ml_counting_open(ml_counting *counting, const ml_context *ctx, int inherit)
 {
     counting->active = ctx && ctx->counters;
-    if (!counting->active)
+    if (counting->active)
+        ml_counters_open(&counting->counters, 0, inherit);
+}
+
+void ml_counting_begin(ml_counting *counting)
+{
+    if (counting->active)
+        ml_counters_start(&counting->counters);
+}
+
+void ml_counting_end(ml_counting *counting, ml_counter_values *values)
+{
+    if (!counting->active) {
+        ml_counter_values_missing(values, 0);
         return;
-    ml_counters_open(&counting->counters, 0, 0);
-    ml_counters_start(&counting->counters);
+    }
+    ml_counters_stop(&counting->counters);
+    ml_counters_read(&counting->counters, values);
+    ml_counters_close(&counting->counters);
+    counting->active = 0;
+}
+
+void ml_counting_start(ml_counting *counting, const ml_context *ctx)
+{
+    ml_counting_open(counting, ctx, 0);
+    ml_counting_begin(counting);
 }
 
 void ml_counting_stop(ml_counting *counting, ml_measurement *out)
 {
-    if (!counting->active) {
-        ml_counter_values_missing(&out->counters, 0);
-        return;
-    }
-    ml_counters_stop(&counting->counters);
-    ml_counters_read(&counting->counters, &out->counters);
-    ml_counters_close(&counting->counters);
-    counting->active = 0;
+    ml_counting_end(counting, &out->counters);
+}
+
+/* The linker defines these around the section ML_FAMILY fills; weak, so
+ * that a core without families links (and has an empty table). */
+extern const ml_family *const __start_ml_families[] __attribute__((weak));
+extern const ml_family *const __stop_ml_families[] __attribute__((weak));
+
+const ml_family *const *ml_family_table(size_t *count)
+{
+    *count = __start_ml_families ? (size_t)(__stop_ml_families - __start_ml_families) : 0;
+    return __start_ml_families;
+}
+
+int ml_check_buffer(const ml_buffer *buffer, const char *name, size_t items, size_t itemsize,
+                    ml_error *err)
+{
+    if (buffer->itemsize != itemsize)
+        return ml_fail(err, ML_ERR_VALUE, 0, "%s has items of %zu bytes; expected %zu", name,
+                       buffer->itemsize, itemsize);
+    if (buffer->bytes < items * itemsize)
+        return ml_fail(err, ML_ERR_VALUE, 0, "%s holds %zu items; at least %zu are needed", name,
+                       buffer->bytes / itemsize, items);
+    return 0;
 }
 
 int ml_setup_copy_config(const void *config, size_t bytes, void **state, ml_error *err)

@@ -58,7 +58,6 @@
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* Wall time (the measurement) and this thread's CPU time (how much of it the
  * kernel actually ran: on a shared machine the two differ) of timed chunks. */
@@ -67,17 +66,9 @@ typedef struct stopwatch {
     uint64_t wall_start, cpu_start;
 } stopwatch;
 
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec now;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) != 0)
-        return 0;
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
-
 static void stopwatch_start(stopwatch *watch)
 {
-    watch->cpu_start = thread_cpu_ns();
+    watch->cpu_start = ml_thread_cpu_ns();
     watch->wall_start = ml_now_ns();
 }
 
@@ -85,7 +76,7 @@ static void stopwatch_start(stopwatch *watch)
 static uint64_t stopwatch_stop(stopwatch *watch)
 {
     uint64_t wall = ml_now_ns() - watch->wall_start;
-    watch->cpu_ns += thread_cpu_ns() - watch->cpu_start;
+    watch->cpu_ns += ml_thread_cpu_ns() - watch->cpu_start;
     watch->wall_ns += wall;
     return wall;
 }
@@ -428,10 +419,10 @@ static void multiply_simd_block(const simd_plan *plan, const double *a, const do
 {
     const int mr = plan->kernel.mr, nr = plan->kernel.nr;
     int64_t kc = min64(plan->kc, n - p), nc = min64(plan->nc, n - j);
-    pack_b(b, n, p, kc, j, round_up(nc, nr), nr, plan->bp);
+    pack_b(b, n, p, kc, j, (int64_t)ml_round_up(nc, nr), nr, plan->bp);
     for (int64_t i = 0; i < n; i += plan->mc) {
         int64_t mc = min64(plan->mc, n - i);
-        pack_a(a, n, i, round_up(mc, mr), p, kc, mr, plan->ap);
+        pack_a(a, n, i, (int64_t)ml_round_up(mc, mr), p, kc, mr, plan->ap);
         for (int64_t jr = 0; jr < nc; jr += nr) {
             int cols = (int)min64(nr, nc - jr);
             const double *bp = plan->bp + jr * kc;
@@ -508,15 +499,15 @@ static int plan_simd(simd_plan *plan, int isa, int64_t n, int64_t tile, ml_error
     plan->kc = min64(tile, n);
     /* Ap fills half of L2; Bp is bounded so that packing never needs an N x N copy. */
     int64_t mc = (int64_t)(l2_cache_bytes() / 2 / sizeof(double)) / plan->kc / mr * mr;
-    plan->mc = min64(max64(mc, mr), round_up(n, mr));
+    plan->mc = min64(max64(mc, mr), (int64_t)ml_round_up(n, mr));
     int64_t nc = PACK_B_MAX_DOUBLES / plan->kc / nr * nr;
-    plan->nc = min64(max64(nc, nr), round_up(n, nr));
-    size_t ap_bytes = (size_t)round_up(plan->mc, mr) * (size_t)plan->kc * sizeof(double);
-    size_t bp_bytes = (size_t)round_up(plan->nc, nr) * (size_t)plan->kc * sizeof(double);
+    plan->nc = min64(max64(nc, nr), (int64_t)ml_round_up(n, nr));
+    size_t ap_bytes = (size_t)ml_round_up(plan->mc, mr) * (size_t)plan->kc * sizeof(double);
+    size_t bp_bytes = (size_t)ml_round_up(plan->nc, nr) * (size_t)plan->kc * sizeof(double);
     if (ml_check_memory(ap_bytes + bp_bytes, "tiled_simd packing buffers", err) < 0)
         return -1;
-    plan->ap = aligned_alloc(64, round_up((int64_t)ap_bytes, 64));
-    plan->bp = aligned_alloc(64, round_up((int64_t)bp_bytes, 64));
+    plan->ap = aligned_alloc(64, ml_round_up(ap_bytes, 64));
+    plan->bp = aligned_alloc(64, ml_round_up(bp_bytes, 64));
     if (!plan->ap || !plan->bp) {
         free(plan->ap);
         free(plan->bp);
@@ -626,31 +617,21 @@ static int matrix_measure(void *state_, ml_context *ctx, ml_measurement *out, ml
     matrix_state *state = state_;
     const matrix_config *config = &state->config;
     int64_t n = config->n;
-    ml_counters counters;
-    if (ctx->counters)
-        ml_counters_open(&counters, 0, 0);
+    ml_counting counting;
     stopwatch watch = {0};
     uint64_t transpose_total = 0;
     int64_t multiplies = 0;
     /* Counters run across the whole sample (including the untimed zeroing
      * of c); the zeroing moves n*n*8 bytes, small next to n^3 flops. */
-    if (ctx->counters)
-        ml_counters_start(&counters);
+    ml_counting_start(&counting, ctx);
     do {
         if (multiply_once(state, ctx, &watch, &transpose_total, err) < 0) {
-            if (ctx->counters)
-                ml_counters_close(&counters);
+            ml_counting_stop(&counting, out);
             return -1;
         }
         multiplies++;
     } while (watch.wall_ns < ctx->target_ns);
-    if (ctx->counters) {
-        ml_counters_stop(&counters);
-        ml_counters_read(&counters, &out->counters);
-        ml_counters_close(&counters);
-    } else {
-        ml_counter_values_missing(&out->counters, 0);
-    }
+    ml_counting_stop(&counting, out);
     double flops = 2.0 * (double)n * (double)n * (double)n;
     uint64_t elapsed = watch.wall_ns > 0 ? watch.wall_ns : 1;
     out->elapsed_ns = elapsed;
@@ -676,14 +657,14 @@ static int matrix_measure(void *state_, ml_context *ctx, ml_measurement *out, ml
     }
     size_t temporary = state->has_transposed ? state->transposed.bytes : 0;
     if (config->variant == VARIANT_TILED_SIMD)
-        temporary = (size_t)(round_up(state->plan.mc, state->plan.kernel.mr) +
-                             round_up(state->plan.nc, state->plan.kernel.nr)) *
+        temporary = (size_t)(ml_round_up(state->plan.mc, state->plan.kernel.mr) +
+                             ml_round_up(state->plan.nc, state->plan.kernel.nr)) *
                     (size_t)state->plan.kc * sizeof(double);
     ml_metric_add(out, "temporary_bytes", (double)temporary);
     return 0;
 }
 
-const ml_family ml_family_matrix = {
+ML_FAMILY(matrix) = {
     .name = "matrix",
     .description = "N x N float64 matrix multiply c = a * b (Drepper 6.2.1): naive, transposed, "
                    "tiled, tiled_simd; reference kernels built with " MATRIX_REFERENCE_FLAGS,
@@ -805,11 +786,8 @@ static int init_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_e
     int32_t *m = config->matrix.data;
     int64_t n = config->n;
     int64_t lines_per_chunk = max64(1, INIT_CHUNK_ELEMENTS / n);
-    ml_counters counters;
-    if (ctx->counters) {
-        ml_counters_open(&counters, 0, 0);
-        ml_counters_start(&counters);
-    }
+    ml_counting counting;
+    ml_counting_start(&counting, ctx);
     stopwatch watch = {0};
     int64_t passes = 0;
     do {
@@ -824,20 +802,13 @@ static int init_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_e
                 init_normal(m, n, config->order, o, end);
             stopwatch_stop(&watch);
             if (ml_interrupted(ctx)) {
-                if (ctx->counters)
-                    ml_counters_close(&counters);
+                ml_counting_stop(&counting, out);
                 return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
             }
         }
         passes++;
     } while (watch.wall_ns < ctx->target_ns);
-    if (ctx->counters) {
-        ml_counters_stop(&counters);
-        ml_counters_read(&counters, &out->counters);
-        ml_counters_close(&counters);
-    } else {
-        ml_counter_values_missing(&out->counters, 0);
-    }
+    ml_counting_stop(&counting, out);
     double elements = (double)n * (double)n;
     uint64_t elapsed = watch.wall_ns > 0 ? watch.wall_ns : 1;
     out->elapsed_ns = elapsed;
@@ -852,7 +823,7 @@ static int init_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_e
 
 static void init_teardown(void *state) { free(state); }
 
-const ml_family ml_family_matrix_init = {
+ML_FAMILY(matrix_init) = {
     .name = "matrix_init",
     .description = "N x N int32 matrix written row- or column-wise with normal or non-temporal "
                    "stores (Drepper table 6.1); built with " MATRIX_REFERENCE_FLAGS,

@@ -30,9 +30,34 @@ typedef struct ml_error {
 int ml_fail(ml_error *err, ml_error_code code, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* ---- small helpers ----------------------------------------------------- */
+
+/* value rounded up to a multiple of `multiple` (> 0). */
+static inline uint64_t ml_round_up(uint64_t value, uint64_t multiple)
+{
+    return (value + multiple - 1) / multiple * multiple;
+}
+
+/* splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
+ * generators", 2014): the generator behind every seeded order in the core.
+ * Python twin: memlab.twins.splitmix64. */
+static inline uint64_t ml_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Sorts values in place (ascending) and returns their median; 0 when empty. */
+double ml_median(double *values, size_t count);
+
 /* ---- clock (clock.c) ------------------------------------------------ */
 
 uint64_t ml_now_ns(void); /* CLOCK_MONOTONIC */
+/* CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID): the part of a
+ * wall-clock interval the kernel really ran it; 0 if unreadable. */
+uint64_t ml_thread_cpu_ns(void);
 
 typedef struct ml_frequency {
     double ghz;          /* median estimate of the core clock */
@@ -131,6 +156,8 @@ typedef enum ml_populate {
 } ml_populate;
 
 /* NULL-terminated names, indexed by the enums above (the Python spelling). */
+/* The page size of a kind: 4 KiB, 2 MiB or 1 GiB. */
+size_t ml_page_kind_bytes(ml_page_kind kind);
 extern const char *const ml_page_kind_names[];
 extern const char *const ml_populate_names[];
 
@@ -156,8 +183,13 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
 void ml_region_unmap(ml_region *r);
 /* Populate (or re-populate) an existing region with the given mode. */
 int ml_region_populate(ml_region *r, ml_populate populate, ml_error *err);
-/* Bytes of the region backed by huge pages, read from /proc/self/smaps
- * (AnonHugePages for THP, the whole mapping for hugetlb); -1 if unknown. */
+/* Bytes of [start, start + bytes) backed by huge pages: AnonHugePages (THP)
+ * plus Private_Hugetlb and Shared_Hugetlb of every mapping that overlaps the
+ * range, read from /proc/self/smaps and capped at `bytes`; -1 if unreadable.
+ * Async-signal-safe (open, read and close; no stdio, no allocation), so a
+ * child forked from a threaded process may call it. */
+int64_t ml_huge_bytes(const void *start, size_t bytes);
+/* ml_huge_bytes of the region's usable bytes. */
 int64_t ml_region_huge_bytes(const ml_region *r);
 /* MemAvailable from /proc/meminfo, in bytes; 0 if unknown. */
 uint64_t ml_memory_available_bytes(void);
@@ -188,11 +220,21 @@ typedef struct ml_measurement {
  *     ml_counting counting;
  *     ml_counting_start(&counting, ctx);
  *     ... timed work ...
- *     ml_counting_stop(&counting, out);   fills out->counters either way */
+ *     ml_counting_stop(&counting, out);   fills out->counters either way
+ * The steps, where opening must come before the timed region starts (a
+ * forked child opens, waits for the start, then begins):
+ *     ml_counting_open(&counting, ctx, inherit);  inherit: also count the
+ *                                   threads and processes started later
+ *     ml_counting_begin(&counting);               reset + enable
+ *     ml_counting_end(&counting, &values);        stop, read, close; values
+ *                                   are marked missing when counting is off */
 typedef struct ml_counting {
     ml_counters counters;
     int active;
 } ml_counting;
+void ml_counting_open(ml_counting *counting, const ml_context *ctx, int inherit);
+void ml_counting_begin(ml_counting *counting);
+void ml_counting_end(ml_counting *counting, ml_counter_values *values);
 void ml_counting_start(ml_counting *counting, const ml_context *ctx);
 void ml_counting_stop(ml_counting *counting, ml_measurement *out);
 
@@ -226,6 +268,91 @@ static inline int ml_interrupted(ml_context *ctx)
             return ml_fail((err), ML_ERR_INTERRUPTED, 0, "interrupted");     \
     } while (0)
 
+/* ---- child processes (children.c) ------------------------------------
+ * The one way the core runs work in other processes (pipe, system).  Each
+ * child runs only C: async-signal-safe calls (the parent may have other
+ * threads, whose locks a child must not take), then _exit.  One policy for
+ * every family:
+ * - Ctrl-C is the parent's: a child ignores SIGINT (and SIGPIPE, so that a
+ *   closed pipe is an EPIPE to report); the parent checks ctx at least
+ *   every 50 ms, and kills every child when the run must stop.
+ * - A child dies with the parent (PR_SET_PDEATHSIG, SIGKILL); one whose
+ *   parent died before that took effect exits at once.
+ * - A child holds no descriptor of the parent's but stdio, its keep_fd and
+ *   the shared reports' memfd.
+ * - Every exit path kills what still runs, reaps every child and closes
+ *   every descriptor the run opened or was handed.
+ * Children start together: each calls ml_child_wait_start once ready, and
+ * the parent releases them all when every one is. */
+
+#define ML_CHILD_KEEP_MAX 4
+
+/* Memory the parent shares with its children: one report slot per child,
+ * zeroed before each run.  A memfd backs it, so that a child that execs
+ * another program can still fill its slot (pwrite at its offset). */
+typedef struct ml_shared {
+    unsigned char *base;
+    size_t map_bytes;
+    size_t slot_bytes; /* rounded up to a cache line */
+    int slots;
+    int fd;
+} ml_shared;
+
+int ml_shared_map(ml_shared *shared, int slots, size_t slot_bytes, ml_error *err);
+void ml_shared_unmap(ml_shared *shared);
+static inline void *ml_shared_slot(const ml_shared *shared, int index)
+{
+    return shared->base + (size_t)index * shared->slot_bytes;
+}
+
+typedef struct ml_child {
+    const char *comm;      /* process name, as ps shows it (15 bytes at most) */
+    int cpu;               /* pin the child to this CPU; -1: wherever the parent may run */
+    const char *cpu_param; /* the parameter that chose cpu, for messages */
+    int keep_fd[ML_CHILD_KEEP_MAX]; /* descriptors the child keeps; -1: unused */
+    /* how it ended, filled by ml_children_run */
+    pid_t pid;
+    int status; /* from waitpid */
+    int reaped;
+    int killed; /* by the runner while cleaning up: not the cause of a failure */
+} ml_child;
+
+/* What a child's main is handed. */
+typedef struct ml_child_io {
+    int index;          /* into ml_children.child */
+    void *slot;         /* this child's report slot */
+    int report_fd;      /* the memfd behind the slots (clear FD_CLOEXEC to pass it on) */
+    uint64_t report_offset; /* of this slot in report_fd */
+    int ready_fd, go_fd; /* for ml_child_wait_start */
+} ml_child_io;
+
+typedef struct ml_children {
+    ml_child *child;
+    int count;
+    /* The child's work, after fork; its return value 0 is exit status 0. */
+    int (*main)(void *arg, const ml_child_io *io);
+    void *arg;
+    ml_shared *shared;   /* at least `count` slots */
+    /* The parent's copies of descriptors the children keep: closed once
+     * every child is forked, and on every error. */
+    int *parent_fds;
+    int n_parent_fds;
+    uint64_t timeout_ns; /* from the first fork; 0: none */
+    const char *what;    /* "the pipe transfer", for messages */
+    const char *timeout_text; /* "timeout_s=0.3", for messages */
+} ml_children;
+
+/* Fork, wait until every child is ready, release them, wait until every
+ * one has ended.  0: every child ran and ended (see child[i].status and
+ * the slots); 1: a child ended before every child was ready, the others
+ * were killed (the caller says why from the slots and statuses); -1: err
+ * says why (fork, a CPU that cannot be used, the timeout, Ctrl-C ...). */
+int ml_children_run(ml_children *run, ml_context *ctx, ml_error *err);
+
+/* In a child: tell the parent this child is ready, then wait until it
+ * releases every child.  -1: the run was called off. */
+int ml_child_wait_start(const ml_child_io *io);
+
 /* ---- families --------------------------------------------------------- */
 
 typedef enum ml_param_kind {
@@ -242,6 +369,11 @@ typedef struct ml_buffer {
     size_t itemsize;
     int writable;
 } ml_buffer;
+
+/* A buffer parameter must have items of itemsize bytes and hold at least
+ * `items` of them; name is the parameter's, for the message. */
+int ml_check_buffer(const ml_buffer *buffer, const char *name, size_t items, size_t itemsize,
+                    ml_error *err);
 
 typedef struct ml_param {
     const char *name;
@@ -266,10 +398,29 @@ typedef struct ml_family {
     void (*teardown)(void *state);
 } ml_family;
 
-/* Every family, from families.h. */
-#define ML_DECLARE_FAMILY(name) extern const ml_family ml_family_##name;
-#include "families.h"
-ML_FAMILIES(ML_DECLARE_FAMILY)
-#undef ML_DECLARE_FAMILY
+/* Define a family and enter it in the core's table; no central list names
+ * it.  In the family's file:
+ *     ML_FAMILY(pipe) = {.name = "pipe", ...};
+ * The pointer goes to the linker section `ml_families` (a C identifier, so
+ * GNU ld, gold and lld define __start_ml_families and __stop_ml_families
+ * around it); ml_family_table() reads it back. */
+#if defined(__has_attribute)
+#if __has_attribute(retain)
+#define ML_RETAIN __attribute__((retain))
+#endif
+#endif
+#ifndef ML_RETAIN
+#define ML_RETAIN
+#endif
+#define ML_FAMILY(id)                                                                 \
+    extern const ml_family ml_family_##id;                                            \
+    static const ml_family *const ml_family_entry_##id                                \
+        __attribute__((used, section("ml_families"), aligned(sizeof(void *)))) ML_RETAIN \
+        = &ml_family_##id;                                                            \
+    const ml_family ml_family_##id
+
+/* Every family linked into the core (core.c), in link order; *count gets
+ * how many. */
+const ml_family *const *ml_family_table(size_t *count);
 
 #endif

@@ -14,10 +14,6 @@
 #define ML_BUILD_CFLAGS "unknown"
 #endif
 
-#define ML_FAMILY_POINTER(name) &ml_family_##name,
-static const ml_family *const all_families[] = {ML_FAMILIES(ML_FAMILY_POINTER) NULL};
-#undef ML_FAMILY_POINTER
-
 #define MAX_BUFFERS 8
 /* Between two signal checks; PyErr_CheckSignals is cheap, taking the GIL
  * back is not free when another thread holds it. */
@@ -52,10 +48,38 @@ typedef struct {
 
 static const ml_family *find_family(const char *name)
 {
-    for (const ml_family *const *f = all_families; *f; f++)
-        if (strcmp((*f)->name, name) == 0)
-            return *f;
+    size_t count;
+    const ml_family *const *table = ml_family_table(&count);
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(table[i]->name, name) == 0)
+            return table[i];
     return NULL;
+}
+
+static int compare_family_names(const void *a, const void *b)
+{
+    return strcmp((*(const ml_family *const *)a)->name, (*(const ml_family *const *)b)->name);
+}
+
+/* The families sorted by name (the table is in link order), or NULL with an
+ * exception set.  Two families of one name are a build error. */
+static const ml_family **sorted_families(size_t *count)
+{
+    const ml_family *const *table = ml_family_table(count);
+    const ml_family **sorted = PyMem_Malloc((*count ? *count : 1) * sizeof *sorted);
+    if (!sorted) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(sorted, table, *count * sizeof *sorted);
+    qsort(sorted, *count, sizeof *sorted, compare_family_names);
+    for (size_t i = 1; i < *count; i++)
+        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
+            PyErr_Format(PyExc_ImportError, "two C families are named %s", sorted[i]->name);
+            PyMem_Free(sorted);
+            return NULL;
+        }
+    return sorted;
 }
 
 static const ml_param *find_param(const ml_family *family, const char *name)
@@ -558,35 +582,40 @@ error:
     return NULL;
 }
 
+static PyObject *family_to_dict(const ml_family *family)
+{
+    PyObject *entry = PyDict_New();
+    PyObject *params = PyList_New(0);
+    if (!entry || !params ||
+        set_item(entry, "description", PyUnicode_FromString(family->description)) < 0 ||
+        set_item(entry, "params", Py_NewRef(params)) < 0)
+        goto error;
+    for (const ml_param *p = family->params; p->name; p++) {
+        PyObject *item = param_to_dict(p);
+        int rc = item ? PyList_Append(params, item) : -1;
+        Py_XDECREF(item);
+        if (rc < 0)
+            goto error;
+    }
+    Py_DECREF(params);
+    return entry;
+error:
+    Py_XDECREF(entry);
+    Py_XDECREF(params);
+    return NULL;
+}
+
 static PyObject *core_families(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
-    PyObject *result = PyDict_New();
-    if (!result)
+    size_t count;
+    const ml_family **families = sorted_families(&count);
+    if (!families)
         return NULL;
-    for (const ml_family *const *f = all_families; *f; f++) {
-        PyObject *entry = PyDict_New();
-        PyObject *params = PyList_New(0);
-        if (set_item(result, (*f)->name, entry ? Py_NewRef(entry) : NULL) < 0 ||
-            set_item(entry, "description", PyUnicode_FromString((*f)->description)) < 0 ||
-            set_item(entry, "params", params ? Py_NewRef(params) : NULL) < 0) {
-            Py_XDECREF(entry);
-            Py_XDECREF(params);
-            Py_DECREF(result);
-            return NULL;
-        }
-        Py_DECREF(entry);
-        for (const ml_param *p = (*f)->params; p->name; p++) {
-            PyObject *item = param_to_dict(p);
-            int rc = item ? PyList_Append(params, item) : -1;
-            Py_XDECREF(item);
-            if (rc < 0) {
-                Py_DECREF(params);
-                Py_DECREF(result);
-                return NULL;
-            }
-        }
-        Py_DECREF(params);
-    }
+    PyObject *result = PyDict_New();
+    for (size_t i = 0; result && i < count; i++)
+        if (set_item(result, families[i]->name, family_to_dict(families[i])) < 0)
+            Py_CLEAR(result);
+    PyMem_Free(families);
     return result;
 }
 
@@ -653,6 +682,11 @@ static PyMethodDef core_methods[] = {
 
 static int core_exec(PyObject *module)
 {
+    size_t count;
+    const ml_family **families = sorted_families(&count); /* checks the names */
+    if (!families)
+        return -1;
+    PyMem_Free(families);
     module_state *state = get_module_state(module);
     state->kernel_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &Kernel_spec, NULL);
     if (!state->kernel_type)

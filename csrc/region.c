@@ -1,6 +1,7 @@
 /* Memory regions of a chosen page kind, aligned and populated as asked, and
  * what the kernel really gave (huge-page coverage from /proc/self/smaps). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ const char *const ml_page_kind_names[] = {"4k", "thp", "hugetlb-2m", "hugetlb-1g
 const char *const ml_populate_names[] = {"none", "touch", "map_populate",
                                          "madvise_populate_write", NULL};
 
-static size_t kind_page_bytes(ml_page_kind kind)
+size_t ml_page_kind_bytes(ml_page_kind kind)
 {
     switch (kind) {
     case ML_PAGES_THP:
@@ -44,11 +45,6 @@ static size_t kind_page_bytes(ml_page_kind kind)
     default:
         return BASE_PAGE_BYTES;
     }
-}
-
-static size_t round_up(size_t value, size_t multiple)
-{
-    return (value + multiple - 1) / multiple * multiple;
 }
 
 uint64_t ml_memory_available_bytes(void)
@@ -98,12 +94,12 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
     r->kind = kind;
     r->granted = kind;
     r->bytes = bytes;
-    r->page_bytes = kind_page_bytes(kind);
+    r->page_bytes = ml_page_kind_bytes(kind);
     if (alignment < r->page_bytes)
         alignment = r->page_bytes;
 
     if (kind == ML_PAGES_HUGETLB_2M || kind == ML_PAGES_HUGETLB_1G) {
-        r->map_bytes = round_up(bytes, r->page_bytes) + (alignment - r->page_bytes);
+        r->map_bytes = ml_round_up(bytes, r->page_bytes) + (alignment - r->page_bytes);
         r->map_base = map_hugetlb(r->map_bytes, kind);
         if (r->map_base == MAP_FAILED) {
             int e = errno;
@@ -120,7 +116,7 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
     }
     if (!r->map_base) {
         int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-        r->map_bytes = round_up(bytes, BASE_PAGE_BYTES) + (alignment - BASE_PAGE_BYTES);
+        r->map_bytes = ml_round_up(bytes, BASE_PAGE_BYTES) + (alignment - BASE_PAGE_BYTES);
         if (populate == ML_POPULATE_MAP_POPULATE && r->granted == ML_PAGES_4K)
             flags |= MAP_POPULATE;
         uint64_t start = ml_now_ns();
@@ -134,9 +130,9 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
         if (flags & MAP_POPULATE)
             r->populate_ns = ml_now_ns() - start;
     }
-    uintptr_t aligned = round_up((uintptr_t)r->map_base, alignment);
+    uintptr_t aligned = ml_round_up((uintptr_t)r->map_base, alignment);
     r->base = (void *)aligned;
-    size_t advise_bytes = round_up(bytes, BASE_PAGE_BYTES);
+    size_t advise_bytes = ml_round_up(bytes, BASE_PAGE_BYTES);
     if (r->granted == ML_PAGES_THP) {
         if (madvise(r->base, advise_bytes, MADV_HUGEPAGE) < 0) {
             int e = errno;
@@ -175,7 +171,7 @@ int ml_region_populate(ml_region *r, ml_populate populate, ml_error *err)
         break;
     }
     case ML_POPULATE_MADVISE_WRITE:
-        if (madvise(r->base, round_up(r->bytes, BASE_PAGE_BYTES), MADV_POPULATE_WRITE) < 0) {
+        if (madvise(r->base, ml_round_up(r->bytes, BASE_PAGE_BYTES), MADV_POPULATE_WRITE) < 0) {
             int e = errno;
             return ml_fail(err, ML_ERR_OS, e,
                            "madvise(MADV_POPULATE_WRITE) failed: %s (needs Linux 5.14+)",
@@ -195,45 +191,103 @@ void ml_region_unmap(ml_region *r)
     r->base = NULL;
 }
 
-int64_t ml_region_huge_bytes(const ml_region *r)
+/* ---- huge-page coverage from /proc/self/smaps ------------------------ */
+
+static int hex_digit(char c)
 {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    if (!f)
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* "start-end " of a mapping's header line; 0 for any other line. */
+static int smaps_header(const char *line, size_t len, uintptr_t *start, uintptr_t *end)
+{
+    size_t i = 0;
+    uintptr_t value[2] = {0, 0};
+    for (int part = 0; part < 2; part++) {
+        size_t first = i;
+        while (i < len && hex_digit(line[i]) >= 0)
+            value[part] = value[part] * 16 + (uintptr_t)hex_digit(line[i++]);
+        if (i == first || i == len || line[i] != (part == 0 ? '-' : ' '))
+            return 0;
+        i++;
+    }
+    *start = value[0];
+    *end = value[1];
+    return 1;
+}
+
+/* The kB figure of "Key: 1234 kB" when the line has one of the keys. */
+static int64_t smaps_huge_kib(const char *line, size_t len)
+{
+    static const char *const keys[] = {"AnonHugePages:", "Private_Hugetlb:", "Shared_Hugetlb:"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        size_t key_len = strlen(keys[k]);
+        if (len < key_len || memcmp(line, keys[k], key_len) != 0)
+            continue;
+        int64_t kib = 0;
+        size_t i = key_len;
+        while (i < len && line[i] == ' ')
+            i++;
+        while (i < len && line[i] >= '0' && line[i] <= '9')
+            kib = kib * 10 + (line[i++] - '0');
+        return kib;
+    }
+    return 0;
+}
+
+int64_t ml_huge_bytes(const void *start, size_t bytes)
+{
+    int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return -1;
-    uintptr_t lo = (uintptr_t)r->base, hi = lo + r->bytes;
+    uintptr_t lo = (uintptr_t)start, hi = lo + bytes;
+    char chunk[8192];
+    char line[512]; /* longer lines are cut: the figures come first */
+    size_t line_len = 0;
     int inside = 0;
     int64_t total = 0;
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-        uintptr_t start, end;
-        uint64_t kib;
-        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2 && strchr(line, ' ')
-            && line[0] != ' ' && strchr(line, '-') < strchr(line, ' ')) {
-            inside = start < hi && end > lo;
-            continue;
+    ssize_t n;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR)) {
+        for (ssize_t k = 0; k < n; k++) {
+            if (chunk[k] != '\n') {
+                if (line_len < sizeof line)
+                    line[line_len++] = chunk[k];
+                continue;
+            }
+            uintptr_t map_start, map_end;
+            if (smaps_header(line, line_len, &map_start, &map_end))
+                inside = map_start < hi && map_end > lo;
+            else if (inside)
+                total += smaps_huge_kib(line, line_len) * 1024;
+            line_len = 0;
         }
-        if (!inside)
-            continue;
-        if (sscanf(line, "AnonHugePages: %" SCNu64 " kB", &kib) == 1 ||
-            sscanf(line, "Private_Hugetlb: %" SCNu64 " kB", &kib) == 1 ||
-            sscanf(line, "Shared_Hugetlb: %" SCNu64 " kB", &kib) == 1)
-            total += (int64_t)kib * 1024;
     }
-    fclose(f);
-    return total;
+    close(fd);
+    if (n < 0)
+        return -1;
+    return total > (int64_t)bytes ? (int64_t)bytes : total;
+}
+
+int64_t ml_region_huge_bytes(const ml_region *r)
+{
+    return ml_huge_bytes(r->base, r->bytes);
 }
 
 /* ---- the region family: map, populate and report what the kernel gave ---- */
 
 typedef struct {
-    int64_t bytes;
+    int64_t region_bytes;
     int pages;
     int populate;
     int allow_fallback;
 } region_config;
 
 static const ml_param region_params[] = {
-    {.name = "bytes", .kind = ML_PARAM_INT, .offset = offsetof(region_config, bytes),
+    {.name = "bytes", .kind = ML_PARAM_INT, .offset = offsetof(region_config, region_bytes),
      .min = 4096, .max = INT64_MAX},
     {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(region_config, pages),
      .choices = ml_page_kind_names},
@@ -248,7 +302,7 @@ static int region_setup(const void *config, void **state, ml_context *ctx, ml_er
 {
     (void)ctx;
     const region_config *c = config;
-    if (ml_check_memory((size_t)c->bytes, "bytes", err) < 0)
+    if (ml_check_memory((size_t)c->region_bytes, "bytes", err) < 0)
         return -1;
     return ml_setup_copy_config(c, sizeof(*c), state, err);
 }
@@ -260,7 +314,7 @@ static int region_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     ml_counting counting;
     ml_counting_start(&counting, ctx);
     uint64_t start = ml_now_ns();
-    int rc = ml_region_map(&region, (size_t)c->bytes, (ml_page_kind)c->pages, 0,
+    int rc = ml_region_map(&region, (size_t)c->region_bytes, (ml_page_kind)c->pages, 0,
                            (ml_populate)c->populate, c->allow_fallback, err);
     uint64_t elapsed = ml_now_ns() - start;
     ml_counting_stop(&counting, out);
@@ -268,13 +322,13 @@ static int region_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
         return rc;
     int64_t huge = ml_region_huge_bytes(&region);
     out->elapsed_ns = elapsed;
-    out->bytes = (double)c->bytes;
-    out->units = (double)round_up((size_t)c->bytes, region.page_bytes) / (double)region.page_bytes;
+    out->bytes = (double)c->region_bytes;
+    out->units = (double)ml_round_up((size_t)c->region_bytes, region.page_bytes) / (double)region.page_bytes;
     ml_metric_add(out, "populate_ns", (double)region.populate_ns);
     ml_metric_add(out, "granted_page_bytes", (double)region.page_bytes);
     ml_metric_add(out, "fell_back", region.granted != region.kind);
     ml_metric_add(out, "huge_bytes", (double)huge);
-    ml_metric_add(out, "huge_fraction", huge < 0 ? -1.0 : (double)huge / (double)c->bytes);
+    ml_metric_add(out, "huge_fraction", huge < 0 ? -1.0 : (double)huge / (double)c->region_bytes);
     ml_region_unmap(&region);
     return 0;
 }
@@ -284,7 +338,7 @@ static void region_teardown(void *state)
     free(state);
 }
 
-const ml_family ml_family_region = {
+ML_FAMILY(region) = {
     .name = "region",
     .description = "map and populate a region; report the pages the kernel gave",
     .config_size = sizeof(region_config),

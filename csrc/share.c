@@ -95,13 +95,6 @@ __attribute__((noinline)) static void plain_increments(volatile long *counter, u
         *counter += 1;
 }
 
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void *share_thread(void *arg)
 {
     share_worker *w = arg;
@@ -109,7 +102,7 @@ static void *share_thread(void *arg)
     atomic_fetch_add(&s->ready, 1);
     while (!atomic_load_explicit(&s->go, memory_order_acquire))
         cpu_relax();
-    uint64_t cpu_start = thread_cpu_ns();
+    uint64_t cpu_start = ml_thread_cpu_ns();
     w->start_ns = ml_now_ns();
     uint64_t left = s->increments;
     while (left && !atomic_load_explicit(&s->stop, memory_order_relaxed)) {
@@ -122,7 +115,7 @@ static void *share_thread(void *arg)
         w->done += n;
     }
     w->end_ns = ml_now_ns();
-    w->cpu_ns = thread_cpu_ns() - cpu_start;
+    w->cpu_ns = ml_thread_cpu_ns() - cpu_start;
     atomic_fetch_add(&s->finished, 1);
     return NULL;
 }
@@ -251,19 +244,11 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     int threads = (int)s->cfg.threads;
     uint64_t elapsed = 0;
     for (;;) {
-        ml_counters counters;
-        if (ctx->counters) {
-            ml_counters_open(&counters, 0, 1); /* inherit: counts the worker threads */
-            ml_counters_start(&counters);
-        }
+        ml_counting counting;
+        ml_counting_open(&counting, ctx, 1); /* inherit: counts the worker threads */
+        ml_counting_begin(&counting);
         int rc = run_threads(s, ctx, err);
-        if (ctx->counters) {
-            ml_counters_stop(&counters);
-            ml_counters_read(&counters, &out->counters);
-            ml_counters_close(&counters);
-        } else {
-            ml_counter_values_missing(&out->counters, 0);
-        }
+        ml_counting_end(&counting, &out->counters);
         if (rc)
             return rc;
         uint64_t first = UINT64_MAX, last = 0;
@@ -308,7 +293,7 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     return 0;
 }
 
-const ml_family ml_family_share = {
+ML_FAMILY(share) = {
     .name = "share",
     .description = "threads incrementing counters disp longs apart: false sharing and atomics",
     .config_size = sizeof(share_config),

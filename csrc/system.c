@@ -2,13 +2,14 @@
  * (fstime -c), each run by `copies` worker processes in parallel whose counts
  * are summed, as UnixBench's `-c` does.
  *
- * Workers are forked from the calling (Python) process and run only C, then
- * _exit.  spawn and execl workers immediately exec memlab_system_helper,
- * which runs the loop in a small process like UnixBench's own programs (see
- * the helper for why).  file_copy workers copy between two files opened in
- * setup; the files are unnamed (O_TMPFILE, or unlinked right after
- * creation), so they vanish with the last descriptor even when the run is
- * interrupted or killed.
+ * Workers are forked by children.c from the calling (Python) process and
+ * run only C, reporting in their slot of the shared memory
+ * (system_report.h).  spawn and execl workers immediately exec
+ * memlab_system_helper, which runs the loop in a small process like
+ * UnixBench's own programs (see the helper for why).  file_copy workers copy
+ * between two files opened in setup; the files are unnamed (O_TMPFILE, or
+ * unlinked right after creation), so they vanish with the last descriptor
+ * even when the run is interrupted or killed.
  *
  * A sample lasts duration_s (the test's own duration, like UnixBench's -t),
  * or exactly `iterations` loops per copy when iterations > 0. */
@@ -17,13 +18,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -31,67 +29,43 @@
 #include <unistd.h>
 
 #include "memlab.h"
+#include "system_report.h"
 
 #define SYSTEM_MAX_COPIES 256
-#define SYSTEM_MAX_BUFFER (16 << 20)
+#define SYSTEM_MAX_BUFFER_BYTES (16 << 20)
 #define SYSTEM_MAX_BLOCKS (16 << 20) /* KiB: 16 GiB per file */
-#define SYSTEM_POLL_MS 50
-#define SYSTEM_GRACE_NS (30ull * 1000000000ull)
-#define SYSTEM_RECORD_MAX 160
+#define SYSTEM_GRACE_S 30
+#define SYSTEM_ARG_BYTES 24
 
 enum { TEST_SPAWN, TEST_EXECL, TEST_FILE_COPY };
 static const char *const system_test_names[] = {"spawn", "execl", "file_copy", NULL};
-
-/* What a worker reports as failing (the STAGE field of its record). */
-enum {
-    STAGE_NONE = 0,
-    STAGE_FORK = 1,
-    STAGE_EXEC = 2,
-    STAGE_WAIT = 3,
-    STAGE_READ = 4,
-    STAGE_WRITE = 5,
-    STAGE_SEEK = 6,
-    STAGE_START = 7,
-    STAGE_USAGE = 9,
-};
+static const char *const system_worker_names[] = {"memlab-spawn", "memlab-execl", "memlab-copy"};
 
 typedef struct system_config {
     int test;
     double duration_s;
     int64_t iterations;
     int64_t copies;
-    int64_t buffer_size;
+    int64_t buffer_bytes; /* parameter buffer_size */
     int64_t max_blocks;
     ml_buffer directory;
     ml_buffer helper;
 } system_config;
-
-typedef struct system_record {
-    int seen;
-    int errnum;
-    int stage;
-    uint64_t count;
-    uint64_t elapsed_ns;
-    uint64_t reaped;          /* spawn: children reaped with status 0 */
-    uint64_t verified_bytes;  /* file_copy: destination bytes checked */
-    uint64_t mismatched_bytes;
-    uint64_t cpu_ns;          /* user + system time of the loop, reaped children included */
-} system_record;
 
 typedef struct system_state {
     int test;
     uint64_t duration_ns;
     uint64_t iterations;
     int copies;
-    size_t buffer_size;
+    size_t buffer_bytes;
     uint64_t file_bytes;
     char directory[PATH_MAX];
     char helper[PATH_MAX];
     int *fds;               /* file_copy: source, destination per copy */
     unsigned char *buffer;  /* file_copy: the copy buffer (workers get their own COW copy) */
-    char (*argv_text)[5][24]; /* spawn/execl: per-copy argument strings, built before fork */
-    pid_t *pids;
-    system_record *records;
+    char (*argv_text)[4][SYSTEM_ARG_BYTES]; /* spawn/execl: per-copy arguments, built before fork */
+    ml_child *children;     /* one per copy */
+    ml_shared shared;       /* one system_report per copy */
 } system_state;
 
 static const ml_param system_params[] = {
@@ -103,8 +77,8 @@ static const ml_param system_params[] = {
      .min = 0, .max = INT64_C(1) << 40},
     {.name = "copies", .kind = ML_PARAM_INT, .offset = offsetof(system_config, copies),
      .min = 1, .max = SYSTEM_MAX_COPIES},
-    {.name = "buffer_size", .kind = ML_PARAM_INT, .offset = offsetof(system_config, buffer_size),
-     .min = 1, .max = SYSTEM_MAX_BUFFER},
+    {.name = "buffer_size", .kind = ML_PARAM_INT, .offset = offsetof(system_config, buffer_bytes),
+     .min = 1, .max = SYSTEM_MAX_BUFFER_BYTES},
     {.name = "max_blocks", .kind = ML_PARAM_INT, .offset = offsetof(system_config, max_blocks),
      .min = 1, .max = SYSTEM_MAX_BLOCKS},
     {.name = "directory", .kind = ML_PARAM_BUFFER, .offset = offsetof(system_config, directory)},
@@ -128,34 +102,6 @@ static void fill_pattern(unsigned char *buf, size_t n, uint64_t offset)
 
 /* ---- worker side: async-signal-safe only (we forked a threaded process) -- */
 
-static char *append_u64(char *p, uint64_t value)
-{
-    char digits[24];
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + value % 10);
-        value /= 10;
-    } while (value);
-    while (n)
-        *p++ = digits[--n];
-    return p;
-}
-
-static void write_record(int fd, int copy, int errnum, int stage, uint64_t count, uint64_t elapsed_ns,
-                         uint64_t verified, uint64_t mismatched, uint64_t used_cpu_ns)
-{
-    char line[SYSTEM_RECORD_MAX];
-    char *p = line;
-    const uint64_t fields[] = {(uint64_t)copy, (uint64_t)errnum, (uint64_t)stage, count, elapsed_ns, 0,
-                               verified, mismatched, used_cpu_ns};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        p = append_u64(p, fields[i]);
-        *p++ = i + 1 < sizeof fields / sizeof fields[0] ? ' ' : '\n';
-    }
-    ssize_t ignored = write(fd, line, (size_t)(p - line));
-    (void)ignored;
-}
-
 static uint64_t self_cpu_ns(void)
 {
     struct rusage usage;
@@ -165,21 +111,27 @@ static uint64_t self_cpu_ns(void)
            + ((uint64_t)usage.ru_utime.tv_usec + (uint64_t)usage.ru_stime.tv_usec) * 1000u;
 }
 
+static int report_failure(system_report *r, int errnum, int stage)
+{
+    r->errnum = errnum;
+    r->stage = stage;
+    r->done = 1;
+    return -1;
+}
+
 /* fstime's copy loop: read a buffer, write it; at the end of the source
  * rewind both files.  Only whole buffers copied are counted. */
-static void file_copy_worker(const system_state *s, int copy, int result_fd)
+static int file_copy_worker(const system_state *s, int copy, system_report *r)
 {
     int src = s->fds[2 * copy], dst = s->fds[2 * copy + 1];
     unsigned char *buf = s->buffer;
-    size_t bs = s->buffer_size;
+    size_t buffer_bytes = s->buffer_bytes;
     uint64_t count = 0;
-    int errnum = 0, stage = STAGE_NONE;
+    int errnum = 0, stage = SYSTEM_STAGE_NONE;
 
-    memset(buf, 0, bs); /* take the copy-on-write faults before the clock starts */
-    if (lseek(src, 0, SEEK_SET) < 0 || lseek(dst, 0, SEEK_SET) < 0) {
-        write_record(result_fd, copy, errno, STAGE_SEEK, 0, 0, 0, 0, 0);
-        return;
-    }
+    memset(buf, 0, buffer_bytes); /* take the copy-on-write faults before the clock starts */
+    if (lseek(src, 0, SEEK_SET) < 0 || lseek(dst, 0, SEEK_SET) < 0)
+        return report_failure(r, errno, SYSTEM_STAGE_SEEK);
     uint64_t start_cpu = self_cpu_ns();
     uint64_t start = ml_now_ns(), now = start;
     for (;;) {
@@ -189,77 +141,69 @@ static void file_copy_worker(const system_state *s, int copy, int result_fd)
         } else if ((count & 15) == 0 && (now = ml_now_ns()) - start >= s->duration_ns) {
             break;
         }
-        ssize_t got = read(src, buf, bs);
-        if (got != (ssize_t)bs) {
+        ssize_t got = read(src, buf, buffer_bytes);
+        if (got != (ssize_t)buffer_bytes) {
             if (got < 0 && errno != EINTR) {
-                errnum = errno, stage = STAGE_READ;
+                errnum = errno, stage = SYSTEM_STAGE_READ;
                 break;
             }
             if (lseek(src, 0, SEEK_SET) < 0 || lseek(dst, 0, SEEK_SET) < 0) {
-                errnum = errno, stage = STAGE_SEEK;
+                errnum = errno, stage = SYSTEM_STAGE_SEEK;
                 break;
             }
             continue;
         }
-        ssize_t put = write(dst, buf, bs);
-        if (put != (ssize_t)bs) {
-            errnum = put < 0 ? errno : ENOSPC, stage = STAGE_WRITE;
+        ssize_t put = write(dst, buf, buffer_bytes);
+        if (put != (ssize_t)buffer_bytes) {
+            errnum = put < 0 ? errno : ENOSPC, stage = SYSTEM_STAGE_WRITE;
             break;
         }
         count++;
     }
-    uint64_t elapsed = ml_now_ns() - start;
-    uint64_t used_cpu = self_cpu_ns() - start_cpu;
+    r->elapsed_ns = ml_now_ns() - start;
+    r->cpu_ns = self_cpu_ns() - start_cpu;
+    r->count = count;
 
     /* Untimed: the destination must hold the source's bytes. */
-    uint64_t copied = count * bs, verified = 0, mismatched = 0;
-    uint64_t check = copied < s->file_bytes ? copied : s->file_bytes;
-    while (errnum == 0 && verified < check) {
-        size_t want = check - verified < bs ? (size_t)(check - verified) : bs;
+    uint64_t copied_bytes = count * buffer_bytes, verified = 0, mismatched = 0;
+    uint64_t check_bytes = copied_bytes < s->file_bytes ? copied_bytes : s->file_bytes;
+    while (errnum == 0 && verified < check_bytes) {
+        size_t want = check_bytes - verified < buffer_bytes ? (size_t)(check_bytes - verified) : buffer_bytes;
         ssize_t got = pread(dst, buf, want, (off_t)verified);
         if (got <= 0) {
-            errnum = got < 0 ? errno : EIO, stage = STAGE_READ;
+            errnum = got < 0 ? errno : EIO, stage = SYSTEM_STAGE_READ;
             break;
         }
         for (ssize_t i = 0; i < got; i++)
             mismatched += buf[i] != pattern_byte(verified + (uint64_t)i);
         verified += (uint64_t)got;
     }
-    write_record(result_fd, copy, errnum, stage, count, elapsed, verified, mismatched, used_cpu);
+    r->verified_bytes = verified;
+    r->mismatched_bytes = mismatched;
+    r->errnum = errnum;
+    r->stage = stage;
+    r->done = 1;
+    return errnum ? -1 : 0;
 }
 
-static void worker_main(const system_state *s, int copy, int go_fd, int result_fd)
+static int worker_main(void *arg, const ml_child_io *io)
 {
-    char release;
-    ssize_t got;
-    /* Die with the parent: an interrupted or killed run leaves no workers.
-     * Ctrl-C at a terminal reaches the whole process group: a worker must
-     * not run the interpreter's handler, only stop (the parent reports it). */
-    struct sigaction default_action = {.sa_handler = SIG_DFL};
-    sigaction(SIGINT, &default_action, NULL);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    do
-        got = read(go_fd, &release, 1);
-    while (got < 0 && errno == EINTR);
-    if (got != 0) { /* the parent closes the pipe to start; anything else aborts */
-        write_record(result_fd, copy, got < 0 ? errno : ECANCELED, STAGE_START, 0, 0, 0, 0, 0);
-        _exit(1);
-    }
-    if (s->test == TEST_FILE_COPY) {
-        file_copy_worker(s, copy, result_fd);
-        _exit(0);
-    }
-    int flags = fcntl(result_fd, F_GETFD);
-    if (flags < 0 || fcntl(result_fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) {
-        write_record(result_fd, copy, errno, STAGE_EXEC, 0, 0, 0, 0, 0);
-        _exit(1);
-    }
-    char *argv[7] = {(char *)s->helper, (char *)(s->test == TEST_SPAWN ? "spawn" : "execl"),
-                     s->argv_text[copy][0], s->argv_text[copy][1], s->argv_text[copy][2],
-                     s->argv_text[copy][3], NULL};
+    const system_state *s = arg;
+    system_report *r = io->slot;
+    if (ml_child_wait_start(io) != 0)
+        return report_failure(r, ECANCELED, SYSTEM_STAGE_START);
+    if (s->test == TEST_FILE_COPY)
+        return file_copy_worker(s, io->index, r);
+    /* the helper fills the slot through the shared memory's descriptor */
+    int flags = fcntl(io->report_fd, F_GETFD);
+    if (flags < 0 || fcntl(io->report_fd, F_SETFD, flags & ~FD_CLOEXEC) < 0)
+        return report_failure(r, errno, SYSTEM_STAGE_EXEC);
+    char(*text)[SYSTEM_ARG_BYTES] = s->argv_text[io->index];
+    char *argv[7] = {(char *)s->helper, (char *)system_test_names[s->test], text[0], text[1],
+                     text[2], text[3], NULL};
     execv(s->helper, argv);
-    write_record(result_fd, copy, errno, STAGE_EXEC, 0, 0, 0, 0, 0);
-    _exit(127);
+    report_failure(r, errno, SYSTEM_STAGE_EXEC);
+    return 127;
 }
 
 /* ---- parent side -------------------------------------------------------- */
@@ -305,10 +249,10 @@ static int open_unnamed(const char *dir, ml_error *err)
 
 static int write_source(system_state *s, int fd, ml_context *ctx, ml_error *err)
 {
-    enum { CHUNK = 1 << 16 };
-    unsigned char *chunk = malloc(CHUNK);
+    enum { CHUNK_BYTES = 1 << 16 };
+    unsigned char *chunk = malloc(CHUNK_BYTES);
     if (!chunk)
-        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "file_copy: no memory for a %d byte buffer", CHUNK);
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "file_copy: no memory for a %d byte buffer", CHUNK_BYTES);
     uint64_t done = 0;
     int rc = 0;
     while (done < s->file_bytes) {
@@ -316,7 +260,7 @@ static int write_source(system_state *s, int fd, ml_context *ctx, ml_error *err)
             rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
             break;
         }
-        size_t n = s->file_bytes - done < CHUNK ? (size_t)(s->file_bytes - done) : CHUNK;
+        size_t n = s->file_bytes - done < CHUNK_BYTES ? (size_t)(s->file_bytes - done) : CHUNK_BYTES;
         fill_pattern(chunk, n, done);
         ssize_t put = pwrite(fd, chunk, n, (off_t)done);
         if (put <= 0) {
@@ -346,8 +290,8 @@ static void system_teardown(void *state)
     free(s->fds);
     free(s->buffer);
     free(s->argv_text);
-    free(s->pids);
-    free(s->records);
+    free(s->children);
+    ml_shared_unmap(&s->shared);
     free(s);
 }
 
@@ -357,12 +301,20 @@ static int setup_state(system_state *s, const system_config *c, ml_context *ctx,
     s->duration_ns = (uint64_t)(c->duration_s * 1e9);
     s->iterations = (uint64_t)c->iterations;
     s->copies = (int)c->copies;
-    s->buffer_size = (size_t)c->buffer_size;
+    s->buffer_bytes = (size_t)c->buffer_bytes;
     s->file_bytes = (uint64_t)c->max_blocks * 1024;
-    s->pids = calloc((size_t)s->copies, sizeof *s->pids);
-    s->records = calloc((size_t)s->copies, sizeof *s->records);
-    if (!s->pids || !s->records)
+    s->children = calloc((size_t)s->copies, sizeof *s->children);
+    if (!s->children)
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %d copies", s->copies);
+    if (ml_shared_map(&s->shared, s->copies, sizeof(system_report), err) != 0)
+        return -1;
+    for (int i = 0; i < s->copies; i++) {
+        ml_child *child = &s->children[i];
+        child->comm = system_worker_names[c->test];
+        child->cpu = -1;
+        for (int k = 0; k < ML_CHILD_KEEP_MAX; k++)
+            child->keep_fd[k] = -1;
+    }
     if (copy_path(s->helper, &c->helper, "helper", c->test != TEST_FILE_COPY, err)
         || copy_path(s->directory, &c->directory, "directory", c->test == TEST_FILE_COPY, err))
         return -1;
@@ -376,13 +328,19 @@ static int setup_state(system_state *s, const system_config *c, ml_context *ctx,
         s->argv_text = calloc((size_t)s->copies, sizeof *s->argv_text);
         if (!s->argv_text)
             return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %d copies", s->copies);
+        for (int i = 0; i < s->copies; i++) {
+            snprintf(s->argv_text[i][0], SYSTEM_ARG_BYTES, "%d", s->shared.fd);
+            snprintf(s->argv_text[i][1], SYSTEM_ARG_BYTES, "%zu", (size_t)i * s->shared.slot_bytes);
+            snprintf(s->argv_text[i][2], SYSTEM_ARG_BYTES, "%" PRIu64, s->duration_ns);
+            snprintf(s->argv_text[i][3], SYSTEM_ARG_BYTES, "%" PRIu64, s->iterations);
+        }
         return 0;
     }
 
-    if (s->buffer_size > s->file_bytes)
+    if (s->buffer_bytes > s->file_bytes)
         return ml_fail(err, ML_ERR_VALUE, 0,
                        "buffer_size=%zu is above the file size max_blocks x 1024 = %" PRIu64 " bytes",
-                       s->buffer_size, s->file_bytes);
+                       s->buffer_bytes, s->file_bytes);
     struct stat st;
     if (stat(s->directory, &st) < 0)
         return ml_fail(err, ML_ERR_OS, errno, "file_copy: directory=%s: %s", s->directory, strerror(errno));
@@ -395,14 +353,15 @@ static int setup_state(system_state *s, const system_config *c, ml_context *ctx,
         s->fds[i] = -1;
     /* page-aligned, so that the copy's alignment does not depend on the heap */
     void *buffer = NULL;
-    if (posix_memalign(&buffer, 4096, s->buffer_size) == 0)
+    if (posix_memalign(&buffer, 4096, s->buffer_bytes) == 0)
         s->buffer = buffer;
     if (!s->buffer)
-        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for a %zu byte buffer", s->buffer_size);
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for a %zu byte buffer", s->buffer_bytes);
     for (int i = 0; i < 2 * s->copies; i++) {
         s->fds[i] = open_unnamed(s->directory, err);
         if (s->fds[i] < 0)
             return -1;
+        s->children[i / 2].keep_fd[i % 2] = s->fds[i];
         if (i % 2 == 0 && write_source(s, s->fds[i], ctx, err))
             return -1;
     }
@@ -423,161 +382,50 @@ static int system_setup(const void *config, void **state, ml_context *ctx, ml_er
     return 0;
 }
 
-static void kill_workers(system_state *s, int started)
-{
-    for (int i = 0; i < started; i++)
-        if (s->pids[i] > 0)
-            kill(s->pids[i], SIGKILL);
-    for (int i = 0; i < started; i++)
-        if (s->pids[i] > 0) {
-            while (waitpid(s->pids[i], NULL, 0) < 0 && errno == EINTR)
-                ;
-            s->pids[i] = 0;
-        }
-}
-
-/* Parse complete lines of "COPY ERRNO STAGE COUNT ELAPSED REAPED VERIFIED MISMATCHED CPU". */
-static int take_records(system_state *s, char *pending, size_t *used, int *reported, ml_error *err)
-{
-    char *line = pending, *newline;
-    while ((newline = memchr(line, '\n', *used - (size_t)(line - pending))) != NULL) {
-        *newline = '\0';
-        unsigned long long v[9];
-        if (sscanf(line, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
-                   &v[5], &v[6], &v[7], &v[8]) != 9 || v[0] >= (unsigned long long)s->copies || s->records[v[0]].seen)
-            return ml_fail(err, ML_ERR_OS, EPROTO, "a %s worker sent a malformed result: %.80s",
-                           system_test_names[s->test], line);
-        system_record *r = &s->records[v[0]];
-        *r = (system_record){.seen = 1, .errnum = (int)v[1], .stage = (int)v[2], .count = v[3],
-                             .elapsed_ns = v[4], .reaped = v[5], .verified_bytes = v[6],
-                             .mismatched_bytes = v[7], .cpu_ns = v[8]};
-        (*reported)++;
-        line = newline + 1;
-    }
-    *used -= (size_t)(line - pending);
-    memmove(pending, line, *used);
-    return 0;
-}
-
 static const char *stage_text(int stage)
 {
     switch (stage) {
-    case STAGE_FORK: return "fork";
-    case STAGE_EXEC: return "exec of the helper";
-    case STAGE_WAIT: return "waitpid";
-    case STAGE_READ: return "read";
-    case STAGE_WRITE: return "write";
-    case STAGE_SEEK: return "lseek";
-    case STAGE_START: return "start";
-    case STAGE_USAGE: return "the helper's arguments";
+    case SYSTEM_STAGE_FORK: return "fork";
+    case SYSTEM_STAGE_EXEC: return "exec of the helper";
+    case SYSTEM_STAGE_WAIT: return "waitpid";
+    case SYSTEM_STAGE_READ: return "read";
+    case SYSTEM_STAGE_WRITE: return "write";
+    case SYSTEM_STAGE_SEEK: return "lseek";
+    case SYSTEM_STAGE_START: return "start";
+    case SYSTEM_STAGE_USAGE: return "the helper's arguments";
     default: return "?";
     }
 }
 
-/* Run the workers and collect one record from each. */
+/* Run the workers; every one must leave a report without an error. */
 static int run_workers(system_state *s, ml_context *ctx, ml_error *err)
 {
-    int go[2], result[2];
-    if (pipe2(go, O_CLOEXEC) < 0)
-        return ml_fail(err, ML_ERR_OS, errno, "pipe: %s", strerror(errno));
-    if (pipe2(result, O_CLOEXEC) < 0) {
-        int e = errno;
-        close(go[0]), close(go[1]);
-        return ml_fail(err, ML_ERR_OS, e, "pipe: %s", strerror(e));
-    }
-    memset(s->records, 0, (size_t)s->copies * sizeof *s->records);
-    memset(s->pids, 0, (size_t)s->copies * sizeof *s->pids);
-    if (s->argv_text)
-        for (int i = 0; i < s->copies; i++) {
-            snprintf(s->argv_text[i][0], 24, "%d", i);
-            snprintf(s->argv_text[i][1], 24, "%d", result[1]);
-            snprintf(s->argv_text[i][2], 24, "%" PRIu64, s->duration_ns);
-            snprintf(s->argv_text[i][3], 24, "%" PRIu64, s->iterations);
-        }
-
-    int rc = 0, started = 0;
-    for (; started < s->copies; started++) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(go[1]);
-            close(result[0]);
-            worker_main(s, started, go[0], result[1]);
-            _exit(1);
-        }
-        if (pid < 0) {
-            rc = ml_fail(err, ML_ERR_OS, errno, "fork of worker %d of copies=%d failed: %s", started, s->copies,
-                         strerror(errno));
-            break;
-        }
-        s->pids[started] = pid;
-    }
-    close(go[0]);
-    close(result[1]);
-    if (rc) {
-        close(go[1]); /* unblocks nobody useful: the workers are killed next */
-        kill_workers(s, started);
-        close(result[0]);
-        return rc;
-    }
-    uint64_t released = ml_now_ns();
-    close(go[1]); /* end of file on the go pipe starts every worker at once */
-
-    char pending[SYSTEM_RECORD_MAX * 4];
-    size_t used = 0;
-    int reported = 0, eof = 0;
-    while (!eof && reported < s->copies) {
-        struct pollfd p = {.fd = result[0], .events = POLLIN};
-        int ready = poll(&p, 1, SYSTEM_POLL_MS);
-        if (ready < 0 && errno != EINTR) {
-            rc = ml_fail(err, ML_ERR_OS, errno, "poll: %s", strerror(errno));
-            break;
-        }
-        if (ready > 0) {
-            ssize_t got = read(result[0], pending + used, sizeof pending - used);
-            if (got < 0 && errno != EINTR && errno != EAGAIN) {
-                rc = ml_fail(err, ML_ERR_OS, errno, "read of worker results: %s", strerror(errno));
-                break;
-            }
-            if (got == 0)
-                eof = 1;
-            if (got > 0) {
-                used += (size_t)got;
-                if ((rc = take_records(s, pending, &used, &reported, err)))
-                    break;
-                if (used == sizeof pending) {
-                    rc = ml_fail(err, ML_ERR_OS, EPROTO, "worker results overflow the buffer");
-                    break;
-                }
-            }
-        }
-        if (ml_interrupted(ctx)) {
-            rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-            break;
-        }
-        if (!s->iterations && ml_now_ns() - released > s->duration_ns + SYSTEM_GRACE_NS) {
-            rc = ml_fail(err, ML_ERR_TIMEOUT, 0, "%s workers did not finish within duration_s + %llu s",
-                         system_test_names[s->test], SYSTEM_GRACE_NS / 1000000000ull);
-            break;
-        }
-    }
-    close(result[0]);
-    if (rc) {
-        kill_workers(s, started);
-        return rc;
-    }
+    const char *test = system_test_names[s->test];
+    char what[48], timeout_text[48];
+    snprintf(what, sizeof what, "the %s workers", test);
+    snprintf(timeout_text, sizeof timeout_text, "duration_s + %d s", SYSTEM_GRACE_S);
+    ml_children run = {
+        .child = s->children,
+        .count = s->copies,
+        .main = worker_main,
+        .arg = s,
+        .shared = &s->shared,
+        .timeout_ns = s->iterations ? 0 : s->duration_ns + (uint64_t)SYSTEM_GRACE_S * 1000000000u,
+        .what = what,
+        .timeout_text = timeout_text,
+    };
+    if (ml_children_run(&run, ctx, err) < 0)
+        return -1;
     for (int i = 0; i < s->copies; i++) {
-        int status = 0;
-        while (waitpid(s->pids[i], &status, 0) < 0 && errno == EINTR)
-            ;
-        s->pids[i] = 0;
-        const system_record *r = &s->records[i];
-        if (!r->seen)
-            return ml_fail(err, ML_ERR_OS, ECHILD, "%s worker %d ended without a result (%s %d)",
-                           system_test_names[s->test], i, WIFSIGNALED(status) ? "signal" : "exit status",
+        const system_report *r = ml_shared_slot(&s->shared, i);
+        int status = s->children[i].status;
+        if (!r->done)
+            return ml_fail(err, ML_ERR_OS, ECHILD, "%s worker %d ended without a result (%s %d)", test, i,
+                           WIFSIGNALED(status) ? "signal" : "exit status",
                            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     }
     for (int i = 0; i < s->copies; i++) {
-        const system_record *r = &s->records[i];
+        const system_report *r = ml_shared_slot(&s->shared, i);
         if (r->errnum == 0)
             continue;
         if (s->test == TEST_FILE_COPY)
@@ -585,8 +433,7 @@ static int run_workers(system_state *s, ml_context *ctx, ml_error *err)
                            "file_copy: %s in directory=%s failed in copy %d after %" PRIu64 " buffers: %s",
                            stage_text(r->stage), s->directory, i, r->count, strerror(r->errnum));
         return ml_fail(err, ML_ERR_OS, r->errnum, "%s: %s failed in copy %d after %" PRIu64 " loops (helper %s): %s",
-                       system_test_names[s->test], stage_text(r->stage), i, r->count, s->helper,
-                       strerror(r->errnum));
+                       test, stage_text(r->stage), i, r->count, s->helper, strerror(r->errnum));
     }
     return 0;
 }
@@ -594,27 +441,18 @@ static int run_workers(system_state *s, ml_context *ctx, ml_error *err)
 static int system_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
 {
     system_state *s = state;
-    ml_counters counters;
-    if (ctx->counters) {
-        ml_counters_open(&counters, 0, 1); /* inherit: the workers' and their children's events */
-        ml_counters_start(&counters);
-    }
+    ml_counting counting;
+    ml_counting_open(&counting, ctx, 1); /* inherit: the workers' and their children's events */
+    ml_counting_begin(&counting);
     int rc = run_workers(s, ctx, err);
-    if (ctx->counters) {
-        ml_counters_stop(&counters);
-        if (rc == 0)
-            ml_counters_read(&counters, &out->counters);
-        ml_counters_close(&counters);
-    } else {
-        ml_counter_values_missing(&out->counters, 0);
-    }
+    ml_counting_end(&counting, &out->counters);
     if (rc)
         return rc;
 
     double total = 0, elapsed_sum = 0, rate_min = 0, rate_max = 0;
     double reaped = 0, verified = 0, mismatched = 0, cpu_s = 0;
     for (int i = 0; i < s->copies; i++) {
-        const system_record *r = &s->records[i];
+        const system_report *r = ml_shared_slot(&s->shared, i);
         double rate = r->elapsed_ns ? (double)r->count / (double)r->elapsed_ns * 1e9 : 0.0;
         if (i == 0 || rate < rate_min)
             rate_min = rate;
@@ -630,7 +468,7 @@ static int system_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     /* UnixBench sums the copies' counts over their mean elapsed time. */
     out->elapsed_ns = (uint64_t)(elapsed_sum / s->copies + 0.5);
     out->units = total;
-    out->bytes = s->test == TEST_FILE_COPY ? total * (double)s->buffer_size : 0.0;
+    out->bytes = s->test == TEST_FILE_COPY ? total * (double)s->buffer_bytes : 0.0;
     ml_metric_add(out, "loops", total);
     /* CPU time used, all copies: on a busy machine loops per CPU second vary
      * far less than loops per wall second. */
@@ -648,7 +486,7 @@ static int system_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     return 0;
 }
 
-const ml_family ml_family_system = {
+ML_FAMILY(system) = {
     .name = "system",
     .description = "UnixBench's spawn, execl and file copy, run by parallel copies",
     .config_size = sizeof(system_config),

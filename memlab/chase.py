@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy
 
-from memlab import chart
+from memlab import chart, twins
 from memlab._core import Kernel
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int
@@ -74,7 +74,6 @@ PAGE_KINDS = ("4k", "thp", "hugetlb-2m")
 MAX_CHAINS = 16
 PAGE_BYTES = 4096
 LINE_BYTES = 64
-_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -244,103 +243,37 @@ def trace(params: ChaseParams | dict | None = None, **overrides: Any) -> dict[st
     }
 
 
-def _splitmix64(state: int) -> tuple[int, int]:
-    state = (state + 0x9E3779B97F4A7C15) & _MASK64
-    z = state
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return state, z ^ (z >> 31)
-
-
-class _Random:
-    """The C kernel's generator: splitmix64 and Lemire's bounded draw."""
-
-    def __init__(self, seed: int) -> None:
-        self.state = seed & _MASK64
-
-    def below(self, bound: int) -> int:
-        self.state, x = _splitmix64(self.state)
-        m = x * bound
-        low = m & _MASK64
-        if low < bound:
-            threshold = ((1 << 64) - bound) % bound
-            while low < threshold:
-                self.state, x = _splitmix64(self.state)
-                m = x * bound
-                low = m & _MASK64
-        return m >> 64
-
-
-def _sattolo(successor: list[int], lo: int, count: int, rng: _Random) -> None:
-    for i in range(count - 1, 0, -1):
-        j = rng.below(i)
-        a, b = lo + i, lo + j
-        successor[a], successor[b] = successor[b], successor[a]
-
-
 def reference_successors(params: ChaseParams | dict | None = None, **overrides: Any) -> list[int]:
     """The list the C kernel builds, computed in Python (the oracle for tests).
 
     Element i links to ``result[i]``. Chains own equal consecutive ranges of
     elements; random_blocks shuffles each block into a path from its first
-    element to the next block's first element.
+    element to the next block's first element (:func:`memlab.twins.chase_successors`).
 
     >>> reference_successors(working_set_bytes=1024, npad=31, order="sequential")
     [1, 2, 3, 0]
     """
     p = FAMILY.params(params, **overrides)
-    n = element_count(p)
-    chain = n // p.chains
     stride = element_bytes(p.npad)
     if p.layout == "page_per_element":
         stride = -(-stride // PAGE_BYTES) * PAGE_BYTES
     block = max(1, p.block_pages * PAGE_BYTES // stride)
-    rng = _Random(p.seed)
-    successor = list(range(n))
-    for c in range(p.chains):
-        lo = c * chain
-        if p.order == "sequential":
-            for i in range(chain):
-                successor[lo + i] = lo + (i + 1) % chain
-        elif p.order == "random" or block >= chain:
-            _sattolo(successor, lo, chain, rng)
-        else:
-            for start in range(lo, lo + chain, block):
-                size = min(block, lo + chain - start)
-                then = start + size if start + size < lo + chain else lo
-                _sattolo(successor, start, size, rng)
-                for i in range(start, start + size):
-                    if successor[i] == start:
-                        successor[i] = then
-                        break
-    return successor
+    return twins.chase_successors(element_count(p), p.chains, p.order, block, p.seed)
 
 
 def reference_pad0(params: ChaseParams | dict | None, successors: Sequence[int], laps: int) -> list[int]:
     """pad[0] of every element after ``laps`` laps of ``op``, computed in Python.
 
     pad[0] starts at index + 1; ``inc`` adds 1 per visit, ``addnext0`` adds
-    the next element's pad[0] (modulo 2**64), ``follow`` changes nothing.
+    the next element's pad[0] (modulo 2**64), ``follow`` changes nothing
+    (:func:`memlab.twins.chase_pad0`).
 
     >>> reference_pad0({"working_set_bytes": 1024, "npad": 63, "op": "inc",
     ...                 "order": "sequential"}, [1, 0], laps=3)
     [4, 5]
     """
     p = FAMILY.params(params)
-    n = len(successors)
-    pad = [i + 1 for i in range(n)]
-    if p.op == "follow":
-        return pad
-    chain = n // p.chains
-    for c in range(p.chains):
-        i = c * chain
-        for _ in range(laps * chain):
-            if p.op == "inc":
-                pad[i] = (pad[i] + 1) & _MASK64
-            else:
-                pad[i] = (pad[i] + pad[successors[i]]) & _MASK64
-            i = successors[i]
-    return pad
+    return twins.chase_pad0(successors, p.chains, p.op, laps)
 
 
 # ---- cache levels from a latency curve ---------------------------------------

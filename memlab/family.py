@@ -5,7 +5,7 @@ A family module (``memlab/chase.py`` ...) builds one :class:`Family`::
     FAMILY = Family(
         name="chase",
         params_type=ChaseParams,     # frozen dataclass validating itself
-        core="chase",                # the C family (its ml_family table in csrc/)
+        core="chase",                # the C family (ML_FAMILY(chase) in csrc/chase.c)
         to_core=_to_core,            # params -> the C config dict
         unit="element",              # gives ns_per_element, cycles_per_element
         sweeps={"quick": quick_sweep, "fig3_10": fig3_10_sweep},

@@ -12,6 +12,7 @@ from conftest import hugetlb_free_pages, require_populate_write, skip_if_thp_ref
 
 from memlab import _core, clear
 from memlab.clear import CHUNK_BYTES, METHODS, ORDERS, FaultParams, OrderParams
+from memlab.twins import kernel_order as reference_kernel_order
 
 # Compiled kernels whose instructions depend on the -march level of the build.
 pytestmark = pytest.mark.build
@@ -19,20 +20,6 @@ pytestmark = pytest.mark.build
 MiB = 1 << 20
 GiB = 1 << 30
 QUICK = {"repeat": 1, "warmup": 0, "target_seconds": 0.0}
-
-
-def reference_kernel_order(n: int, target: int) -> list[int]:
-    """process_huge_page() as EXPERIMENTS.md section 3 describes it."""
-    visited: list[int] = []
-    if 2 * target <= n:
-        visited += list(range(n - 1, 2 * target - 1, -1))
-        base, pairs = 0, target
-    else:
-        base, pairs = n - 2 * (n - target), n - target
-        visited += list(range(base))
-    for i in range(pairs):
-        visited += [base + i, base + 2 * pairs - 1 - i]
-    return visited
 
 
 def rss_bytes() -> int:

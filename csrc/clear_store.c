@@ -1,0 +1,117 @@
+/* The four ways clear_order stores zeros: libc memset, rep stosb, vector
+ * stores of the widest kind the CPU has, and non-temporal vector stores. */
+#include "clear.h"
+
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+const char *const clear_method_names[] = {"memset", "rep_stosb", "vector", "nontemporal", NULL};
+
+/* Every extent is a multiple of 4 KiB at a 4 KiB boundary, so the vector
+ * loops below need neither a head nor a tail. */
+#define CLEAR_LOOP_BYTES 256
+
+static void clear_with_memset(void *dst, size_t bytes)
+{
+    memset(dst, 0, bytes);
+}
+
+#if defined(__x86_64__)
+static void clear_with_rep_stosb(void *dst, size_t bytes)
+{
+    __asm__ volatile("rep stosb" : "+D"(dst), "+c"(bytes) : "a"(0) : "memory");
+}
+
+/* The zero vector is laundered through an empty asm so that GCC cannot
+ * recognise the loop as a memset and call libc instead. */
+__attribute__((target("avx512f"))) static void clear_with_avx512(void *dst, size_t bytes)
+{
+    __m512i zero = _mm512_setzero_si512();
+    __asm__("" : "+v"(zero));
+    for (char *p = dst, *end = p + bytes; p < end; p += CLEAR_LOOP_BYTES) {
+        _mm512_store_si512((void *)p, zero);
+        _mm512_store_si512((void *)(p + 64), zero);
+        _mm512_store_si512((void *)(p + 128), zero);
+        _mm512_store_si512((void *)(p + 192), zero);
+    }
+}
+
+__attribute__((target("avx512f"))) static void clear_with_avx512_stream(void *dst, size_t bytes)
+{
+    __m512i zero = _mm512_setzero_si512();
+    for (char *p = dst, *end = p + bytes; p < end; p += CLEAR_LOOP_BYTES) {
+        _mm512_stream_si512((void *)p, zero);
+        _mm512_stream_si512((void *)(p + 64), zero);
+        _mm512_stream_si512((void *)(p + 128), zero);
+        _mm512_stream_si512((void *)(p + 192), zero);
+    }
+    _mm_sfence();
+}
+
+__attribute__((target("avx2"))) static void clear_with_avx2(void *dst, size_t bytes)
+{
+    __m256i zero = _mm256_setzero_si256();
+    __asm__("" : "+x"(zero));
+    for (char *p = dst, *end = p + bytes; p < end; p += CLEAR_LOOP_BYTES) {
+        for (int i = 0; i < CLEAR_LOOP_BYTES; i += 32)
+            _mm256_store_si256((__m256i *)(p + i), zero);
+    }
+}
+
+__attribute__((target("avx2"))) static void clear_with_avx2_stream(void *dst, size_t bytes)
+{
+    __m256i zero = _mm256_setzero_si256();
+    for (char *p = dst, *end = p + bytes; p < end; p += CLEAR_LOOP_BYTES) {
+        for (int i = 0; i < CLEAR_LOOP_BYTES; i += 32)
+            _mm256_stream_si256((__m256i *)(p + i), zero);
+    }
+    _mm_sfence();
+}
+
+static void clear_with_sse2(void *dst, size_t bytes)
+{
+    __m128i zero = _mm_setzero_si128();
+    __asm__("" : "+x"(zero));
+    for (char *p = dst, *end = p + bytes; p < end; p += CLEAR_LOOP_BYTES) {
+        for (int i = 0; i < CLEAR_LOOP_BYTES; i += 16)
+            _mm_store_si128((__m128i *)(p + i), zero);
+    }
+}
+
+static void clear_with_sse2_stream(void *dst, size_t bytes)
+{
+    __m128i zero = _mm_setzero_si128();
+    for (char *p = dst, *end = p + bytes; p < end; p += CLEAR_LOOP_BYTES) {
+        for (int i = 0; i < CLEAR_LOOP_BYTES; i += 16)
+            _mm_stream_si128((__m128i *)(p + i), zero);
+    }
+    _mm_sfence();
+}
+#endif
+
+clear_fn clear_method_function(int method, int *store_bytes)
+{
+    *store_bytes = 0;
+    if (method == CLEAR_METHOD_MEMSET)
+        return clear_with_memset;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    int avx512 = __builtin_cpu_supports("avx512f");
+    int avx2 = __builtin_cpu_supports("avx2");
+    switch (method) {
+    case CLEAR_METHOD_REP_STOSB:
+        *store_bytes = 1;
+        return clear_with_rep_stosb;
+    case CLEAR_METHOD_VECTOR:
+        *store_bytes = avx512 ? 64 : avx2 ? 32 : 16;
+        return avx512 ? clear_with_avx512 : avx2 ? clear_with_avx2 : clear_with_sse2;
+    case CLEAR_METHOD_NONTEMPORAL:
+        *store_bytes = avx512 ? 64 : avx2 ? 32 : 16;
+        return avx512 ? clear_with_avx512_stream : avx2 ? clear_with_avx2_stream : clear_with_sse2_stream;
+    }
+#endif
+    return NULL;
+}

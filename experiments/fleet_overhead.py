@@ -13,6 +13,8 @@ family's quick sweep) in each-host mode ``--rounds`` times, and prints:
 - the idle gap a worker sees between two measurements (from the rows'
   ``context_started_unix``/``context_ended_unix``, 1 ms resolution), and
   whether two measurements ever overlapped on one worker;
+- for scale, the round trip of an empty task through the same cluster (submit to
+  result, one at a time): Dask's own floor at this moment's load;
 - the load average before and after, and the CPU.
 
 Needs ``pip install 'memlab[fleet]'``. Run: ``python experiments/fleet_overhead.py --rounds 3``.
@@ -36,6 +38,22 @@ from memlab.sweep import resolve, run_sweep
 
 def _set_env(name: str, value: str) -> None:
     os.environ[name] = value
+
+
+def _empty() -> None:
+    return None
+
+
+def _empty_round_trips(client, distributed, count: int = 30) -> list[float]:
+    address = sorted(client.nthreads())[0]
+    times = []
+    for _ in range(count):
+        began = time.monotonic()
+        future = client.submit(_empty, workers=[address], allow_other_workers=False,
+                               resources={"memlab": 1}, pure=False)
+        list(distributed.as_completed([future], with_results=True))
+        times.append(time.monotonic() - began)
+    return times
 
 
 def _quantiles(values: list[float]) -> str:
@@ -62,6 +80,7 @@ def main() -> int:
         for index, address in enumerate(sorted(client.nthreads())):
             fake = {"hostname": f"worker-{index}", "cpu_model": f"Fake CPU {index}"}
             client.run(_set_env, FAKE_FINGERPRINT_ENV, json.dumps(fake), workers=[address])
+        empty = _empty_round_trips(client, distributed)
         rows, per_host, seconds = [], [], []
         with tempfile.TemporaryDirectory() as folder:
             for round_index in range(args.rounds):
@@ -92,6 +111,7 @@ def main() -> int:
     print(f"scheduling cost per point (context_dask_overhead_s): {_quantiles(overheads)}")
     print(f"per host and round (mean over its points): {_quantiles(per_host)}")
     print(f"idle gap between two measurements on one worker: {_quantiles(gaps)}; overlaps: {overlaps}")
+    print(f"for scale, an empty task's round trip through the cluster: {_quantiles(empty)}")
     print(f"points on CPU less than 90% of their wall time: "
           f"{sum(1 for r in rows if r.get('context_on_cpu_fraction', 1) < 0.9)} of {len(rows)}")
     return 0

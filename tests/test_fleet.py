@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing.resource_tracker
 import os
 import signal
 import threading
@@ -69,10 +70,16 @@ def fake(client, *facts: dict) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def client():
+    tracker = multiprocessing.resource_tracker._resource_tracker
+    running_before = tracker._pid is not None
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   resources={"memlab": 1}, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as dask_client:
         yield dask_client
+    # The worker processes are spawned, which starts multiprocessing's resource tracker, a child
+    # process that would outlive the cluster (other tests check that they leave no child behind).
+    if not running_before and hasattr(tracker, "_stop"):
+        tracker._stop()
 
 
 def small_chase() -> Sweep:

@@ -9,7 +9,7 @@ writer of the dataset. This module is the Dask side:
   for its machine facts and its machine check (``client.run``), giving one
   :class:`Host` per worker;
 - :func:`check_each_host` refuses two workers on one host (their
-  measurements would disturb each other), :func:`check_spread` refuses to
+  measurements would disturb each other; both modes), :func:`check_spread` refuses to
   spread a sweep over machines that differ on the facts that change results;
 - :func:`dispatch` keeps one measurement in flight per host: each point is a
   task pinned to its worker (``workers=[address]``,
@@ -184,7 +184,7 @@ def check_each_host(hosts: Sequence[Host]) -> None:
         if host.key in seen:
             raise ValueError(
                 f"workers {seen[host.key]} and {host.address} run on one host ({host.host}); "
-                f"each-host mode needs one measuring worker per host "
+                f"fleet mode needs one measuring worker per host "
                 f"(dask worker SCHEDULER --nworkers 1 --nthreads 1 --resources {RESOURCE}=1)"
             )
         seen[host.key] = host.address

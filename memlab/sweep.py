@@ -292,9 +292,8 @@ def _run_on_fleet(
     dask_client, owned = fleet.connect(client)
     try:
         hosts = fleet.gather_hosts(dask_client, planned_bytes=largest_bytes(points))
-        if mode == "each-host":
-            fleet.check_each_host(hosts)
-        else:
+        fleet.check_each_host(hosts)  # one measuring worker per host, in both modes
+        if mode == "spread":
             fleet.check_spread(hosts)
         meta = sweep_metadata(sweep, family, shard, repeat, facts=hosts[0].facts)
         if mode == "each-host" and len(hosts) > 1:

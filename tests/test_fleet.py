@@ -23,7 +23,7 @@ import pytest
 distributed = pytest.importorskip(
     "distributed", reason="Dask distributed (the fleet extra: pip install 'memlab[fleet]') is not installed")
 
-from memlab import chart, cli, plot, registry  # noqa: E402
+from memlab import chart, cli, fleet, plot, registry  # noqa: E402
 from memlab.compare import compare_machines  # noqa: E402
 from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset, machine_key, point_key  # noqa: E402
 from memlab.grid import Sweep, grid  # noqa: E402
@@ -182,8 +182,17 @@ def test_spread_refuses_machines_that_differ(client, tmp_path):
 
 def test_each_host_refuses_two_workers_on_one_host(client, tmp_path):
     fake(client, FAKE_A, FAKE_A)
-    with pytest.raises(ValueError, match="run on one host .fake-a.; each-host mode needs one"):
-        run_sweep(small_chase(), tmp_path / "twice.csv", client=client, each_host=True, progress=False)
+    for mode in ("each_host", "spread"):
+        with pytest.raises(ValueError, match="run on one host .fake-a.; fleet mode needs one measuring worker"):
+            run_sweep(small_chase(), tmp_path / "twice.csv", client=client, progress=False, **{mode: True})
+    assert not (tmp_path / "twice.csv").exists()
+
+
+def test_a_scheduler_that_does_not_answer_is_named():
+    with pytest.raises(OSError, match="no Dask scheduler answered at tcp://127.0.0.1:9 within 1 s"):
+        fleet.connect("tcp://127.0.0.1:9", timeout_seconds=1)
+    with pytest.raises(ValueError, match="scheduler=42 must be a distributed.Client or an address"):
+        fleet.connect(42)
 
 
 def calibrate_sweep(points: int, budget_ns: int) -> Sweep:

@@ -98,9 +98,8 @@ clear_fn clear_method_function(int method, int *store_bytes)
     if (method == CLEAR_METHOD_MEMSET)
         return clear_with_memset;
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    int avx512 = __builtin_cpu_supports("avx512f");
-    int avx2 = __builtin_cpu_supports("avx2");
+    int avx512 = ml_cpu_supports(ML_CPU_AVX512F);
+    int avx2 = ml_cpu_supports(ML_CPU_AVX2);
     switch (method) {
     case CLEAR_METHOD_REP_STOSB:
         *store_bytes = 1;

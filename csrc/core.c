@@ -21,6 +21,46 @@ int ml_fail(ml_error *err, ml_error_code code, int errnum, const char *fmt, ...)
     return -1;
 }
 
+static const char *const cpu_feature_names[ML_CPU_FEATURE_COUNT] = {"sse2", "avx2", "avx512f"};
+
+static int cpu_feature_hidden(ml_cpu_feature feature)
+{
+    const char *hidden = getenv("MEMLAB_HIDE_CPU_FEATURES");
+    if (!hidden)
+        return 0;
+    for (int narrower = 0; narrower <= (int)feature; narrower++) {
+        size_t length = strlen(cpu_feature_names[narrower]);
+        for (const char *at = hidden; (at = strstr(at, cpu_feature_names[narrower])); at += length) {
+            int starts = at == hidden || at[-1] == ',' || at[-1] == ' ';
+            int ends = at[length] == '\0' || at[length] == ',' || at[length] == ' ';
+            if (starts && ends)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+int ml_cpu_supports(ml_cpu_feature feature)
+{
+    if (feature < 0 || feature >= ML_CPU_FEATURE_COUNT || cpu_feature_hidden(feature))
+        return 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    switch (feature) {
+    case ML_CPU_SSE2:
+        return __builtin_cpu_supports("sse2");
+    case ML_CPU_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ML_CPU_AVX512F:
+        return __builtin_cpu_supports("avx512f");
+    default:
+        return 0;
+    }
+#else
+    return 0;
+#endif
+}
+
 int ml_metric_add(ml_measurement *m, const char *name, double value)
 {
     if (m->n_metrics >= ML_MAX_METRICS)

@@ -336,14 +336,11 @@ static int isa_supported(int isa)
         return 1;
 #if MATRIX_X86
     case ISA_SSE2:
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("sse2");
+        return ml_cpu_supports(ML_CPU_SSE2);
     case ISA_AVX2:
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        return ml_cpu_supports(ML_CPU_AVX2);
     case ISA_AVX512:
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f");
+        return ml_cpu_supports(ML_CPU_AVX512F);
 #endif
     default:
         return 0;

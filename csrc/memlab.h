@@ -52,6 +52,22 @@ static inline uint64_t ml_splitmix64(uint64_t *state)
 /* Sorts values in place (ascending) and returns their median; 0 when empty. */
 double ml_median(double *values, size_t count);
 
+/* ---- CPU features (core.c) ------------------------------------------ */
+
+/* Instruction-set features a kernel may choose at run time, widest last. */
+typedef enum {
+    ML_CPU_SSE2,
+    ML_CPU_AVX2, /* with FMA */
+    ML_CPU_AVX512F,
+    ML_CPU_FEATURE_COUNT
+} ml_cpu_feature;
+
+/* Whether the CPU runs the feature, less what MEMLAB_HIDE_CPU_FEATURES hides:
+ * a comma-separated list (sse2, avx2, avx512f) that makes this process behave
+ * as on a CPU without them, so an AVX-512 host can test the AVX2 paths and
+ * the refusal of a missing ISA.  Hiding a feature hides every wider one. */
+int ml_cpu_supports(ml_cpu_feature feature);
+
 /* ---- clock (clock.c) ------------------------------------------------ */
 
 uint64_t ml_now_ns(void); /* CLOCK_MONOTONIC */

@@ -669,11 +669,21 @@ static PyObject *core_now_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ig
     return PyLong_FromUnsignedLongLong(ml_now_ns());
 }
 
+static PyObject *core_cpu_features(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
+{
+    return Py_BuildValue("{s:O,s:O,s:O}", "sse2", ml_cpu_supports(ML_CPU_SSE2) ? Py_True : Py_False,
+                         "avx2", ml_cpu_supports(ML_CPU_AVX2) ? Py_True : Py_False, "avx512f",
+                         ml_cpu_supports(ML_CPU_AVX512F) ? Py_True : Py_False);
+}
+
 static PyMethodDef core_methods[] = {
     {"families", core_families, METH_NOARGS, "families() -> {name: {description, params}}"},
     {"counters_probe", core_counters_probe, METH_NOARGS,
      "counters_probe() -> {counter: {available, reason, scope}}"},
     {"build_info", core_build_info, METH_NOARGS, "build_info() -> {cflags, compiler, compiler_family}"},
+    {"cpu_features", core_cpu_features, METH_NOARGS,
+     "cpu_features() -> {sse2, avx2, avx512f: bool} as the kernels choose them "
+     "(less what MEMLAB_HIDE_CPU_FEATURES hides)"},
     {"now_ns", core_now_ns, METH_NOARGS, "now_ns() -> CLOCK_MONOTONIC in ns"},
     {NULL, NULL, 0, NULL},
 };

@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping
 
 import numpy
 
-from memlab._core import build_info, counters_probe
+from memlab._core import build_info, counters_probe, cpu_features
 from memlab.units import format_bytes
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "machine_id",
     "parse_size",
     "populate_write_supported",
+    "hidden_cpu_features",
 ]
 
 SIMD_FLAGS = (
@@ -381,6 +382,36 @@ def collect_core(facts: dict) -> None:
         facts["core_build"] = dict(build_info())
     except (AttributeError, OSError, RuntimeError):
         pass
+    try:
+        facts["cpu_features_used"] = dict(cpu_features())
+    except (AttributeError, OSError, RuntimeError):
+        pass
+    hidden = hidden_cpu_features()
+    if hidden:
+        facts["cpu_features_hidden"] = hidden
+
+
+#: What MEMLAB_HIDE_CPU_FEATURES may name (csrc/core.c, ml_cpu_supports).
+CPU_FEATURES = ("sse2", "avx2", "avx512f")
+
+
+def hidden_cpu_features(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The CPU features the MEMLAB_HIDE_CPU_FEATURES test hook hides, checked.
+
+    The C core's kernels then behave as on a CPU without them (hiding one
+    hides every wider one): an AVX-512 host runs its AVX2 paths. Unknown
+    names are a ValueError, not silently ignored.
+
+    >>> hidden_cpu_features({"MEMLAB_HIDE_CPU_FEATURES": "avx512f"})
+    ['avx512f']
+    """
+    text = (os.environ if environ is None else environ).get("MEMLAB_HIDE_CPU_FEATURES", "")
+    names = [name.strip() for name in text.replace(" ", ",").split(",") if name.strip()]
+    unknown = [name for name in names if name not in CPU_FEATURES]
+    if unknown:
+        raise ValueError(f"MEMLAB_HIDE_CPU_FEATURES names {', '.join(unknown)}; "
+                         f"it may hide {', '.join(CPU_FEATURES)}")
+    return names
 
 
 COLLECTORS: tuple[Callable[..., None], ...] = (

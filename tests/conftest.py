@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -19,6 +21,18 @@ EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 def experiment(name: str) -> ModuleType:
     """An experiment script of experiments/ loaded as a module (its sweep(), table(), ...)."""
     return load_script(EXPERIMENTS / f"{name}.py")
+
+
+def python_with_hidden_features(script: str, hidden: str) -> str:
+    """Run script in a fresh interpreter whose C core hides CPU features; its stdout.
+
+    MEMLAB_HIDE_CPU_FEATURES is the core's test hook (csrc/core.c): the kernels
+    choose their ISA as on a CPU without the hidden features.
+    """
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "MEMLAB_HIDE_CPU_FEATURES": hidden})
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def _probe() -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import hugetlb_free_pages, require_populate_write, skip_if_thp_refused, thp_fallbacks_during
+from conftest import hugetlb_free_pages, python_with_hidden_features, require_populate_write, skip_if_thp_refused, thp_fallbacks_during
 
 from memlab import _core, clear
 from memlab.clear import CHUNK_BYTES, METHODS, ORDERS, FaultParams, OrderParams
@@ -353,3 +353,18 @@ def test_families_are_registered():
 
     assert family("clear_fault") is clear.FAULT_FAMILY
     assert family("clear_order") is clear.ORDER_FAMILY
+
+
+@pytest.mark.parametrize("hidden, store_bytes", [("avx512f", 32), ("avx2", 16)])
+def test_vector_clearing_follows_the_cpu_features(hidden, store_bytes):
+    # the widest stores the CPU has; with MEMLAB_HIDE_CPU_FEATURES as on a CPU without them
+    if store_bytes == 32 and not _core.cpu_features()["avx2"]:
+        pytest.skip("this CPU has no AVX2")
+    script = (
+        "from memlab import clear\n"
+        "for method in ('vector', 'nontemporal'):\n"
+        "    m = clear.order(region_bytes=4 << 20, method=method, check=True, repeat=1, warmup=0, target_seconds=0)\n"
+        "    print(method, m.median('store_bytes'), m.median('nonzero_bytes'))\n"
+    )
+    out = python_with_hidden_features(script, hidden).split()
+    assert out == ["vector", str(float(store_bytes)), "0.0", "nontemporal", str(float(store_bytes)), "0.0"]

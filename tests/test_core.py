@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from memlab import _core
+from memlab import _core, machine
 from conftest import (
+    python_with_hidden_features,
     hardware_counters_available,
     hugetlb_free_pages,
     require_populate_write,
@@ -91,6 +92,50 @@ def test_build_info_records_the_flags():
 
 
 # ---- clock -------------------------------------------------------------------
+
+def cpuinfo_flags() -> set[str]:
+    with open("/proc/cpuinfo") as handle:
+        return next((set(line.split(":", 1)[1].split()) for line in handle if line.startswith("flags")), set())
+
+
+@pytest.mark.build
+def test_cpu_features_are_what_cpuinfo_says():
+    if os.environ.get("MEMLAB_HIDE_CPU_FEATURES"):
+        pytest.skip("MEMLAB_HIDE_CPU_FEATURES hides some features in this run")
+    flags = cpuinfo_flags()
+    assert _core.cpu_features() == {
+        "sse2": "sse2" in flags,
+        "avx2": {"avx2", "fma"} <= flags,
+        "avx512f": "avx512f" in flags,
+    }
+
+
+@pytest.mark.parametrize("hidden, gone", [
+    ("avx512f", {"avx512f"}),
+    ("avx2", {"avx2", "avx512f"}),
+    ("sse2", {"sse2", "avx2", "avx512f"}),
+    ("avx2, avx512f", {"avx2", "avx512f"}),
+])
+def test_hiding_a_cpu_feature_hides_it_and_every_wider_one(hidden, gone):
+    out = python_with_hidden_features("from memlab import _core; print(sorted(_core.cpu_features().items()))",
+                                      hidden)
+    seen = dict(eval(out))
+    assert not any(seen[name] for name in gone)
+    expected_rest = {name: value for name, value in _core.cpu_features().items() if name not in gone}
+    if not os.environ.get("MEMLAB_HIDE_CPU_FEATURES"):
+        assert {name: seen[name] for name in expected_rest} == expected_rest
+
+
+def test_hidden_cpu_features_are_checked_and_recorded():
+    assert machine.hidden_cpu_features({"MEMLAB_HIDE_CPU_FEATURES": "avx2,avx512f"}) == ["avx2", "avx512f"]
+    assert machine.hidden_cpu_features({}) == []
+    with pytest.raises(ValueError, match="MEMLAB_HIDE_CPU_FEATURES names avx512; it may hide sse2, avx2, avx512f"):
+        machine.hidden_cpu_features({"MEMLAB_HIDE_CPU_FEATURES": "avx512"})
+    out = python_with_hidden_features(
+        "from memlab import machine; f = machine.collect(); print(f['cpu_features_hidden'], f['cpu_features_used']['avx512f'])",
+        "avx512f")
+    assert out.split() == ["['avx512f']", "False"]
+
 
 @pytest.mark.build
 def test_calibration_reports_a_frequency_and_agrees_with_imul_chain():

@@ -13,6 +13,7 @@ from conftest import experiment
 from memlab import matrix as mx
 from memlab.sweep import Sweep
 
+from conftest import python_with_hidden_features
 from disasm import function_instructions, packed_instructions
 
 # Every test here runs code whose instructions depend on the -march level of the build.
@@ -102,11 +103,30 @@ def test_auto_isa_is_the_widest_supported():
 def test_unsupported_isa_is_a_value_error():
     unsupported = [isa for isa in mx.ISAS[1:] if isa not in supported_isas()]
     if not unsupported:
-        pytest.skip("this CPU supports every ISA the kernel has")
+        pytest.skip("this CPU supports every ISA the kernel has (the refusal is shown with a hidden one)")
     with pytest.raises(ValueError, match=f"isa={unsupported[0]} is not supported"):
         mx.multiply(8, "tiled_simd", isa=unsupported[0], **FAST)
 
 
+HIDE = {"avx512": "avx512f", "avx2": "avx2", "sse2": "sse2"}
+NARROWER = {"avx512": 256, "avx2": 128, "sse2": 64}
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "sse2"])
+def test_a_hidden_isa_is_refused_and_auto_takes_the_next_narrower(isa):
+    # MEMLAB_HIDE_CPU_FEATURES: this host plays a CPU without the ISA (an AVX2
+    # host on an AVX-512 one), whatever the host really has.
+    require_isa(isa)
+    script = (
+        "from memlab import matrix as mx\n"
+        "fast = dict(repeat=1, warmup=0, target_seconds=0)\n"
+        f"try:\n    mx.multiply(8, 'tiled_simd', isa={isa!r}, **fast)\n"
+        "except ValueError as error:\n    print('refused:', error)\n"
+        "print('auto bits:', mx.multiply(16, 'tiled_simd', **fast).median('simd_bits'))\n"
+    )
+    out = python_with_hidden_features(script, HIDE[isa])
+    assert f"refused: isa={isa} is not supported by this CPU" in out, out
+    assert f"auto bits: {float(NARROWER[isa])}" in out, out
 def test_seeded_inputs_are_reproducible_and_checked():
     first = np.empty((50, 50))
     second = np.empty((50, 50))

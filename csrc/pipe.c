@@ -230,11 +230,11 @@ static int pipe_setup(const void *config, void **state_out, ml_context *ctx, ml_
     long pipe_max = read_long_file("/proc/sys/fs/pipe-max-size");
     if (c->requested_pipe_bytes != 0) {
         if (c->requested_pipe_bytes % page_bytes != 0)
-            return ml_fail(err, ML_ERR_VALUE, 0, "pipe_size=%lld is not a multiple of the page size %ld",
+            return ml_fail(err, ML_ERR_VALUE, 0, "pipe_size_bytes=%lld is not a multiple of the page size %ld",
                            (long long)c->requested_pipe_bytes, page_bytes);
         if (pipe_max > 0 && c->requested_pipe_bytes > pipe_max)
             return ml_fail(err, ML_ERR_VALUE, 0,
-                           "pipe_size=%lld is above the maximum %ld (/proc/sys/fs/pipe-max-size)",
+                           "pipe_size_bytes=%lld is above the maximum %ld (/proc/sys/fs/pipe-max-size)",
                            (long long)c->requested_pipe_bytes, pipe_max);
     }
     if (pipe_check_cpus(c->writer_cpu, c->reader_cpu, "writer_cpu", "reader_cpu", c->busy_loop, err) != 0)
@@ -290,7 +290,7 @@ static int make_data_pipe(int fds[2], const pipe_config *c, size_t *pipe_bytes, 
     if (c->requested_pipe_bytes && fcntl(fds[1], F_SETPIPE_SZ, (int)c->requested_pipe_bytes) < 0) {
         close_pair(fds);
         return ml_fail(err, errno == EPERM ? ML_ERR_VALUE : ML_ERR_OS, errno,
-                       "pipe_size=%lld: F_SETPIPE_SZ failed: %s", (long long)c->requested_pipe_bytes,
+                       "pipe_size_bytes=%lld: F_SETPIPE_SZ failed: %s", (long long)c->requested_pipe_bytes,
                        strerror(errno));
     }
     int capacity = fcntl(fds[1], F_GETPIPE_SZ);
@@ -390,9 +390,9 @@ static const ml_param pipe_params[] = {
      .choices = pipe_writer_names},
     {.name = "reader", .kind = ML_PARAM_CHOICE, .offset = offsetof(pipe_config, reader),
      .choices = pipe_reader_names},
-    {.name = "buffer_size", .kind = ML_PARAM_INT, .offset = offsetof(pipe_config, buffer_bytes),
+    {.name = "buffer_bytes", .kind = ML_PARAM_INT, .offset = offsetof(pipe_config, buffer_bytes),
      .min = 1, .max = (int64_t)1 << 30},
-    {.name = "pipe_size", .kind = ML_PARAM_INT, .offset = offsetof(pipe_config, requested_pipe_bytes),
+    {.name = "pipe_size_bytes", .kind = ML_PARAM_INT, .offset = offsetof(pipe_config, requested_pipe_bytes),
      .min = 0, .max = INT_MAX},
     {.name = "total_bytes", .kind = ML_PARAM_INT, .offset = offsetof(pipe_config, total_bytes),
      .min = 0, .max = (int64_t)PIPE_MAX_TOTAL},

@@ -86,7 +86,7 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
 {
     memset(r, 0, sizeof(*r));
     if (bytes == 0)
-        return ml_fail(err, ML_ERR_VALUE, EINVAL, "region bytes=0 must be positive");
+        return ml_fail(err, ML_ERR_VALUE, EINVAL, "region_bytes=0 must be positive");
     if (alignment & (alignment - 1))
         return ml_fail(err, ML_ERR_VALUE, EINVAL, "alignment=%zu is not a power of two", alignment);
     if (ml_check_memory(bytes, "the region", err) < 0)
@@ -287,7 +287,7 @@ typedef struct {
 } region_config;
 
 static const ml_param region_params[] = {
-    {.name = "bytes", .kind = ML_PARAM_INT, .offset = offsetof(region_config, region_bytes),
+    {.name = "region_bytes", .kind = ML_PARAM_INT, .offset = offsetof(region_config, region_bytes),
      .min = 4096, .max = INT64_MAX},
     {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(region_config, pages),
      .choices = ml_page_kind_names},
@@ -302,7 +302,7 @@ static int region_setup(const void *config, void **state, ml_context *ctx, ml_er
 {
     (void)ctx;
     const region_config *c = config;
-    if (ml_check_memory((size_t)c->region_bytes, "bytes", err) < 0)
+    if (ml_check_memory((size_t)c->region_bytes, "region_bytes", err) < 0)
         return -1;
     return ml_setup_copy_config(c, sizeof(*c), state, err);
 }

@@ -72,7 +72,7 @@ typedef struct share_state {
 static const ml_param share_params[] = {
     {.name = "threads", .kind = ML_PARAM_INT, .offset = offsetof(share_config, threads), .min = 1,
      .max = SHARE_MAX_THREADS},
-    {.name = "disp", .kind = ML_PARAM_INT, .offset = offsetof(share_config, disp), .min = 0,
+    {.name = "disp_longs", .kind = ML_PARAM_INT, .offset = offsetof(share_config, disp), .min = 0,
      .max = SHARE_MAX_DISP},
     {.name = "atomic", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, atomic)},
     {.name = "increments", .kind = ML_PARAM_INT, .offset = offsetof(share_config, increments), .min = 0,

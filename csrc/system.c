@@ -77,7 +77,7 @@ static const ml_param system_params[] = {
      .min = 0, .max = INT64_C(1) << 40},
     {.name = "copies", .kind = ML_PARAM_INT, .offset = offsetof(system_config, copies),
      .min = 1, .max = SYSTEM_MAX_COPIES},
-    {.name = "buffer_size", .kind = ML_PARAM_INT, .offset = offsetof(system_config, buffer_bytes),
+    {.name = "buffer_bytes", .kind = ML_PARAM_INT, .offset = offsetof(system_config, buffer_bytes),
      .min = 1, .max = SYSTEM_MAX_BUFFER_BYTES},
     {.name = "max_blocks", .kind = ML_PARAM_INT, .offset = offsetof(system_config, max_blocks),
      .min = 1, .max = SYSTEM_MAX_BLOCKS},
@@ -339,7 +339,7 @@ static int setup_state(system_state *s, const system_config *c, ml_context *ctx,
 
     if (s->buffer_bytes > s->file_bytes)
         return ml_fail(err, ML_ERR_VALUE, 0,
-                       "buffer_size=%zu is above the file size max_blocks x 1024 = %" PRIu64 " bytes",
+                       "buffer_bytes=%zu is above the file size max_blocks x 1024 = %" PRIu64 " bytes",
                        s->buffer_bytes, s->file_bytes);
     struct stat st;
     if (stat(s->directory, &st) < 0)

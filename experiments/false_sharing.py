@@ -35,7 +35,7 @@ def sweep(quick: bool = False) -> Sweep:
     return Sweep(
         name="false-sharing-quick" if quick else "false-sharing",
         family="share",
-        points=grid(threads=threads, disp=disps, atomic=[True, False]),
+        points=grid(threads=threads, disp_longs=disps, atomic=[True, False]),
         repeat=5 if quick else 9,
         warmup=1,
         target_seconds=0.05 if quick else 0.2,
@@ -48,7 +48,7 @@ def penalty_table(dataset: Dataset) -> str:
              f"{'fastest/fastest':>16}{'lost updates at disp 0':>24}{'threads on CPU':>16}"]
     for threads in sorted(set(dataset.column("threads"))):
         for atomic in (True, False):
-            rows = {r["disp"]: r for r in dataset.filter(threads=threads, atomic=atomic)}
+            rows = {r["disp_longs"]: r for r in dataset.filter(threads=threads, atomic=atomic)}
             if 1 not in rows or 8 not in rows:
                 continue
             p = memlab.share.penalty(rows[1], rows[8])

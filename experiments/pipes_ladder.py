@@ -36,8 +36,8 @@ def ladder(
     *,
     placements: Sequence[str] | None = None,
     total_bytes: int | None = None,
-    buffer_size: int = 256 << 10,
-    pipe_size: int | None = 256 << 10,
+    buffer_bytes: int = 256 << 10,
+    pipe_size_bytes: int | None = 256 << 10,
     verify: bool = False,
     repeat: int | None = None,
     target_seconds: float | None = None,
@@ -58,8 +58,8 @@ def ladder(
     1.0
     """
     ladder_sweep = pipe.ladder_sweep(
-        quick, placements=placements, total_bytes=total_bytes, buffer_size=buffer_size,
-        pipe_size=pipe_size, verify=verify, repeat=repeat, target_seconds=target_seconds,
+        quick, placements=placements, total_bytes=total_bytes, buffer_bytes=buffer_bytes,
+        pipe_size_bytes=pipe_size_bytes, verify=verify, repeat=repeat, target_seconds=target_seconds,
     )
     return pipe.add_ratios(memlab.sweep.run_sweep(ladder_sweep, out, progress=progress))
 

@@ -43,9 +43,9 @@ def build(directory: str) -> str:
 
 
 def pair_command(binary: str, settings: dict[str, Any], cpus: tuple[int, int], total_bytes: int,
-                 buffer_size: int, pipe_size: int) -> str:
+                 buffer_bytes: int, pipe_size_bytes: int) -> str:
     """The shell pipeline running one standalone sample with the rung's flags."""
-    common = ["--buffer-size", str(buffer_size), "--pipe-size", str(pipe_size),
+    common = ["--buffer-size", str(buffer_bytes), "--pipe-size", str(pipe_size_bytes),
               "--total-bytes", str(total_bytes)]
     if settings["huge_pages"]:
         common.append("--huge-pages")
@@ -67,7 +67,7 @@ def pair_sample(command: str, timeout_s: float) -> float:
     return float(match.group(3))
 
 
-def compare(quick: bool, repeat: int, seconds: float, buffer_size: int, pipe_size: int) -> Dataset:
+def compare(quick: bool, repeat: int, seconds: float, buffer_bytes: int, pipe_size_bytes: int) -> Dataset:
     """Rows of (placement, rung) with both medians and their ratio."""
     rows = []
     with tempfile.TemporaryDirectory() as directory:
@@ -77,11 +77,11 @@ def compare(quick: bool, repeat: int, seconds: float, buffer_size: int, pipe_siz
             for name, settings in pipe.RUNGS:
                 if settings["busy_loop"] and cpus[0] == cpus[1]:
                     continue
-                point = dict(settings, buffer_size=buffer_size, pipe_size=pipe_size,
+                point = dict(settings, buffer_bytes=buffer_bytes, pipe_size_bytes=pipe_size_bytes,
                              writer_cpu=cpus[0], reader_cpu=cpus[1])
                 sizing = pipe.run(point, repeat=1, warmup=1, target_seconds=seconds, counters=False)
                 total = int(sizing.median("total_bytes"))
-                command = pair_command(binary, settings, cpus, total, buffer_size, pipe_size)
+                command = pair_command(binary, settings, cpus, total, buffer_bytes, pipe_size_bytes)
                 pair_sample(command, 120)  # warm-up
                 standalone, memlab_rates = [], []
                 for _ in range(repeat):
@@ -126,13 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="0.1 s samples, 3 repeats")
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=None, help="sample length (default 0.5)")
-    parser.add_argument("--buffer-size", type=int, default=256 << 10)
-    parser.add_argument("--pipe-size", type=int, default=256 << 10)
+    parser.add_argument("--buffer-bytes", type=int, default=256 << 10)
+    parser.add_argument("--pipe-size-bytes", type=int, default=256 << 10)
     parser.add_argument("--out", default="results/pipe-standalone.csv")
     args = parser.parse_args(argv)
     repeat = args.repeat or (3 if args.quick else 7)
     seconds = args.seconds or (0.1 if args.quick else 0.5)
-    dataset = compare(args.quick, repeat, seconds, args.buffer_size, args.pipe_size)
+    dataset = compare(args.quick, repeat, seconds, args.buffer_bytes, args.pipe_size_bytes)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     dataset.save(args.out)
     worst = max(abs(r["memlab_over_standalone"] - 1) for r in dataset.rows)

@@ -36,7 +36,7 @@ def sweep(quick: bool = False) -> Sweep:
         for test in memlab.system.UNIXBENCH_TESTS.values():
             point = {"test": test.test, "duration_s": duration, "copies": copies}
             if test.test == "file_copy":
-                point.update(buffer_size=test.buffer_size, max_blocks=test.max_blocks)
+                point.update(buffer_bytes=test.buffer_bytes, max_blocks=test.max_blocks)
             points.append(point)
     return Sweep(
         name="unixbench-quick" if quick else "unixbench",

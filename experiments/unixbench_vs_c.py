@@ -67,9 +67,9 @@ def cases(duration: float, scratch: str) -> dict[str, tuple[dict, list[str]]]:
     out = {}
     for test in system.UNIXBENCH_TESTS.values():
         if test.test == "file_copy":
-            params = {"test": "file_copy", "buffer_size": test.buffer_size,
+            params = {"test": "file_copy", "buffer_bytes": test.buffer_bytes,
                       "max_blocks": test.max_blocks, "directory": scratch}
-            args = ["fstime", str(duration), str(test.buffer_size), str(test.max_blocks), scratch]
+            args = ["fstime", str(duration), str(test.buffer_bytes), str(test.max_blocks), scratch]
         else:
             params = {"test": test.test}
             args = [test.test, str(duration)]
@@ -92,7 +92,9 @@ def compare(duration: float, rounds: int, copies: int, tests: list[str], scratch
                     if runner == "memlab":
                         m = system.run(dict(params, duration_s=duration, copies=copies), repeat=1, warmup=0,
                                        counters=False)
-                        rate, per_cpu = m.median("result"), m.median("result_per_cpu_s")
+                        test = params["test"]
+                        rate = m.median(system.unixbench_metric(test))
+                        per_cpu = m.median(system.unixbench_metric(test, per_cpu_s=True))
                     else:
                         rate, per_cpu = standalone_rates(command, copies)
                     rows.append({"test": name, "round": round_index, "runner": runner, "copies": copies,

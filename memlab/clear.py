@@ -25,8 +25,8 @@ from memlab import chart
 from memlab._core import Kernel
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, check_number
-from memlab.machine import populate_write_supported
 from memlab.grid import Sweep, grid
+from memlab.machine import populate_write_supported
 from memlab.measure import Measurement
 
 __all__ = [

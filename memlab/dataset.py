@@ -47,13 +47,12 @@ __all__ = [
     "check_metric_name",
     "check_param_name",
     "column_renames",
-    "key_value",
     "column_types",
+    "context_column",
+    "counter_column",
+    "key_value",
     "machine_key",
     "machine_series",
-    "union_machines",
-    "counter_column",
-    "context_column",
     "metric_column",
     "metric_names",
     "param_names",
@@ -62,6 +61,7 @@ __all__ = [
     "primary_metric",
     "renamed_column",
     "statistic_column",
+    "union_machines",
 ]
 
 FORMAT_NAME = "memlab-dataset"
@@ -106,6 +106,11 @@ COLUMN_ALIASES: dict[str, dict[str, str]] = {
         "check_visits_min": "check_visits_fewest",
         "check_visits_max": "check_visits_most",
     },
+    # Parameters given their unit.
+    "region": {"bytes": "region_bytes"},
+    "pipe": {"buffer_size": "buffer_bytes", "pipe_size": "pipe_size_bytes"},
+    "system": {"buffer_size": "buffer_bytes"},
+    "share": {"disp": "disp_longs"},
 }
 
 

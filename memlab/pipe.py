@@ -1,7 +1,7 @@
 """Pipe transfer: how fast one process can hand bytes to another (seed 000).
 
 A writer process and a reader process, forked from C and pinned to CPUs when
-asked, move ``total_bytes`` through a pipe in ``buffer_size`` chunks. The
+asked, move ``total_bytes`` through a pipe in ``buffer_bytes`` chunks. The
 writer uses ``write`` or ``vmsplice``, the reader ``read`` or ``splice`` to
 /dev/null; the metric is the reader's rate in GiB/s. :func:`ladder` climbs
 the article "Making Linux pipes fast" rung by rung (:func:`ladder_sweep`,
@@ -99,10 +99,10 @@ def _check_cpu(name: str, value: Any) -> int | None:
 class PipeParams:
     """One pipe transfer.
 
-    ``pipe_size`` None keeps the kernel's default pipe; ``total_bytes`` None
+    ``pipe_size_bytes`` None keeps the kernel's default pipe; ``total_bytes`` None
     adapts the bytes per sample until a sample lasts the target time.
     ``vmsplice_sections`` None lets the writer use as many buffer sections
-    as make reuse safe (two when pipe_size <= buffer_size, the article's
+    as make reuse safe (two when pipe_size_bytes <= buffer_bytes, the article's
     scheme); a smaller number is only for showing, with ``verify``, what
     reusing pages still in the pipe does. ``writer_cpu``/``reader_cpu`` None
     leaves that end unpinned.
@@ -115,8 +115,8 @@ class PipeParams:
 
     writer: str = "write"
     reader: str = "read"
-    buffer_size: int = 256 << 10
-    pipe_size: int | None = 256 << 10
+    buffer_bytes: int = 256 << 10
+    pipe_size_bytes: int | None = 256 << 10
     total_bytes: int | None = None
     huge_pages: bool = False
     busy_loop: bool = False
@@ -130,17 +130,17 @@ class PipeParams:
     def __post_init__(self) -> None:
         check_choice("writer", self.writer, WRITERS)
         check_choice("reader", self.reader, READERS)
-        check_int("buffer_size", self.buffer_size, 1, MAX_BUFFER_BYTES)
-        if self.pipe_size is not None:
-            check_int("pipe_size", self.pipe_size, PAGE_BYTES)
-            if self.pipe_size % PAGE_BYTES:
+        check_int("buffer_bytes", self.buffer_bytes, 1, MAX_BUFFER_BYTES)
+        if self.pipe_size_bytes is not None:
+            check_int("pipe_size_bytes", self.pipe_size_bytes, PAGE_BYTES)
+            if self.pipe_size_bytes % PAGE_BYTES:
                 raise ValueError(
-                    f"pipe_size={self.pipe_size} is not a multiple of the page size {PAGE_BYTES}"
+                    f"pipe_size_bytes={self.pipe_size_bytes} is not a multiple of the page size {PAGE_BYTES}"
                 )
             limit = pipe_max_size()
-            if limit is not None and self.pipe_size > limit:
+            if limit is not None and self.pipe_size_bytes > limit:
                 raise ValueError(
-                    f"pipe_size={self.pipe_size} is above the maximum {limit} ({PIPE_MAX_SIZE_PATH})"
+                    f"pipe_size_bytes={self.pipe_size_bytes} is above the maximum {limit} ({PIPE_MAX_SIZE_PATH})"
                 )
         if self.total_bytes is not None:
             check_int("total_bytes", self.total_bytes, 1, MAX_TOTAL_BYTES)
@@ -163,8 +163,8 @@ def _to_core(params: PipeParams) -> dict[str, Any]:
     return {
         "writer": params.writer,
         "reader": params.reader,
-        "buffer_size": params.buffer_size,
-        "pipe_size": params.pipe_size or 0,
+        "buffer_bytes": params.buffer_bytes,
+        "pipe_size_bytes": params.pipe_size_bytes or 0,
         "total_bytes": params.total_bytes or 0,
         "huge_pages": params.huge_pages,
         "busy_loop": params.busy_loop,
@@ -334,8 +334,8 @@ def ladder_sweep(
     *,
     placements: Sequence[str] | None = None,
     total_bytes: int | None = None,
-    buffer_size: int = 256 << 10,
-    pipe_size: int | None = 256 << 10,
+    buffer_bytes: int = 256 << 10,
+    pipe_size_bytes: int | None = 256 << 10,
     verify: bool = False,
     repeat: int | None = None,
     target_seconds: float | None = None,
@@ -358,8 +358,8 @@ def ladder_sweep(
                 continue
             points.append({
                 **settings,
-                "buffer_size": buffer_size,
-                "pipe_size": pipe_size,
+                "buffer_bytes": buffer_bytes,
+                "pipe_size_bytes": pipe_size_bytes,
                 "total_bytes": total_bytes,
                 "verify": verify,
                 "writer_cpu": writer_cpu,

@@ -22,19 +22,19 @@ POPULATE_MODES = ("none", "touch", "map_populate", "madvise_populate_write")
 
 @dataclass(frozen=True)
 class RegionParams:
-    """A region of ``bytes`` with page kind ``pages`` and populate mode ``populate``.
+    """A region of ``region_bytes`` with page kind ``pages`` and populate mode ``populate``.
 
     ``allow_fallback``: a refused hugetlb/THP request falls back to 4 KiB
     pages (reported as ``fell_back``) instead of raising OSError.
     """
 
-    bytes: int = 64 << 20
+    region_bytes: int = 64 << 20
     pages: str = "4k"
     populate: str = "touch"
     allow_fallback: bool = False
 
     def __post_init__(self) -> None:
-        check_int("bytes", self.bytes, 4096)
+        check_int("region_bytes", self.region_bytes, 4096)
         check_choice("pages", self.pages, PAGE_KINDS)
         check_choice("populate", self.populate, POPULATE_MODES)
         check_bool("allow_fallback", self.allow_fallback)
@@ -43,7 +43,7 @@ class RegionParams:
 def run(params: RegionParams | dict | None = None, **options) -> Measurement:
     """Map and populate a region; GB_per_s made usable, faults and huge_fraction.
 
-    >>> m = run(bytes=8 << 20, pages="4k", populate="touch", repeat=1)
+    >>> m = run(region_bytes=8 << 20, pages="4k", populate="touch", repeat=1)
     >>> m.median("granted_page_bytes")
     4096.0
     """
@@ -55,7 +55,7 @@ def figure(data: Dataset | str, metric: str = "GB_per_s"):
 
     >>> fig = figure("memlab-tour/region.csv")   # doctest: +SKIP
     """
-    return chart.bars_figure(data, metric, series=["pages"], facet=["bytes"],
+    return chart.bars_figure(data, metric, series=["pages"], facet=["region_bytes"],
                              title="region: GB/s of memory mapped and populated")
 
 
@@ -63,7 +63,7 @@ def _quick_sweep() -> Sweep:
     return Sweep(
         name="quick",
         family="region",
-        points=grid(bytes=[64 << 20], pages=["4k", "thp"], populate=["touch", "madvise_populate_write"]),
+        points=grid(region_bytes=[64 << 20], pages=["4k", "thp"], populate=["touch", "madvise_populate_write"]),
         repeat=3,
     )
 

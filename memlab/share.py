@@ -2,11 +2,12 @@
 
 Drepper's test (seed 004, section 6.4.1, program of section 9.3): ``threads``
 threads, pinned one per CPU, each add 1 to a counter ``increments`` times;
-thread i's counter is ``disp`` longs after thread i-1's.
+thread i's counter is ``disp_longs`` longs after thread i-1's (the seed's DISP,
+counted in 8-byte longs as its program does).
 
-- ``disp=0``: one counter shared by every thread (true sharing);
-- ``disp`` 1..7: distinct counters in one 64-byte cache line (false sharing);
-- ``disp >= 8``: each counter on its own line.
+- ``disp_longs=0``: one counter shared by every thread (true sharing);
+- ``disp_longs`` 1..7: distinct counters in one 64-byte cache line (false sharing);
+- ``disp_longs >= 8``: each counter on its own line.
 
 ``atomic=True`` uses a locked add; ``atomic=False`` a plain load-add-store,
 which loses updates when threads share one counter: ``lost_updates`` (the
@@ -42,7 +43,7 @@ MAX_DISP = 1 << 20
 
 @dataclass(frozen=True)
 class ShareParams:
-    """``threads`` threads incrementing counters ``disp`` longs apart.
+    """``threads`` threads incrementing counters ``disp_longs`` longs apart.
 
     ``threads`` defaults to 2, or 1 on a one-CPU machine.
     ``increments``: per thread; 0 adapts the count so that a sample lasts
@@ -51,14 +52,14 @@ class ShareParams:
     """
 
     threads: int = field(default_factory=lambda: min(2, len(os.sched_getaffinity(0))))
-    disp: int = 8
+    disp_longs: int = 8
     atomic: bool = True
     increments: int = 0
     pin: bool = True
 
     def __post_init__(self) -> None:
         check_int("threads", self.threads, 1, MAX_THREADS)
-        check_int("disp", self.disp, 0, MAX_DISP)
+        check_int("disp_longs", self.disp_longs, 0, MAX_DISP)
         object.__setattr__(self, "atomic", check_bool("atomic", self.atomic))
         check_int("increments", self.increments, 0, 1 << 40)
         object.__setattr__(self, "pin", check_bool("pin", self.pin))
@@ -72,9 +73,9 @@ class ShareParams:
 
 
 def run(params: ShareParams | dict | None = None, **options: Any) -> Measurement:
-    """Measure ns per increment for one (threads, disp, atomic) point.
+    """Measure ns per increment for one (threads, disp_longs, atomic) point.
 
-    >>> m = run(threads=1, disp=0, atomic=True, increments=100_000, repeat=1, warmup=0)
+    >>> m = run(threads=1, disp_longs=0, atomic=True, increments=100_000, repeat=1, warmup=0)
     >>> m.median("final_count")
     100000.0
     """
@@ -98,7 +99,7 @@ def penalty(
     fastest samples (the least disturbed by other processes). Each argument is a
     Measurement or a dataset row (which keeps ``<metric>_samples``).
 
-    >>> a = run(threads=1, disp=1, increments=100_000, repeat=3, warmup=0)
+    >>> a = run(threads=1, disp_longs=1, increments=100_000, repeat=3, warmup=0)
     >>> sorted(penalty(a, a))
     ['ratio', 'ratio_max', 'ratio_min', 'ratio_of_fastest']
     """
@@ -118,14 +119,14 @@ def penalty(
 def false_sharing_penalty(
     threads: int | None = None,
     atomic: bool = True,
-    false_disp: int = 1,
-    own_disp: int = 8,
+    false_disp_longs: int = 1,
+    own_disp_longs: int = 8,
     rounds: int = 7,
     metric: str = "ns_per_increment",
     **options: Any,
 ) -> dict[str, float]:
-    """The false-sharing penalty: ``metric`` at disp=false_disp (one cache
-    line) over disp=own_disp (a line each), measured alternately for
+    """The false-sharing penalty: ``metric`` at disp_longs=false_disp_longs (one cache
+    line) over disp_longs=own_disp_longs (a line each), measured alternately for
     ``rounds`` rounds so that both see the same load. Returns the ratio of
     medians, the median and extremes of the per-round ratios, and the ratio
     of the fastest samples.
@@ -140,10 +141,10 @@ def false_sharing_penalty(
     shared: list[float] = []
     own: list[float] = []
     for index in range(rounds):
-        order = (false_disp, own_disp) if index % 2 == 0 else (own_disp, false_disp)
+        order = (false_disp_longs, own_disp_longs) if index % 2 == 0 else (own_disp_longs, false_disp_longs)
         for disp in order:
-            m = run(dict(point, disp=disp, atomic=atomic), **options)
-            (shared if disp == false_disp else own).append(statistics.median(_samples(m, metric)))
+            m = run(dict(point, disp_longs=disp, atomic=atomic), **options)
+            (shared if disp == false_disp_longs else own).append(statistics.median(_samples(m, metric)))
     paired = [a / b for a, b in zip(shared, own)]
     return {
         "ratio": statistics.median(shared) / statistics.median(own),
@@ -166,7 +167,7 @@ def _quick_sweep() -> Sweep:
     return Sweep(
         name="quick",
         family="share",
-        points=grid(threads=[threads], disp=[0, 1, 8], atomic=[True, False]),
+        points=grid(threads=[threads], disp_longs=[0, 1, 8], atomic=[True, False]),
         repeat=3,
         warmup=1,
         target_seconds=0.1,
@@ -174,9 +175,9 @@ def _quick_sweep() -> Sweep:
 
 
 def figure(data: Dataset | str, metric: str | None = None):
-    """Cache-line sharing: ns per increment by ``disp`` (longs between the threads' counters).
+    """Cache-line sharing: ns per increment by ``disp_longs`` (longs between the threads' counters).
 
-    disp 0 shares one counter, disp 1..7 one cache line (false sharing), 8
+    0 shares one counter, 1..7 one cache line (false sharing), 8
     and more a line per thread. One line per other varying parameter
     (atomic, threads).
 
@@ -184,20 +185,20 @@ def figure(data: Dataset | str, metric: str | None = None):
     """
     ds = chart.as_dataset(data)
     metric = metric or ds.primary_metric(("ns_per_increment",))
-    rows = [r for r in chart.rows_with(ds, metric) if chart.finite(r.get("disp"))]
+    rows = [r for r in chart.rows_with(ds, metric) if chart.finite(r.get("disp_longs"))]
     if not rows:
         return chart.generic_figure(ds)
-    disps = sorted({r["disp"] for r in rows})
-    others = [n for n in chart.varying(rows, ds.param_names) if n != "disp"]
+    disps = sorted({r["disp_longs"] for r in rows})
+    others = [n for n in chart.varying(rows, ds.param_names) if n != "disp_longs"]
     fig, ax = chart.new_figure()
     for members in chart.groups(rows, others).values():
-        members = sorted(members, key=lambda r: r["disp"])
-        xs = [disps.index(r["disp"]) for r in members]
+        members = sorted(members, key=lambda r: r["disp_longs"])
+        xs = [disps.index(r["disp_longs"]) for r in members]
         ax.errorbar(xs, [r[metric] for r in members], yerr=chart.spread(members, metric), marker="o",
                     markersize=4, capsize=2, label=chart.label(members[0], others))
     ax.set_xticks(range(len(disps)))
     ax.set_xticklabels([str(int(d)) for d in disps])
-    ax.set_xlabel("disp (longs between counters; 8 longs = one 64-byte line)")
+    ax.set_xlabel("disp_longs (longs between counters; 8 longs = one 64-byte line)")
     ax.set_ylabel(metric_label(metric))
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
@@ -215,9 +216,9 @@ FAMILY = Family(
     primary_metric="ns_per_increment",
     derive=_derive,
     sweeps={"quick": _quick_sweep},
-    description="threads incrementing counters disp longs apart: false sharing and atomics",
+    description="threads incrementing counters disp_longs longs apart: false sharing and atomics",
     figure=figure,
-    caption="Two threads incrementing counters disp longs apart: one counter (0), one cache line "
+    caption="Two threads incrementing counters disp_longs longs apart: one counter (0), one cache line "
             "(1-7, false sharing) or a line each (8 and more).",
     report_columns=("lost_updates",),
 )

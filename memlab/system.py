@@ -7,7 +7,7 @@ UnixBench's ``spawn``, ``execl`` and ``fstime -c`` programs do (seed 002):
   per second.
 - ``execl``: a program that re-executes itself, carrying its counter in its
   arguments; execs per second.
-- ``file_copy``: a file of ``max_blocks`` KiB is read in ``buffer_size``
+- ``file_copy``: a file of ``max_blocks`` KiB is read in ``buffer_bytes``
   chunks and written to a second file, rewinding both at the end, for the
   duration; KB per second (KB = 1024 bytes, as fstime counts).
 
@@ -19,10 +19,11 @@ program installed with the package (``memlab/_bin/``), because fork() of a
 process as large as the Python interpreter costs several times more than
 fork() of a small C program, which is what UnixBench measures.
 
-Every result carries UnixBench's score: ``result`` (lps or KBps) and
-``index`` = result / baseline x 10 with UnixBench's baselines, and
-:func:`index` gives the geometric-mean index of a run, so that numbers
-compare with published UnixBench reports.
+Every result carries UnixBench's RESULT in its own unit, ``loops_per_s``
+(spawn, execl: lps) or ``KB_per_s`` (file_copy: KBps; :func:`unixbench_metric`
+names it), and ``index`` = RESULT / baseline x 10 with UnixBench's
+baselines; :func:`index` gives the geometric-mean index of a run, so that
+numbers compare with published UnixBench reports.
 """
 
 from __future__ import annotations
@@ -58,12 +59,13 @@ __all__ = [
     "run",
     "spawn",
     "unixbench_index",
+    "unixbench_metric",
     "unixbench_test",
 ]
 
 TESTS = ("spawn", "execl", "file_copy")
 MAX_COPIES = 256
-MAX_BUFFER_SIZE = 16 << 20
+MAX_BUFFER_BYTES = 16 << 20
 MAX_BLOCKS = 16 << 20
 HELPER_NAME = "memlab_system_helper"
 
@@ -75,7 +77,7 @@ class UnixBenchTest:
     name: str
     title: str
     test: str
-    buffer_size: int | None
+    buffer_bytes: int | None
     max_blocks: int | None
     baseline: float
     unit: str
@@ -92,9 +94,9 @@ UNIXBENCH_TESTS: dict[str, UnixBenchTest] = {
     )
 }
 
-#: UnixBench's three file-copy cases by program name: buffer_size and max_blocks.
+#: UnixBench's three file-copy cases by program name: buffer_bytes and max_blocks.
 FILE_COPY_PRESETS: dict[str, dict[str, int]] = {
-    t.name: {"buffer_size": t.buffer_size, "max_blocks": t.max_blocks}
+    t.name: {"buffer_bytes": t.buffer_bytes, "max_blocks": t.max_blocks}
     for t in UNIXBENCH_TESTS.values()
     if t.test == "file_copy"
 }
@@ -106,7 +108,7 @@ class SystemParams:
 
     ``test``: spawn, execl or file_copy. ``duration_s``: length of one sample.
     ``iterations``: > 0 runs exactly that many loops per copy instead.
-    ``copies``: parallel worker processes (UnixBench's -c). ``buffer_size``
+    ``copies``: parallel worker processes (UnixBench's -c). ``buffer_bytes``
     (bytes) and ``max_blocks`` (KiB of the file): file_copy only.
     ``directory``: where file_copy's two files per copy live ("" = the system
     temporary directory); they are unnamed and vanish when the run ends.
@@ -116,7 +118,7 @@ class SystemParams:
     duration_s: float = 1.0
     copies: int = 1
     iterations: int = 0
-    buffer_size: int = 1024
+    buffer_bytes: int = 1024
     max_blocks: int = 2000
     directory: str = ""
 
@@ -127,11 +129,11 @@ class SystemParams:
             raise ValueError(f"duration_s={self.duration_s:g} is below the minimum 0.001")
         check_int("copies", self.copies, 1, MAX_COPIES)
         check_int("iterations", self.iterations, 0, 1 << 40)
-        check_int("buffer_size", self.buffer_size, 1, MAX_BUFFER_SIZE)
+        check_int("buffer_bytes", self.buffer_bytes, 1, MAX_BUFFER_BYTES)
         check_int("max_blocks", self.max_blocks, 1, MAX_BLOCKS)
-        if self.buffer_size > self.max_blocks * 1024:
+        if self.buffer_bytes > self.max_blocks * 1024:
             raise ValueError(
-                f"buffer_size={self.buffer_size} is above the file size "
+                f"buffer_bytes={self.buffer_bytes} is above the file size "
                 f"max_blocks x 1024 = {self.max_blocks * 1024} bytes"
             )
         if not isinstance(self.directory, (str, os.PathLike)):
@@ -170,7 +172,7 @@ def _to_core(params: SystemParams) -> dict[str, Any]:
         "duration_s": float(params.duration_s),
         "iterations": params.iterations,
         "copies": params.copies,
-        "buffer_size": params.buffer_size,
+        "buffer_bytes": params.buffer_bytes,
         "max_blocks": params.max_blocks,
         "directory": b"\0",
         "helper": b"\0",
@@ -185,42 +187,49 @@ def _to_core(params: SystemParams) -> dict[str, Any]:
 def unixbench_test(params: SystemParams | Mapping[str, Any]) -> UnixBenchTest | None:
     """The UnixBench test these parameters reproduce (None: no UnixBench baseline).
 
-    >>> unixbench_test({"test": "file_copy", "buffer_size": 256, "max_blocks": 500}).title
+    >>> unixbench_test({"test": "file_copy", "buffer_bytes": 256, "max_blocks": 500}).title
     'File Copy 256 bufsize 500 maxblocks'
     """
     get = params.get if isinstance(params, Mapping) else lambda key: getattr(params, key)
     for t in UNIXBENCH_TESTS.values():
         if t.test != get("test"):
             continue
-        if t.test != "file_copy" or (get("buffer_size"), get("max_blocks")) == (t.buffer_size, t.max_blocks):
+        if t.test != "file_copy" or (get("buffer_bytes"), get("max_blocks")) == (t.buffer_bytes, t.max_blocks):
             return t
     return None
 
 
+def unixbench_metric(test: str, per_cpu_s: bool = False) -> str:
+    """The metric holding UnixBench's RESULT of a test: ``KB_per_s`` for file_copy
+    (KBps), ``loops_per_s`` otherwise (lps); with ``per_cpu_s`` the same per CPU
+    second of the workers (``KB_per_cpu_s``, ``loops_per_cpu_s``).
+
+    >>> unixbench_metric("file_copy"), unixbench_metric("spawn", per_cpu_s=True)
+    ('KB_per_s', 'loops_per_cpu_s')
+    """
+    check_choice("test", test, TESTS)
+    unit = "KB" if test == "file_copy" else "loops"
+    return f"{unit}_per_cpu_s" if per_cpu_s else f"{unit}_per_s"
+
+
 def _derive(params: SystemParams, values: dict[str, float]) -> dict[str, float]:
-    loops_per_s = values.get("loops_per_s", 0.0)
     derived: dict[str, float] = {}
     if params.test == "file_copy":
-        result = values.get("GB_per_s", 0.0) * 1e9 / 1024
-        derived["KB_per_s"] = result
-    else:
-        result = loops_per_s
-        if params.test == "execl":
-            derived["execs_per_s"] = loops_per_s
-    derived["result"] = result
-    loops_per_cpu_s = values.get("loops_per_cpu_s")
-    if loops_per_cpu_s is not None:
-        # the result per CPU second of the workers: steadier on a busy machine
-        scale = params.buffer_size / 1024 if params.test == "file_copy" else 1.0
-        derived["result_per_cpu_s"] = loops_per_cpu_s * scale
+        derived["KB_per_s"] = values.get("GB_per_s", 0.0) * 1e9 / 1024
+        if "loops_per_cpu_s" in values:
+            # per CPU second of the workers: steadier on a busy machine
+            derived["KB_per_cpu_s"] = values["loops_per_cpu_s"] * params.buffer_bytes / 1024
+    elif params.test == "execl":
+        derived["execs_per_s"] = values.get("loops_per_s", 0.0)
     test = unixbench_test(params)
     if test is not None:
-        derived["index"] = result / test.baseline * 10
+        rate = derived.get("KB_per_s", values.get("loops_per_s", 0.0))
+        derived["index"] = rate / test.baseline * 10
     return derived
 
 
 def run(params: SystemParams | dict | None = None, **options: Any) -> Measurement:
-    """Measure one system test; ``result`` in lps or KBps and UnixBench's ``index``.
+    """Measure one system test: ``loops_per_s`` (and ``KB_per_s`` for file_copy) and UnixBench's ``index``.
 
     >>> m = run(test="spawn", iterations=20, repeat=1, warmup=0)
     >>> m.median("children_reaped")
@@ -232,7 +241,7 @@ def run(params: SystemParams | dict | None = None, **options: Any) -> Measuremen
 def spawn(duration_s: float = 1.0, copies: int = 1, **options: Any) -> Measurement:
     """Process creation: fork + child _exit + wait in a loop, in loops per second.
 
-    ``result`` and ``loops_per_s`` are the loops of all copies over their
+    ``loops_per_s`` (UnixBench's lps) are the loops of all copies over their
     mean elapsed time; ``index`` scores it against UnixBench's 126.0 lps.
     Counters are off unless ``counters=True``: inherited perf events are
     copied at every fork and summed at every exit, which slows the very
@@ -249,7 +258,7 @@ def spawn(duration_s: float = 1.0, copies: int = 1, **options: Any) -> Measureme
 def execl(duration_s: float = 1.0, copies: int = 1, **options: Any) -> Measurement:
     """execl throughput: a helper that re-executes itself; execs per second.
 
-    ``execs_per_s`` (= ``result``, UnixBench's lps) counts the execs of all
+    ``execs_per_s`` (= ``loops_per_s``, UnixBench's lps) counts the execs of all
     copies; ``index`` scores it against UnixBench's 43.0 lps. Counters are
     off unless ``counters=True``, as for :func:`spawn`.
 
@@ -262,7 +271,7 @@ def execl(duration_s: float = 1.0, copies: int = 1, **options: Any) -> Measureme
 
 
 def file_copy(
-    buffer_size: int | None = None,
+    buffer_bytes: int | None = None,
     max_blocks: int | None = None,
     duration_s: float = 1.0,
     copies: int = 1,
@@ -271,7 +280,7 @@ def file_copy(
     preset: str | None = None,
     **options: Any,
 ) -> Measurement:
-    """fstime's copy test: read buffer_size chunks of a max_blocks KiB file and
+    """fstime's copy test: read buffer_bytes chunks of a max_blocks KiB file and
     write them to a second file for duration_s; KB per second (``KB_per_s``).
 
     ``preset`` picks UnixBench's cases: "fsbuffer" (256/500), "fstime"
@@ -288,8 +297,8 @@ def file_copy(
     if preset is not None:
         check_choice("preset", preset, tuple(FILE_COPY_PRESETS))
         sizes = dict(FILE_COPY_PRESETS[preset])
-    if buffer_size is not None:
-        sizes["buffer_size"] = buffer_size
+    if buffer_bytes is not None:
+        sizes["buffer_bytes"] = buffer_bytes
     if max_blocks is not None:
         sizes["max_blocks"] = max_blocks
     point = {"test": "file_copy", "duration_s": duration_s, "copies": copies, **sizes}
@@ -355,7 +364,7 @@ def index(data: Any, copies: int | None = None) -> float:
     one per CPU); ValueError when it is ambiguous or nothing has an index.
 
     >>> index([{"family": "system", "test": "spawn", "copies": 1, "index": 400.0},
-    ...        {"family": "system", "test": "file_copy", "buffer_size": 256,
+    ...        {"family": "system", "test": "file_copy", "buffer_bytes": 256,
     ...         "max_blocks": 500, "copies": 1, "index": 900.0}])
     600.0
     """
@@ -377,7 +386,7 @@ def report(data: Any) -> str:
     """UnixBench's summary table (BASELINE, RESULT, INDEX) for each run in data.
 
     >>> print(report([{"family": "system", "test": "spawn", "copies": 1,
-    ...                "result": 5040.0, "index": 400.0}]))  # doctest: +NORMALIZE_WHITESPACE
+    ...                "loops_per_s": 5040.0, "index": 400.0}]))  # doctest: +NORMALIZE_WHITESPACE
     1 copy
     System Benchmarks Partial Index              BASELINE       RESULT    INDEX
     Process Creation                                126.0       5040.0    400.0
@@ -396,7 +405,7 @@ def report(data: Any) -> str:
                     and isinstance(r.get("index"), (int, float)) and math.isfinite(r["index"])]
             if not mine:
                 continue
-            result = _geometric_mean(float(r["result"]) for r in mine)
+            result = _geometric_mean(float(r[unixbench_metric(test.test)]) for r in mine)
             test_index = _geometric_mean(float(r["index"]) for r in mine)
             lines.append(f"{test.title:<40}{test.baseline:>12.1f}{result:>13.1f}{test_index:>9.1f}")
         lines.append(f"{'':<65}{'========':>9}")
@@ -407,7 +416,7 @@ def report(data: Any) -> str:
 def _quick_sweep() -> Sweep:
     points = [
         {"test": t.test, "duration_s": 0.5, "copies": 1,
-         **({"buffer_size": t.buffer_size, "max_blocks": t.max_blocks} if t.test == "file_copy" else {})}
+         **({"buffer_bytes": t.buffer_bytes, "max_blocks": t.max_blocks} if t.test == "file_copy" else {})}
         for t in UNIXBENCH_TESTS.values()
     ]
     return Sweep(name="quick", family="system", points=points, repeat=2, warmup=0,
@@ -420,9 +429,9 @@ def _quick_sweep() -> Sweep:
 def unixbench_index(row: Mapping[str, Any]) -> tuple[float, float, str]:
     """(result, baseline, unit) of a system row, by UnixBench's rules: INDEX = result / baseline * 10.
 
-    The result is the row's ``result`` (lps or KBps), else ``loops_per_s``
-    (spawn, execl) or ``KB_per_s`` (file_copy); the baseline is UnixBench's
-    for the same test, buffer size and file size (NaN when UnixBench has none).
+    The result is the row's ``loops_per_s`` (spawn, execl) or ``KB_per_s``
+    (file_copy); the baseline is UnixBench's for the same test, buffer size and
+    file size (NaN when UnixBench has none).
 
     >>> unixbench_index({"test": "execl", "loops_per_s": 430.0})
     (430.0, 43.0, 'lps')
@@ -430,9 +439,8 @@ def unixbench_index(row: Mapping[str, Any]) -> tuple[float, float, str]:
     test = unixbench_test(row)
     unit = test.unit if test else ("KBps" if row.get("test") == "file_copy" else "lps")
     baseline = test.baseline if test else math.nan
-    names = ("result", "KB_per_s") if unit == "KBps" else ("result", "loops_per_s")
-    result = next((chart.number(row[n]) for n in names if n in row and chart.finite(row[n])), math.nan)
-    return result, baseline, unit
+    name = "KB_per_s" if unit == "KBps" else "loops_per_s"
+    return chart.number(row.get(name)), baseline, unit
 
 
 def figure(data: Dataset | str):
@@ -456,7 +464,7 @@ def figure(data: Dataset | str):
             indexes.append(score)
         name = str(row.get("test"))
         if row.get("test") == "file_copy":
-            name += f" {row.get('buffer_size')} B, {row.get('max_blocks')} blocks"
+            name += f" {row.get('buffer_bytes')} B, {row.get('max_blocks')} blocks"
         if chart.finite(row.get("copies")) and row.get("copies") != 1:
             name += f" ({row['copies']} copies)"
         lines.append([name, f"{result:,.1f} {unit}", f"{baseline:,.1f}", f"{score:,.1f}"])
@@ -473,7 +481,7 @@ FAMILY = Family(
     core="system",
     to_core=_to_core,
     unit="loop",
-    primary_metric="result",
+    primary_metric="loops_per_s",
     derive=_derive,
     sweeps={"quick": _quick_sweep},
     description="UnixBench's process creation, execl and file copy, with its index",
@@ -482,5 +490,5 @@ FAMILY = Family(
     figure=figure,
     caption="UnixBench's process creation, execl and file copy, scored as UnixBench does: "
             "index = result / baseline x 10, the score their geometric mean.",
-    report_columns=("index",),
+    report_columns=("KB_per_s", "index"),
 )

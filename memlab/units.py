@@ -41,7 +41,7 @@ def is_bytes_name(name: str) -> bool:
     >>> is_bytes_name("working_set_bytes"), is_bytes_name("npad")
     (True, False)
     """
-    return name.endswith(("_bytes", "_size")) or name == "bytes"
+    return name.endswith("_bytes")
 
 
 def format_bytes(size: float) -> str:

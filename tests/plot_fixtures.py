@@ -87,14 +87,14 @@ PIPE_RUNGS = (
 
 
 def pipe() -> Dataset:
-    names = ["writer", "reader", "buffer_size", "pipe_size", "total_bytes", "huge_pages", "busy_loop",
+    names = ["writer", "reader", "buffer_bytes", "pipe_size_bytes", "total_bytes", "huge_pages", "busy_loop",
              "touch_pages", "verify", "vmsplice_sections", "writer_cpu", "reader_cpu", "timeout_s"]
     rows = []
     for writer_cpu, reader_cpu in ((0, 1), (0, 0)):
         for writer, reader, huge, busy, rate in PIPE_RUNGS:
             if busy and writer_cpu == reader_cpu:
                 continue
-            params = {"writer": writer, "reader": reader, "buffer_size": 256 * KiB, "pipe_size": 256 * KiB,
+            params = {"writer": writer, "reader": reader, "buffer_bytes": 256 * KiB, "pipe_size_bytes": 256 * KiB,
                       "total_bytes": None, "huge_pages": huge, "busy_loop": busy, "touch_pages": True,
                       "verify": False, "vmsplice_sections": None, "writer_cpu": writer_cpu,
                       "reader_cpu": reader_cpu, "timeout_s": 60.0}
@@ -168,29 +168,31 @@ def matrix_init() -> Dataset:
 
 
 def system() -> Dataset:
-    names = ["test", "duration_s", "iterations", "copies", "buffer_size", "max_blocks"]
+    names = ["test", "duration_s", "iterations", "copies", "buffer_bytes", "max_blocks"]
     rows = []
-    for test, buffer_size, max_blocks, result in (("spawn", 1024, 2000, 1260.0), ("execl", 1024, 2000, 430.0),
-                                                  ("file_copy", 256, 500, 165500.0),
-                                                  ("file_copy", 1024, 2000, 396000.0),
-                                                  ("file_copy", 4096, 8000, 580000.0)):
-        metric = "KB_per_s" if test == "file_copy" else "loops_per_s"
+    for test, buffer_bytes, max_blocks, result in (("spawn", 1024, 2000, 1260.0), ("execl", 1024, 2000, 430.0),
+                                                   ("file_copy", 256, 500, 165500.0),
+                                                   ("file_copy", 1024, 2000, 396000.0),
+                                                   ("file_copy", 4096, 8000, 580000.0)):
         params = {"test": test, "duration_s": 0.5, "iterations": 0, "copies": 1,
-                  "buffer_size": buffer_size, "max_blocks": max_blocks}
+                  "buffer_bytes": buffer_bytes, "max_blocks": max_blocks}
         baseline = {"spawn": 126.0, "execl": 43.0, 256: 1655.0, 1024: 3960.0, 4096: 5800.0}[
-            test if test != "file_copy" else buffer_size]
-        rows.append(row("system", params, "result",
-                        {metric: result, "result": result, "index": result / baseline * 10}))
-    return dataset("system", rows, names, "result")
+            test if test != "file_copy" else buffer_bytes]
+        metrics = {"loops_per_s": result, "index": result / baseline * 10}
+        if test == "file_copy":
+            metrics = {"loops_per_s": result * 1024 / buffer_bytes, "KB_per_s": result,
+                       "index": result / baseline * 10}
+        rows.append(row("system", params, "loops_per_s", metrics))
+    return dataset("system", rows, names, "loops_per_s")
 
 
 def share() -> Dataset:
-    names = ["disp", "threads", "atomic"]
+    names = ["disp_longs", "threads", "atomic"]
     rows = []
     for atomic in (False, True):
         for disp in (0, 1, 2, 4, 8, 16):
             ns = (20.0 if disp < 8 else 1.5) * (3 if atomic else 1)
-            rows.append(row("share", {"disp": disp, "threads": 2, "atomic": atomic}, "ns_per_increment",
+            rows.append(row("share", {"disp_longs": disp, "threads": 2, "atomic": atomic}, "ns_per_increment",
                             {"ns_per_increment": ns}))
     return dataset("share", rows, names, "ns_per_increment")
 
@@ -201,9 +203,9 @@ def calibrate() -> Dataset:
 
 
 def region() -> Dataset:
-    names = ["bytes", "pages", "populate"]
+    names = ["region_bytes", "pages", "populate"]
     rows = [
-        row("region", {"bytes": 64 * MiB, "pages": pages, "populate": populate}, "GB_per_s",
+        row("region", {"region_bytes": 64 * MiB, "pages": pages, "populate": populate}, "GB_per_s",
             {"GB_per_s": 1.0 if pages == "4k" else 3.0, "huge_fraction": 0.0 if pages == "4k" else 1.0})
         for pages in ("4k", "thp") for populate in ("touch", "madvise_populate_write")
     ]

@@ -35,7 +35,7 @@ CASES = {
     "system_spawn": "from memlab import system\n"
                     "system.spawn(duration_s=120, copies=2, repeat=1, warmup=0)",
     "system_file_copy": "from memlab import system\n"
-                        "system.file_copy(buffer_size=1024, max_blocks=256, duration_s=120, copies=2,\n"
+                        "system.file_copy(buffer_bytes=1024, max_blocks=256, duration_s=120, copies=2,\n"
                         "                 directory=sys.argv[1], repeat=1, warmup=0)",
 }
 

@@ -50,15 +50,15 @@ def test_run_calibrate_end_to_end_writes_a_dataset(tmp_path):
 
 
 def test_run_keeps_choice_values_as_text():
-    assert main(["run", "region", "bytes=1MiB", "pages=4k", "--repeat", "1"]) == 0
+    assert main(["run", "region", "region_bytes=1MiB", "pages=4k", "--repeat", "1"]) == 0
 
 
 @pytest.mark.parametrize(
     "args, message",
     [(["run", "nosuch"], "family='nosuch' is not a memlab family"),
-     (["run", "region", "bytes"], "bad argument 'bytes': expected key=value"),
-     (["run", "region", "bytes="], "bytes has no value"),
-     (["run", "region", "bytes=12"], "bytes=12 is below the minimum 4096"),
+     (["run", "region", "region_bytes"], "bad argument 'region_bytes': expected key=value"),
+     (["run", "region", "region_bytes="], "region_bytes has no value"),
+     (["run", "region", "region_bytes=12"], "region_bytes=12 is below the minimum 4096"),
      (["run", "region", "pages=huge"], "pages='huge' is not one of"),
      (["run", "region", "colour=red"], "unknown parameter 'colour'"),
      (["run", "calibrate", "--repeat", "0"], "--repeat=0 is below the minimum 1"),
@@ -77,7 +77,7 @@ def test_kernel_refusal_exits_1_with_the_reason():
     free = open("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").read().strip()
     if free != "0":
         pytest.skip("1 GiB hugetlb pages are reserved here; the refusal cannot occur")
-    result = run_cli("run", "region", "bytes=1GiB", "pages=hugetlb-1g")
+    result = run_cli("run", "region", "region_bytes=1GiB", "pages=hugetlb-1g")
     assert result.returncode == 1
     assert "OSError" in result.stderr and "pages refused" in result.stderr
 

@@ -27,7 +27,7 @@ MiB = 1 << 20
 
 
 def region_sample(**config):
-    full = {"bytes": 8 * MiB, "pages": "4k", "populate": "touch", "allow_fallback": False}
+    full = {"region_bytes": 8 * MiB, "pages": "4k", "populate": "touch", "allow_fallback": False}
     full.update(config)
     with _core.Kernel("region", full) as kernel:
         return kernel.measure(counters=True)
@@ -40,7 +40,7 @@ def test_families_lists_the_foundation_families_with_their_parameters():
     assert {"calibrate", "region"} <= set(families)
     params = {p["name"]: p for p in families["region"]["params"]}
     assert params["pages"]["choices"] == ["4k", "thp", "hugetlb-2m", "hugetlb-1g"]
-    assert params["bytes"]["kind"] == "int" and params["bytes"]["min"] == 4096
+    assert params["region_bytes"]["kind"] == "int" and params["region_bytes"]["min"] == 4096
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_bad_configs_raise_value_error_naming_the_parameter(config, message):
 
 def test_bad_choice_lists_the_choices():
     with pytest.raises(ValueError, match=r"pages='huge' is not one of \['4k', 'thp'"):
-        _core.Kernel("region", {"bytes": MiB, "pages": "huge", "populate": "touch",
+        _core.Kernel("region", {"region_bytes": MiB, "pages": "huge", "populate": "touch",
                                 "allow_fallback": False})
 
 
@@ -172,12 +172,12 @@ def test_ctrl_c_stops_a_long_kernel_promptly():
 
 @pytest.mark.build
 def test_software_counters_count_page_faults_of_touched_pages():
-    sample = region_sample(bytes=16 * MiB, pages="4k", populate="touch")
+    sample = region_sample(region_bytes=16 * MiB, pages="4k", populate="touch")
     pages = 16 * MiB // 4096
     assert sample["counters"]["page_faults"] >= pages * 0.9
     assert sample["counters"]["minor_faults"] >= pages * 0.9
     assert sample["counters"]["task_clock_ns"] > 0
-    untouched = region_sample(bytes=16 * MiB, pages="4k", populate="none")
+    untouched = region_sample(region_bytes=16 * MiB, pages="4k", populate="none")
     assert untouched["counters"]["page_faults"] < pages * 0.1
 
 
@@ -231,7 +231,7 @@ def test_thp_region_is_backed_by_huge_pages():
     if thp_mode() == "never" or thp_mode() == "unavailable":
         pytest.skip(f"transparent huge pages are {thp_mode()} on this machine")
     with thp_fallbacks_during() as refused:
-        sample = region_sample(bytes=32 * MiB, pages="thp", populate="touch")
+        sample = region_sample(region_bytes=32 * MiB, pages="thp", populate="touch")
     assert sample["metrics"]["granted_page_bytes"] == 2 * MiB
     fraction = sample["metrics"]["huge_fraction"]
     skip_if_thp_refused(fraction, refused())
@@ -254,7 +254,7 @@ def test_populate_write_lack_is_reported_with_the_kernel_it_needs(tmp_path):
     preload = " ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(shim)]))
     script = (
         "from memlab import _core\n"
-        "config = {'bytes': 1 << 20, 'pages': '4k', 'populate': 'madvise_populate_write',"
+        "config = {'region_bytes': 1 << 20, 'pages': '4k', 'populate': 'madvise_populate_write',"
         " 'allow_fallback': False}\n"
         "try:\n"
         "    with _core.Kernel('region', config) as k:\n"
@@ -293,7 +293,7 @@ int madvise(void *address, size_t length, int advice)
 def test_hugetlb_region_when_pages_are_reserved(kind, page_kib):
     if hugetlb_free_pages(page_kib) < 1:
         pytest.skip(f"no {kind} pages reserved (/sys/kernel/mm/hugepages/hugepages-{page_kib}kB)")
-    sample = region_sample(bytes=page_kib * 1024, pages=kind, populate="touch")
+    sample = region_sample(region_bytes=page_kib * 1024, pages=kind, populate="touch")
     assert sample["metrics"]["huge_bytes"] == page_kib * 1024
 
 
@@ -302,9 +302,9 @@ def test_refused_hugetlb_is_an_os_error_or_a_reported_fallback(kind, page_kib):
     if hugetlb_free_pages(page_kib) > 0:
         pytest.skip(f"{kind} pages are reserved here; the refusal path cannot occur")
     with pytest.raises(OSError, match="pages refused") as info:
-        region_sample(bytes=page_kib * 1024, pages=kind)
+        region_sample(region_bytes=page_kib * 1024, pages=kind)
     assert info.value.errno is not None
-    sample = region_sample(bytes=page_kib * 1024, pages=kind, allow_fallback=True)
+    sample = region_sample(region_bytes=page_kib * 1024, pages=kind, allow_fallback=True)
     assert sample["metrics"]["fell_back"] == 1
     assert sample["metrics"]["granted_page_bytes"] == 4096
 
@@ -313,12 +313,12 @@ def test_too_large_region_is_a_memory_error_before_anything_is_mapped():
     with open("/proc/meminfo") as handle:
         total_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
     with pytest.raises(MemoryError, match="available"):
-        _core.Kernel("region", {"bytes": total_kib * 1024 * 2, "pages": "4k",
+        _core.Kernel("region", {"region_bytes": total_kib * 1024 * 2, "pages": "4k",
                                 "populate": "touch", "allow_fallback": False})
 
 
 def test_hugetlb_2m_region_with_pages_reserved_for_the_test(reserved_hugetlb_2m):
-    sample = region_sample(bytes=4 * MiB, pages="hugetlb-2m", populate="touch")
+    sample = region_sample(region_bytes=4 * MiB, pages="hugetlb-2m", populate="touch")
     assert sample["metrics"]["fell_back"] == 0
     assert sample["metrics"]["granted_page_bytes"] == 2 * MiB
     assert sample["metrics"]["huge_bytes"] == 4 * MiB

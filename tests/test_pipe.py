@@ -73,7 +73,7 @@ def rung_cpus(settings):
 @pytest.mark.parametrize("name,settings", pipe.RUNGS, ids=[name for name, _ in pipe.RUNGS])
 def test_every_rung_delivers_exact_bytes_verified(name, settings, no_leftovers):
     total = 3_000_017  # not a multiple of the buffer
-    m = pipe.run(**settings, **rung_cpus(settings), buffer_size=65536, pipe_size=65536,
+    m = pipe.run(**settings, **rung_cpus(settings), buffer_bytes=65536, pipe_size_bytes=65536,
                  total_bytes=total, verify=True, **SMALL)
     assert m.median("bytes_received") == total
     assert m.median("total_bytes") == total
@@ -87,7 +87,7 @@ def test_every_rung_delivers_exact_bytes_verified(name, settings, no_leftovers):
 def test_odd_buffer_and_pipe_larger_than_buffer(writer, reader):
     # 5000-byte chunks cross pages; a 64 KiB pipe holds 16 pages, so the
     # vmsplice writer needs 1 + ceil(16 / 2) sections to reuse one safely.
-    m = pipe.run(writer=writer, reader=reader, buffer_size=5000, pipe_size=65536,
+    m = pipe.run(writer=writer, reader=reader, buffer_bytes=5000, pipe_size_bytes=65536,
                  total_bytes=1_234_567, verify=True, **SMALL)
     assert m.median("bytes_received") == 1_234_567
     assert m.median("verify_errors") == 0
@@ -115,7 +115,7 @@ def test_verify_catches_vmsplice_pages_reused_while_in_the_pipe():
     pipe_bytes = min(1 << 20, pipe.pipe_max_size() or 1 << 20)
     total = 8 << 20
     with batch_scheduling():
-        m = pipe.run(writer="vmsplice", reader="read", buffer_size=4096, pipe_size=pipe_bytes,
+        m = pipe.run(writer="vmsplice", reader="read", buffer_bytes=4096, pipe_size_bytes=pipe_bytes,
                      vmsplice_sections=1, total_bytes=total, verify=True,
                      writer_cpu=CPUS[0], reader_cpu=CPUS[0], **SMALL)
     assert m.median("bytes_received") == total
@@ -124,7 +124,7 @@ def test_verify_catches_vmsplice_pages_reused_while_in_the_pipe():
 
 
 def test_adapts_total_to_the_target_time():
-    m = pipe.run(buffer_size=65536, target_seconds=0.05, repeat=2, warmup=0, counters=False)
+    m = pipe.run(buffer_bytes=65536, target_seconds=0.05, repeat=2, warmup=0, counters=False)
     for sample in m.samples:
         assert sample["elapsed_ns"] >= 0.05e9
         assert sample["bytes_received"] == sample["total_bytes"]
@@ -187,20 +187,20 @@ def test_pipe_size_above_the_maximum():
     limit = pipe.pipe_max_size()
     if limit is None:
         pytest.skip("/proc/sys/fs/pipe-max-size is not readable")
-    with pytest.raises(ValueError, match=rf"pipe_size={2 * limit} is above the maximum {limit}"):
-        pipe.PipeParams(pipe_size=2 * limit)
+    with pytest.raises(ValueError, match=rf"pipe_size_bytes={2 * limit} is above the maximum {limit}"):
+        pipe.PipeParams(pipe_size_bytes=2 * limit)
     config = pipe._to_core(pipe.PipeParams())
-    config["pipe_size"] = 2 * limit
+    config["pipe_size_bytes"] = 2 * limit
     with pytest.raises(ValueError, match=rf"above the maximum {limit} \(/proc/sys/fs/pipe-max-size\)"):
         with _core.Kernel("pipe", config):
             pass
 
 
 def test_pipe_size_not_a_page_multiple():
-    with pytest.raises(ValueError, match=r"pipe_size=5000 is not a multiple of the page size 4096"):
-        pipe.PipeParams(pipe_size=5000)
+    with pytest.raises(ValueError, match=r"pipe_size_bytes=5000 is not a multiple of the page size 4096"):
+        pipe.PipeParams(pipe_size_bytes=5000)
     config = pipe._to_core(pipe.PipeParams())
-    config["pipe_size"] = 4096 * 3 + 1
+    config["pipe_size_bytes"] = 4096 * 3 + 1
     with pytest.raises(ValueError, match=r"not a multiple of the page size"):
         with _core.Kernel("pipe", config):
             pass
@@ -209,10 +209,10 @@ def test_pipe_size_not_a_page_multiple():
 @pytest.mark.parametrize("field,value,message", [
     ("writer", "sendfile", r"writer='sendfile' is not one of 'write', 'vmsplice'"),
     ("reader", "mmap", r"reader='mmap' is not one of 'read', 'splice'"),
-    ("buffer_size", 0, r"buffer_size=0 is below the minimum 1"),
-    ("buffer_size", -4096, r"buffer_size=-4096 is below the minimum 1"),
-    ("pipe_size", 0, r"pipe_size=0 is below the minimum 4096"),
-    ("pipe_size", -1, r"pipe_size=-1 is below the minimum"),
+    ("buffer_bytes", 0, r"buffer_bytes=0 is below the minimum 1"),
+    ("buffer_bytes", -4096, r"buffer_bytes=-4096 is below the minimum 1"),
+    ("pipe_size_bytes", 0, r"pipe_size_bytes=0 is below the minimum 4096"),
+    ("pipe_size_bytes", -1, r"pipe_size_bytes=-1 is below the minimum"),
     ("total_bytes", 0, r"total_bytes=0 is below the minimum 1"),
     ("total_bytes", -5, r"total_bytes=-5 is below the minimum 1"),
     ("timeout_s", 0, r"timeout_s=0 is below the minimum"),
@@ -226,7 +226,7 @@ def test_bad_parameters(field, value, message):
 
 def test_core_rejects_unknown_choice_and_negative_size():
     config = pipe._to_core(pipe.PipeParams())
-    for key, value in (("writer", "splice"), ("buffer_size", -1), ("total_bytes", -1)):
+    for key, value in (("writer", "splice"), ("buffer_bytes", -1), ("total_bytes", -1)):
         bad = dict(config, **{key: value})
         with pytest.raises(ValueError, match=key):
             with _core.Kernel("pipe", bad):
@@ -308,7 +308,7 @@ def test_ctrl_c_stops_the_transfer(no_leftovers):
 
 
 def test_no_zombies_or_fds_after_many_runs(no_leftovers):
-    config = pipe._to_core(pipe.PipeParams(total_bytes=65536, buffer_size=16384, pipe_size=16384))
+    config = pipe._to_core(pipe.PipeParams(total_bytes=65536, buffer_bytes=16384, pipe_size_bytes=16384))
     for _ in range(100):
         with _core.Kernel("pipe", config) as kernel:
             sample = kernel.measure(target_ns=0, counters=False)
@@ -372,7 +372,7 @@ def test_child_failing_before_the_start_is_reported(no_leftovers):
     with open("/proc/self/status") as handle:
         vm_kb = next(int(line.split()[1]) for line in handle if line.startswith("VmSize:"))
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    config = pipe._to_core(pipe.PipeParams(buffer_size=1 << 30, total_bytes=1 << 30))
+    config = pipe._to_core(pipe.PipeParams(buffer_bytes=1 << 30, total_bytes=1 << 30))
     kernel = _core.Kernel("pipe", config)
     resource.setrlimit(resource.RLIMIT_AS, (vm_kb * 1024 + (256 << 20), hard))
     try:

@@ -83,7 +83,7 @@ def test_every_registered_family_has_legal_parameter_names():
 
 
 def test_inference_without_metadata_matches_the_metadata_of_a_real_row():
-    row = memlab.run("region", {"bytes": 1 << 20}, repeat=2, warmup=0).to_row()
+    row = memlab.run("region", {"region_bytes": 1 << 20}, repeat=2, warmup=0).to_row()
     family = registry.family("region")
     assert schema.param_names([row]) == family.param_names
     assert schema.param_names([row], {"param_names": family.param_names}) == family.param_names
@@ -167,11 +167,42 @@ def test_resuming_an_old_dataset_rewrites_it_under_the_new_names(tmp_path):
     assert rows[1]["core_GHz_min"] == min(rows[1]["core_GHz_samples"])
 
 
+def test_an_old_region_sweep_resumes_on_the_renamed_parameter(tmp_path):
+    """Rows measured as region ``bytes`` count as done for ``region_bytes``: only the new point is measured."""
+    path = tmp_path / "region.csv"
+    sweep = memlab.Sweep("sizes", "region", memlab.grid(region_bytes=[1 << 20, 2 << 20], populate=["touch"]),
+                         repeat=1, warmup=0)
+    old = memlab.run("region", region_bytes=1 << 20, populate="touch", repeat=1, warmup=0).to_row()
+    old = {("bytes" if k == "region_bytes" else k): v for k, v in old.items()}
+    old["GB_per_s"] = -1.0  # a marker: re-measuring the point would replace it
+    names = ["bytes", "pages", "populate", "allow_fallback"]
+    Dataset([old], {"family": "region", "sweep": "sizes", "param_names": names}).save(path)
+    dataset = memlab.run_sweep(sweep, path, progress=False)
+    assert [r["region_bytes"] for r in dataset.rows] == [1 << 20, 2 << 20]
+    assert dataset.rows[0]["GB_per_s"] == -1.0 and dataset.rows[1]["GB_per_s"] > 0
+    loaded = Dataset.load(path)
+    assert "bytes" not in loaded.columns and loaded.metadata["param_names"][0] == "region_bytes"
+
+
+@pytest.mark.parametrize("family, old, new, value", [
+    ("pipe", "buffer_size", "buffer_bytes", 65536), ("pipe", "pipe_size", "pipe_size_bytes", 65536),
+    ("system", "buffer_size", "buffer_bytes", 1024), ("share", "disp", "disp_longs", 8),
+    ("region", "bytes", "region_bytes", 4096)])
+def test_renamed_parameters_load_under_their_new_names(tmp_path, family, old, new, value):
+    Dataset([{"family": family, old: value, "t": 1.0, "t_samples": [1.0]}],
+            {"family": family, "param_names": [old]}).save(tmp_path / "old.csv")
+    loaded = Dataset.load(tmp_path / "old.csv")
+    assert loaded.rows[0][new] == value and old not in loaded.rows[0]
+    assert loaded.param_names == [new]
+    assert new in registry.family(family).param_names
+
+
 def test_every_alias_points_at_a_legal_name():
     for family, aliases in schema.COLUMN_ALIASES.items():
         assert family in registry.all_families()
         for new in aliases.values():
             assert schema.check_metric_name(new) == new
+            assert new not in aliases, f"{family}: {new} is renamed twice"
 
 
 # ---- the examples in the docstrings of the pure modules ----------------------------------------

@@ -21,7 +21,7 @@ MiB = 1 << 20
 
 def region_sweep(n_points: int = 4) -> Sweep:
     sizes = [(i + 1) * MiB for i in range(n_points)]
-    return Sweep("test", "region", grid(bytes=sizes, populate=["touch"]), repeat=1, warmup=0)
+    return Sweep("test", "region", grid(region_bytes=sizes, populate=["touch"]), repeat=1, warmup=0)
 
 
 def test_grid_is_a_cartesian_product_in_fixed_order():
@@ -55,8 +55,8 @@ def test_sweep_writes_rows_with_metadata(tmp_path):
     dataset = run_sweep(region_sweep(2), out, progress=False)
     assert len(dataset) == 2
     loaded = Dataset.load(out)
-    assert [r["bytes"] for r in loaded.rows] == [MiB, 2 * MiB]
-    assert loaded.metadata["param_names"] == ["bytes", "pages", "populate", "allow_fallback"]
+    assert [r["region_bytes"] for r in loaded.rows] == [MiB, 2 * MiB]
+    assert loaded.metadata["param_names"] == ["region_bytes", "pages", "populate", "allow_fallback"]
     assert loaded.metadata["machine"]["cpu_count"] >= 1
     row = loaded.rows[0]
     assert row["GB_per_s"] > 0 and len(row["GB_per_s_samples"]) == 1
@@ -64,8 +64,8 @@ def test_sweep_writes_rows_with_metadata(tmp_path):
 
 
 def test_bad_point_is_rejected_before_anything_runs(tmp_path):
-    sweep = Sweep("bad", "region", [{"bytes": MiB}, {"bytes": 12}], repeat=1)
-    with pytest.raises(ValueError, match="bytes=12 is below the minimum 4096"):
+    sweep = Sweep("bad", "region", [{"region_bytes": MiB}, {"region_bytes": 12}], repeat=1)
+    with pytest.raises(ValueError, match="region_bytes=12 is below the minimum 4096"):
         run_sweep(sweep, tmp_path / "x.csv", progress=False)
     assert list(tmp_path.iterdir()) == []
 
@@ -94,7 +94,7 @@ def test_interrupt_keeps_finished_rows_and_resume_completes_without_duplicates(t
     dataset = run_sweep(region_sweep(4), out, progress=False)
     assert len(measured) == 2  # only the two missing points
     rows = Dataset.load(out).rows
-    assert sorted(r["bytes"] for r in rows) == [MiB, 2 * MiB, 3 * MiB, 4 * MiB]
+    assert sorted(r["region_bytes"] for r in rows) == [MiB, 2 * MiB, 3 * MiB, 4 * MiB]
     assert len(dataset) == 4
 
 

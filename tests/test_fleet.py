@@ -25,7 +25,7 @@ distributed = pytest.importorskip(
 
 from memlab import chart, cli, fleet, plot, registry  # noqa: E402
 from memlab.compare import compare_machines  # noqa: E402
-from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset, machine_key, point_key  # noqa: E402
+from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset, key_value, machine_key, point_key  # noqa: E402
 from memlab.grid import Sweep, grid  # noqa: E402
 from memlab.machine import FAKE_FINGERPRINT_ENV, fingerprint_id  # noqa: E402
 from memlab.report import build_report  # noqa: E402
@@ -52,6 +52,13 @@ def _fake_id(facts: dict) -> str:
     return fingerprint_id({"cpu_model": facts["cpu_model"], "cpu_count": facts["cpu_count"],
                            "kernel_release": facts["kernel_release"],
                            "memory_total_GiB": facts["memory_total_bytes"] >> 30})
+
+
+def same_rows(rows) -> list[str]:
+    """Rows as comparable text: columns sorted, values normalised as a point key normalises them
+    (a CSV round trip keeps values but not the order of a row's keys)."""
+    return sorted(json.dumps({k: key_value(v) for k, v in row.items()}, sort_keys=True, default=str)
+                  for row in rows)
 
 
 def workers(client) -> list[str]:
@@ -111,7 +118,7 @@ def test_each_host_measures_the_sweep_once_per_worker(each_host):
         assert {row[FINGERPRINT_COLUMN] for row in mine} == {_fake_id(facts)}
         assert all(row["context_dask_overhead_s"] == row["context_dask_overhead_s"] for row in mine)
     on_disk = Dataset.load(out)
-    assert sorted(map(repr, on_disk.rows)) == sorted(map(repr, dataset.rows))
+    assert same_rows(on_disk.rows) == same_rows(dataset.rows)
     hosts = {(entry["host"], entry["fingerprint_id"]) for entry in on_disk.metadata["machines"]}
     assert hosts == {(f["hostname"], _fake_id(f)) for f in (FAKE_A, FAKE_B)}
     assert on_disk.metadata["fleet"]["mode"] == "each-host" and on_disk.metadata["fleet"]["lost"] == {}
@@ -131,7 +138,7 @@ def test_a_rerun_measures_nothing_already_on_disk(client, each_host):
     dataset, out = each_host
     fake(client, FAKE_A, FAKE_B)
     again = run_sweep(small_chase(), out, client=client, each_host=True, progress=False)
-    assert sorted(map(repr, again.rows)) == sorted(map(repr, dataset.rows))
+    assert same_rows(again.rows) == same_rows(dataset.rows)
     assert len(Dataset.load(out)) == len(dataset)
 
 
@@ -154,7 +161,7 @@ def test_the_merged_dataset_equals_the_union(each_host, tmp_path, capsys):
     assert cli.main(["merge", str(tmp_path / "all.csv"), *parts]) == 0
     assert "6 rows from 2 machines" in capsys.readouterr().out
     merged = Dataset.load(tmp_path / "all.csv")
-    assert sorted(map(repr, merged.rows)) == sorted(map(repr, dataset.rows))
+    assert same_rows(merged.rows) == same_rows(dataset.rows)
     assert cli.main(["merge", str(tmp_path / "twice.csv"), parts[0], parts[0]]) == 2
     assert "duplicate point" in capsys.readouterr().err
 

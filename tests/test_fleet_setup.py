@@ -17,13 +17,19 @@ import pytest
 
 from memlab import chart, cli, fleet
 from memlab.compare import compare_machines
-from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset, machine_series
+from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset, key_value, machine_series
 from memlab.grid import Sweep, grid
 from memlab.machine import FAKE_FINGERPRINT_ENV, collect, fake_facts, identity
 from memlab.report import build_report
 from memlab.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def same_rows(rows) -> list[str]:
+    """Rows as comparable text: columns sorted, values normalised as a point key normalises them."""
+    return sorted(json.dumps({k: key_value(v) for k, v in row.items()}, sort_keys=True, default=str)
+                  for row in rows)
 
 
 def tiny_sweep(points: int = 1) -> Sweep:
@@ -252,6 +258,6 @@ def test_a_slurm_job_array_then_a_merge(tmp_path):
     shards = [Dataset.load(path) for path in sorted((out / "shards").glob("shard-*.csv"))]
     assert [len(s) for s in shards] == [2, 2, 1]
     assert sorted(r["budget_ns"] for r in merged.rows) == [5000000 + i for i in range(5)]
-    assert sorted(map(repr, merged.rows)) == sorted(repr(r) for s in shards for r in s.rows)
+    assert same_rows(merged.rows) == same_rows(r for s in shards for r in s.rows)
     assert {r[HOST_COLUMN] for r in merged.rows} == {"node1", "node2", "node3"}
     assert chart.machine_labels(merged) == [""] * 5  # identical nodes, disjoint points: one machine

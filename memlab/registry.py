@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from memlab import calibrate, chase, clear, matrix, pipe, region, share, system
+from memlab import bandwidth, calibrate, chase, clear, matrix, pipe, region, share, system
 from memlab.family import Family
 
 __all__ = ["FAMILY_MODULES", "MODULES", "all_families", "family", "family_module"]
@@ -29,6 +29,7 @@ MODULES: tuple[ModuleType, ...] = (
     matrix,
     system,
     share,
+    bandwidth,
 )
 
 #: The family modules' names (``memlab.<name>``).

@@ -197,6 +197,20 @@ def share() -> Dataset:
     return dataset("share", rows, names, "ns_per_increment")
 
 
+def bandwidth() -> Dataset:
+    names = ["working_set_bytes", "op", "threads"]
+    plateaus = {"read": (100.0, 60.0, 30.0, 8.0), "write": (60.0, 20.0, 12.0, 4.0),
+                "copy": (45.0, 18.0, 10.0, 3.0)}
+    rows = []
+    for op, (l1, l2, l3, dram) in plateaus.items():
+        for k in range(10, 28, 2):
+            size = 1 << k
+            value = l1 if size <= 32 * KiB else l2 if size <= 512 * KiB else l3 if size <= 32 * MiB else dram
+            rows.append(row("bandwidth", {"working_set_bytes": size, "op": op, "threads": 1}, "bytes_per_cycle",
+                            {"bytes_per_cycle": value, "GB_per_s": value * 3.0, "cpu_fraction": 0.98}))
+    return dataset("bandwidth", rows, names, "bytes_per_cycle")
+
+
 def calibrate() -> Dataset:
     return dataset("calibrate", [row("calibrate", {"budget_ns": 50_000_000}, "core_GHz", {"core_GHz": 3.3})],
                    ["budget_ns"], "core_GHz")
@@ -230,6 +244,7 @@ ALL = {
     "matrix_init": matrix_init,
     "system": system,
     "share": share,
+    "bandwidth": bandwidth,
     "calibrate": calibrate,
     "region": region,
     "newfamily": unknown,

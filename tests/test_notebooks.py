@@ -19,7 +19,7 @@ pytest.importorskip("ipykernel", reason="the notebook extra (ipykernel) is not i
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-EXPECTED = ["chase.ipynb", "clearing.ipynb", "matrix.ipynb", "pipes.ipynb", "system.ipynb"]
+EXPECTED = ["bandwidth.ipynb", "chase.ipynb", "clearing.ipynb", "matrix.ipynb", "pipes.ipynb", "system.ipynb"]
 CELL_TIMEOUT_S = 600
 
 

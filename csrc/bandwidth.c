@@ -1,0 +1,1220 @@
+/* Memory bandwidth: Drepper's read, write and copy loops (seed 004, sections
+ * 3.5.1 and 3.5.3, figures 3.24-3.29 and 3.31), one or more threads.
+ *
+ * The kernels (one per operation x vector width x store kind) and the team
+ * of worker threads are the API of bandwidth.h; two families use them:
+ * "bandwidth" (the measurement: threads over shared or private working sets,
+ * an optional background worker on its own set, a checking mode) and
+ * "bandwidth_pass" (one kernel over buffers handed in from Python, so that
+ * tests can check every byte against numpy). */
+#define _GNU_SOURCE
+#include "bandwidth.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define BW_X86 1
+#else
+#define BW_X86 0
+#endif
+
+/* Kernels are loops the compiler must leave as written: not turned into
+ * memset/memcpy calls, and the scalar ones not vectorised behind our back.
+ * The vector kernels use intrinsics and are unrolled by hand. */
+#if defined(__clang__)
+#define BW_KERNEL __attribute__((noinline, no_builtin("memcpy", "memset", "memmove")))
+#define BW_PLAIN_LOOP _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)")
+#else
+#define BW_KERNEL                                                                          \
+    __attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-vectorize",        \
+                                      "no-tree-slp-vectorize",                             \
+                                      "no-tree-loop-distribute-patterns")))
+#define BW_PLAIN_LOOP
+#endif
+
+const char *const ml_bw_op_names[] = {"read", "write", "copy", NULL};
+const char *const ml_bw_width_names[] = {"scalar", "sse2", "avx2", "avx512", NULL};
+const char *const ml_bw_stores_names[] = {"normal", "nontemporal", NULL};
+
+#define BW_FIRST_CHUNK_BYTES (16u << 10)
+#define BW_SLICE_BYTES 4096u /* chunks inside a pass are cut at page multiples */
+/* How often the waiting thread wakes to look at Ctrl-C (module.c looks at
+ * most every 10 ms anyway); rarely, so that it takes little from a worker
+ * that shares its CPU. */
+#define BW_WAIT_NS 10000000L
+
+static inline void cpu_relax(void)
+{
+#if BW_X86
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* ---- scalar kernels: 8-byte words in general registers ----------------- */
+
+/* Keep a loaded value alive without an instruction: the load must happen,
+ * nothing is done with it (Drepper's read test). */
+#define BW_KEEP_WORD(w) __asm__ volatile("" ::"r"(w))
+#define BW_KEEP_VECTOR(v) __asm__ volatile("" ::"x"(v))
+
+BW_KERNEL static uint64_t read_scalar(void *dst, const void *src, size_t bytes, uint64_t passes,
+                                      uint64_t value)
+{
+    (void)dst, (void)value;
+    const uint64_t *end = (const uint64_t *)src + bytes / 8;
+    const uint64_t *end8 = (const uint64_t *)src + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
+    BW_PLAIN_LOOP
+    for (uint64_t pass = 0; pass < passes; ++pass) {
+        const uint64_t *p = src;
+        BW_PLAIN_LOOP
+        for (; p < end8; p += ML_BW_UNROLL) {
+            uint64_t w0 = p[0], w1 = p[1], w2 = p[2], w3 = p[3];
+            uint64_t w4 = p[4], w5 = p[5], w6 = p[6], w7 = p[7];
+            BW_KEEP_WORD(w0); BW_KEEP_WORD(w1); BW_KEEP_WORD(w2); BW_KEEP_WORD(w3);
+            BW_KEEP_WORD(w4); BW_KEEP_WORD(w5); BW_KEEP_WORD(w6); BW_KEEP_WORD(w7);
+        }
+        BW_PLAIN_LOOP
+        for (; p < end; ++p)
+            BW_KEEP_WORD(*p);
+    }
+    return 0;
+}
+
+/* The read's twin for checking: the same walk, adding the words up. */
+BW_KERNEL static uint64_t sum_scalar(void *dst, const void *src, size_t bytes, uint64_t passes,
+                                     uint64_t value)
+{
+    (void)dst, (void)value;
+    const uint64_t *end = (const uint64_t *)src + bytes / 8;
+    const uint64_t *end8 = (const uint64_t *)src + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    BW_PLAIN_LOOP
+    for (uint64_t pass = 0; pass < passes; ++pass) {
+        const uint64_t *p = src;
+        BW_PLAIN_LOOP
+        for (; p < end8; p += ML_BW_UNROLL) {
+            a0 += p[0], a1 += p[1], a2 += p[2], a3 += p[3];
+            a0 += p[4], a1 += p[5], a2 += p[6], a3 += p[7];
+        }
+        BW_PLAIN_LOOP
+        for (; p < end; ++p)
+            a0 += *p;
+    }
+    return a0 + a1 + a2 + a3;
+}
+
+BW_KERNEL static uint64_t write_scalar(void *dst, const void *src, size_t bytes, uint64_t passes,
+                                       uint64_t value)
+{
+    (void)src;
+    uint64_t *end = (uint64_t *)dst + bytes / 8;
+    uint64_t *end8 = (uint64_t *)dst + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
+    BW_PLAIN_LOOP
+    for (uint64_t pass = 0; pass < passes; ++pass) {
+        uint64_t *p = dst;
+        BW_PLAIN_LOOP
+        for (; p < end8; p += ML_BW_UNROLL) {
+            p[0] = value, p[1] = value, p[2] = value, p[3] = value;
+            p[4] = value, p[5] = value, p[6] = value, p[7] = value;
+        }
+        BW_PLAIN_LOOP
+        for (; p < end; ++p)
+            *p = value;
+        /* a store the compiler cannot drop between passes */
+        __asm__ volatile("" ::: "memory");
+    }
+    return 0;
+}
+
+BW_KERNEL static uint64_t copy_scalar(void *dst, const void *src, size_t bytes, uint64_t passes,
+                                      uint64_t value)
+{
+    (void)value;
+    const uint64_t *end = (const uint64_t *)src + bytes / 8;
+    const uint64_t *end8 = (const uint64_t *)src + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
+    BW_PLAIN_LOOP
+    for (uint64_t pass = 0; pass < passes; ++pass) {
+        const uint64_t *s = src;
+        uint64_t *d = dst;
+        BW_PLAIN_LOOP
+        for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {
+            uint64_t w0 = s[0], w1 = s[1], w2 = s[2], w3 = s[3];
+            uint64_t w4 = s[4], w5 = s[5], w6 = s[6], w7 = s[7];
+            d[0] = w0, d[1] = w1, d[2] = w2, d[3] = w3;
+            d[4] = w4, d[5] = w5, d[6] = w6, d[7] = w7;
+        }
+        BW_PLAIN_LOOP
+        for (; s < end; ++s, ++d)
+            *d = *s;
+        __asm__ volatile("" ::: "memory");
+    }
+    return 0;
+}
+
+#if BW_X86
+/* movnti: the non-temporal store of a general register (SSE2, every x86-64). */
+BW_KERNEL static uint64_t write_nt_scalar(void *dst, const void *src, size_t bytes,
+                                          uint64_t passes, uint64_t value)
+{
+    (void)src;
+    long long *end = (long long *)dst + bytes / 8;
+    long long *end8 = (long long *)dst + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
+    long long v = (long long)value;
+    BW_PLAIN_LOOP
+    for (uint64_t pass = 0; pass < passes; ++pass) {
+        long long *p = dst;
+        BW_PLAIN_LOOP
+        for (; p < end8; p += ML_BW_UNROLL) {
+            _mm_stream_si64(p + 0, v), _mm_stream_si64(p + 1, v);
+            _mm_stream_si64(p + 2, v), _mm_stream_si64(p + 3, v);
+            _mm_stream_si64(p + 4, v), _mm_stream_si64(p + 5, v);
+            _mm_stream_si64(p + 6, v), _mm_stream_si64(p + 7, v);
+        }
+        BW_PLAIN_LOOP
+        for (; p < end; ++p)
+            _mm_stream_si64(p, v);
+    }
+    _mm_sfence();
+    return 0;
+}
+
+BW_KERNEL static uint64_t copy_nt_scalar(void *dst, const void *src, size_t bytes,
+                                         uint64_t passes, uint64_t value)
+{
+    (void)value;
+    const long long *end = (const long long *)src + bytes / 8;
+    const long long *end8 = (const long long *)src + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
+    BW_PLAIN_LOOP
+    for (uint64_t pass = 0; pass < passes; ++pass) {
+        const long long *s = src;
+        long long *d = dst;
+        BW_PLAIN_LOOP
+        for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {
+            long long w0 = s[0], w1 = s[1], w2 = s[2], w3 = s[3];
+            long long w4 = s[4], w5 = s[5], w6 = s[6], w7 = s[7];
+            _mm_stream_si64(d + 0, w0), _mm_stream_si64(d + 1, w1);
+            _mm_stream_si64(d + 2, w2), _mm_stream_si64(d + 3, w3);
+            _mm_stream_si64(d + 4, w4), _mm_stream_si64(d + 5, w5);
+            _mm_stream_si64(d + 6, w6), _mm_stream_si64(d + 7, w7);
+        }
+        BW_PLAIN_LOOP
+        for (; s < end; ++s, ++d)
+            _mm_stream_si64(d, *s);
+    }
+    _mm_sfence();
+    return 0;
+}
+
+/* ---- vector kernels: one set per width, written once as a macro ---------
+ * VEC is the register type, LOAD/STORE/STREAM aligned moves, ADD a 64-bit
+ * lane add, SET1 a broadcast.  Eight vectors per loop turn; the read's
+ * checking twin (sum_) adds into four accumulators. */
+#define BW_VECTOR_KERNELS(NAME, TARGET, VEC, LOAD, STORE, STREAM, ADD, ZERO, SET1)           \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t read_##NAME(                  \
+        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
+    {                                                                                      \
+        (void)dst, (void)value;                                                             \
+        const VEC *end = (const VEC *)src + bytes / sizeof(VEC);                           \
+        const VEC *end8 = (const VEC *)src + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL; \
+        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
+            const VEC *p = src;                                                            \
+            for (; p < end8; p += ML_BW_UNROLL) {                                           \
+                VEC v0 = LOAD(p + 0), v1 = LOAD(p + 1), v2 = LOAD(p + 2), v3 = LOAD(p + 3); \
+                VEC v4 = LOAD(p + 4), v5 = LOAD(p + 5), v6 = LOAD(p + 6), v7 = LOAD(p + 7); \
+                BW_KEEP_VECTOR(v0); BW_KEEP_VECTOR(v1); BW_KEEP_VECTOR(v2); BW_KEEP_VECTOR(v3); \
+                BW_KEEP_VECTOR(v4); BW_KEEP_VECTOR(v5); BW_KEEP_VECTOR(v6); BW_KEEP_VECTOR(v7); \
+            }                                                                              \
+            for (; p < end; ++p) {                                                         \
+                VEC v = LOAD(p);                                                           \
+                BW_KEEP_VECTOR(v);                                                         \
+            }                                                                              \
+        }                                                                                  \
+        return 0;                                                                          \
+    }                                                                                      \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t sum_##NAME(                   \
+        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
+    {                                                                                      \
+        (void)dst, (void)value;                                                             \
+        const VEC *end = (const VEC *)src + bytes / sizeof(VEC);                           \
+        const VEC *end8 = (const VEC *)src + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL; \
+        VEC a0 = ZERO(), a1 = ZERO(), a2 = ZERO(), a3 = ZERO();                             \
+        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
+            const VEC *p = src;                                                            \
+            for (; p < end8; p += ML_BW_UNROLL) {                                           \
+                a0 = ADD(a0, LOAD(p + 0)), a1 = ADD(a1, LOAD(p + 1));                       \
+                a2 = ADD(a2, LOAD(p + 2)), a3 = ADD(a3, LOAD(p + 3));                       \
+                a0 = ADD(a0, LOAD(p + 4)), a1 = ADD(a1, LOAD(p + 5));                       \
+                a2 = ADD(a2, LOAD(p + 6)), a3 = ADD(a3, LOAD(p + 7));                       \
+            }                                                                              \
+            for (; p < end; ++p)                                                           \
+                a0 = ADD(a0, LOAD(p));                                                     \
+        }                                                                                  \
+        uint64_t lanes[sizeof(VEC) / 8];                                                   \
+        STORE((VEC *)lanes, ADD(ADD(a0, a1), ADD(a2, a3)));                                 \
+        uint64_t sum = 0;                                                                  \
+        for (size_t i = 0; i < sizeof(VEC) / 8; ++i)                                       \
+            sum += lanes[i];                                                               \
+        return sum;                                                                        \
+    }                                                                                      \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t write_##NAME(                 \
+        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
+    {                                                                                      \
+        (void)src;                                                                         \
+        VEC *end = (VEC *)dst + bytes / sizeof(VEC);                                       \
+        VEC *end8 = (VEC *)dst + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL;         \
+        const VEC v = SET1((long long)value);                                              \
+        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
+            VEC *p = dst;                                                                  \
+            for (; p < end8; p += ML_BW_UNROLL) {                                           \
+                STORE(p + 0, v), STORE(p + 1, v), STORE(p + 2, v), STORE(p + 3, v);         \
+                STORE(p + 4, v), STORE(p + 5, v), STORE(p + 6, v), STORE(p + 7, v);         \
+            }                                                                              \
+            for (; p < end; ++p)                                                           \
+                STORE(p, v);                                                               \
+            __asm__ volatile("" ::: "memory");                                             \
+        }                                                                                  \
+        return 0;                                                                          \
+    }                                                                                      \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t write_nt_##NAME(              \
+        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
+    {                                                                                      \
+        (void)src;                                                                         \
+        VEC *end = (VEC *)dst + bytes / sizeof(VEC);                                       \
+        VEC *end8 = (VEC *)dst + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL;         \
+        const VEC v = SET1((long long)value);                                              \
+        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
+            VEC *p = dst;                                                                  \
+            for (; p < end8; p += ML_BW_UNROLL) {                                           \
+                STREAM(p + 0, v), STREAM(p + 1, v), STREAM(p + 2, v), STREAM(p + 3, v);     \
+                STREAM(p + 4, v), STREAM(p + 5, v), STREAM(p + 6, v), STREAM(p + 7, v);     \
+            }                                                                              \
+            for (; p < end; ++p)                                                           \
+                STREAM(p, v);                                                              \
+        }                                                                                  \
+        _mm_sfence();                                                                      \
+        return 0;                                                                          \
+    }                                                                                      \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_##NAME(                  \
+        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
+    {                                                                                      \
+        (void)value;                                                                       \
+        const VEC *end = (const VEC *)src + bytes / sizeof(VEC);                           \
+        const VEC *end8 = (const VEC *)src + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL; \
+        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
+            const VEC *s = src;                                                            \
+            VEC *d = dst;                                                                  \
+            for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
+                VEC w0 = LOAD(s + 0), w1 = LOAD(s + 1), w2 = LOAD(s + 2), w3 = LOAD(s + 3); \
+                VEC w4 = LOAD(s + 4), w5 = LOAD(s + 5), w6 = LOAD(s + 6), w7 = LOAD(s + 7); \
+                STORE(d + 0, w0), STORE(d + 1, w1), STORE(d + 2, w2), STORE(d + 3, w3);     \
+                STORE(d + 4, w4), STORE(d + 5, w5), STORE(d + 6, w6), STORE(d + 7, w7);     \
+            }                                                                              \
+            for (; s < end; ++s, ++d)                                                      \
+                STORE(d, LOAD(s));                                                         \
+            __asm__ volatile("" ::: "memory");                                             \
+        }                                                                                  \
+        return 0;                                                                          \
+    }                                                                                      \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_nt_##NAME(               \
+        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
+    {                                                                                      \
+        (void)value;                                                                       \
+        const VEC *end = (const VEC *)src + bytes / sizeof(VEC);                           \
+        const VEC *end8 = (const VEC *)src + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL; \
+        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
+            const VEC *s = src;                                                            \
+            VEC *d = dst;                                                                  \
+            for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
+                VEC w0 = LOAD(s + 0), w1 = LOAD(s + 1), w2 = LOAD(s + 2), w3 = LOAD(s + 3); \
+                VEC w4 = LOAD(s + 4), w5 = LOAD(s + 5), w6 = LOAD(s + 6), w7 = LOAD(s + 7); \
+                STREAM(d + 0, w0), STREAM(d + 1, w1), STREAM(d + 2, w2), STREAM(d + 3, w3); \
+                STREAM(d + 4, w4), STREAM(d + 5, w5), STREAM(d + 6, w6), STREAM(d + 7, w7); \
+            }                                                                              \
+            for (; s < end; ++s, ++d)                                                      \
+                STREAM(d, LOAD(s));                                                        \
+        }                                                                                  \
+        _mm_sfence();                                                                      \
+        return 0;                                                                          \
+    }
+
+BW_VECTOR_KERNELS(sse2, "sse2", __m128i, _mm_load_si128, _mm_store_si128, _mm_stream_si128,
+                  _mm_add_epi64, _mm_setzero_si128, _mm_set1_epi64x)
+BW_VECTOR_KERNELS(avx2, "avx2", __m256i, _mm256_load_si256, _mm256_store_si256,
+                  _mm256_stream_si256, _mm256_add_epi64, _mm256_setzero_si256, _mm256_set1_epi64x)
+BW_VECTOR_KERNELS(avx512, "avx512f", __m512i, _mm512_load_si512, _mm512_store_si512,
+                  _mm512_stream_si512, _mm512_add_epi64, _mm512_setzero_si512, _mm512_set1_epi64)
+#endif /* BW_X86 */
+
+/* kernels[op][width][stores]; NULL where the combination does not exist. */
+static const ml_bw_kernel bw_kernels[ML_BW_OP_COUNT][ML_BW_WIDTH_COUNT][ML_BW_STORES_COUNT] = {
+#if BW_X86
+    [ML_BW_READ] = {{read_scalar, NULL}, {read_sse2, NULL}, {read_avx2, NULL}, {read_avx512, NULL}},
+    [ML_BW_WRITE] = {{write_scalar, write_nt_scalar},
+                     {write_sse2, write_nt_sse2},
+                     {write_avx2, write_nt_avx2},
+                     {write_avx512, write_nt_avx512}},
+    [ML_BW_COPY] = {{copy_scalar, copy_nt_scalar},
+                    {copy_sse2, copy_nt_sse2},
+                    {copy_avx2, copy_nt_avx2},
+                    {copy_avx512, copy_nt_avx512}},
+#else
+    [ML_BW_READ] = {{read_scalar, NULL}},
+    [ML_BW_WRITE] = {{write_scalar, NULL}},
+    [ML_BW_COPY] = {{copy_scalar, NULL}},
+#endif
+};
+
+#if BW_X86
+static const ml_bw_kernel bw_sum_kernels[ML_BW_WIDTH_COUNT] = {sum_scalar, sum_sse2, sum_avx2, sum_avx512};
+#else
+static const ml_bw_kernel bw_sum_kernels[ML_BW_WIDTH_COUNT] = {sum_scalar};
+#endif
+
+ml_bw_kernel ml_bw_sum_kernel(ml_bw_width width)
+{
+    return ml_bw_width_supported(width, NULL) ? bw_sum_kernels[width] : NULL;
+}
+
+size_t ml_bw_vector_bytes(ml_bw_width width)
+{
+    static const size_t bytes[ML_BW_WIDTH_COUNT] = {8, 16, 32, 64};
+    return (unsigned)width < ML_BW_WIDTH_COUNT ? bytes[width] : 0;
+}
+
+int ml_bw_width_supported(ml_bw_width width, const char **why)
+{
+    static const ml_cpu_feature needs[ML_BW_WIDTH_COUNT] = {
+        [ML_BW_SSE2] = ML_CPU_SSE2, [ML_BW_AVX2] = ML_CPU_AVX2, [ML_BW_AVX512] = ML_CPU_AVX512F};
+    static const char *const missing_text[ML_BW_WIDTH_COUNT] = {
+        [ML_BW_SSE2] = "this CPU has no SSE2",
+        [ML_BW_AVX2] = "this CPU has no AVX2 and FMA",
+        [ML_BW_AVX512] = "this CPU has no AVX-512F"};
+    const char *missing = NULL;
+    if ((unsigned)width >= ML_BW_WIDTH_COUNT)
+        missing = "no such width";
+    else if (width != ML_BW_SCALAR && !BW_X86)
+        missing = "vector widths are x86-64 only in this build";
+    else if (width != ML_BW_SCALAR && !ml_cpu_supports(needs[width]))
+        missing = missing_text[width]; /* or its OS does not save the registers, or
+                                          MEMLAB_HIDE_CPU_FEATURES hides it */
+    if (why)
+        *why = missing;
+    return missing == NULL;
+}
+
+ml_bw_width ml_bw_widest(void)
+{
+    for (int width = ML_BW_WIDTH_COUNT - 1; width > ML_BW_SCALAR; --width)
+        if (ml_bw_width_supported((ml_bw_width)width, NULL))
+            return (ml_bw_width)width;
+    return ML_BW_SCALAR;
+}
+
+ml_bw_kernel ml_bw_kernel_for(ml_bw_op op, ml_bw_width width, ml_bw_stores stores, const char **why)
+{
+    const char *reason = NULL;
+    if ((unsigned)op >= ML_BW_OP_COUNT || (unsigned)width >= ML_BW_WIDTH_COUNT ||
+        (unsigned)stores >= ML_BW_STORES_COUNT)
+        reason = "no such operation, width or store kind";
+    else if (op == ML_BW_READ && stores == ML_BW_STORES_NONTEMPORAL)
+        reason = "a read makes no stores: non-temporal stores apply to write and copy";
+    else if (!ml_bw_width_supported(width, &reason))
+        ;
+    else if (!bw_kernels[op][width][stores])
+        reason = "non-temporal stores are x86-64 only in this build";
+    if (why)
+        *why = reason;
+    return reason ? NULL : bw_kernels[op][width][stores];
+}
+
+/* ---- the team ----------------------------------------------------------- */
+
+static void worker_loop(ml_bw_worker *w, atomic_int *stop)
+{
+    const uint64_t chunk_ns = w->chunk_ns ? w->chunk_ns : ML_BW_DEFAULT_CHUNK_NS;
+    const size_t bytes = w->bytes;
+    char *dst = w->dst;
+    const char *src = w->src;
+    uint64_t done = 0, busy = 0, sum = 0, chunks = 0;
+    uint64_t cpu_start = ml_thread_cpu_ns();
+    w->start_ns = ml_now_ns();
+    for (;;) {
+        if (stop && atomic_load_explicit(stop, memory_order_relaxed))
+            break;
+        uint64_t want = w->chunk_bytes;
+        if (!want)
+            want = w->ns_per_byte > 0 ? (uint64_t)((double)chunk_ns / w->ns_per_byte)
+                                      : BW_FIRST_CHUNK_BYTES;
+        if (w->max_bytes) {
+            if (done >= w->max_bytes)
+                break;
+            if (want > w->max_bytes - done)
+                want = w->max_bytes - done;
+        }
+        want = want / ML_BW_LINE_BYTES * ML_BW_LINE_BYTES;
+        if (want < ML_BW_LINE_BYTES)
+            want = ML_BW_LINE_BYTES;
+        uint64_t passes = 1;
+        size_t length;
+        if (w->offset == 0 && want >= bytes) {
+            passes = want / bytes; /* whole passes in one call */
+            length = bytes;
+        } else {
+            size_t left = bytes - w->offset;
+            length = want < left ? (size_t)want : left;
+            if (length > BW_SLICE_BYTES && length < left)
+                length = length / BW_SLICE_BYTES * BW_SLICE_BYTES;
+        }
+        char *d = dst ? dst + w->offset : NULL;
+        const char *s = src ? src + w->offset : NULL;
+        uint64_t t0 = ml_now_ns();
+        sum += w->kernel(d, s, length, passes, w->value);
+        uint64_t t1 = ml_now_ns();
+        uint64_t moved = (uint64_t)length * passes;
+        busy += t1 - t0;
+        done += moved;
+        chunks++;
+        if (passes == 1) {
+            w->offset += length;
+            if (w->offset >= bytes)
+                w->offset = 0;
+        }
+        if (t1 > t0) {
+            double estimate = (double)(t1 - t0) / (double)moved;
+            w->ns_per_byte = w->ns_per_byte > 0 ? 0.5 * (w->ns_per_byte + estimate) : estimate;
+        }
+        if (w->hook && w->hook(w, w->hook_arg))
+            break;
+    }
+    w->end_ns = ml_now_ns();
+    w->cpu_ns = ml_thread_cpu_ns() - cpu_start;
+    w->bytes_done = done;
+    w->busy_ns = busy;
+    w->sum = sum;
+    w->chunks = chunks;
+    w->ran_on_cpu = sched_getcpu();
+}
+
+void ml_bw_worker_run_here(ml_bw_worker *worker)
+{
+    worker_loop(worker, NULL);
+}
+
+static void *worker_main(void *arg)
+{
+    ml_bw_worker *w = arg;
+    ml_bw_team *team = w->team;
+    atomic_fetch_add(&team->ready, 1);
+    unsigned spins = 0;
+    while (!atomic_load_explicit(&team->go, memory_order_acquire)) {
+        cpu_relax();
+        if (++spins % 1024 == 0)
+            sched_yield(); /* the starting thread may share this CPU */
+    }
+    worker_loop(w, &team->stop);
+    atomic_fetch_add(&team->finished, 1);
+    return NULL;
+}
+
+int ml_bw_team_init(ml_bw_team *team, int n, ml_error *err)
+{
+    memset(team, 0, sizeof *team);
+    if (n < 1)
+        return ml_fail(err, ML_ERR_VALUE, 0, "a team needs at least one worker (asked: %d)", n);
+    team->workers = calloc((size_t)n, sizeof *team->workers);
+    team->threads = calloc((size_t)n, sizeof *team->threads);
+    if (!team->workers || !team->threads) {
+        ml_bw_team_free(team);
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for a team of %d workers", n);
+    }
+    team->n = n;
+    for (int i = 0; i < n; ++i)
+        team->workers[i].cpu = -1;
+    return 0;
+}
+
+void ml_bw_team_free(ml_bw_team *team)
+{
+    ml_bw_team_stop(team);
+    free(team->workers);
+    free(team->threads);
+    team->workers = NULL;
+    team->threads = NULL;
+    team->n = 0;
+}
+
+void ml_bw_team_stop(ml_bw_team *team)
+{
+    if (!team->started)
+        return;
+    atomic_store(&team->stop, 1);
+    atomic_store_explicit(&team->go, 1, memory_order_release);
+    for (int i = 0; i < team->started; ++i)
+        pthread_join(team->threads[i], NULL);
+    team->started = 0;
+}
+
+int ml_bw_team_start(ml_bw_team *team, ml_error *err)
+{
+    ml_bw_team_stop(team);
+    atomic_store(&team->ready, 0);
+    atomic_store(&team->go, 0);
+    atomic_store(&team->stop, 0);
+    atomic_store(&team->finished, 0);
+    for (int i = 0; i < team->n; ++i) {
+        ml_bw_worker *w = &team->workers[i];
+        if (!w->kernel || !w->bytes || w->bytes % ML_BW_LINE_BYTES) {
+            ml_bw_team_stop(team);
+            return ml_fail(err, ML_ERR_VALUE, 0,
+                           "worker %d has no kernel or a size (%zu bytes) that is not a positive "
+                           "multiple of %u",
+                           i, w->bytes, ML_BW_LINE_BYTES);
+        }
+        w->team = team;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        if (w->cpu >= 0) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(w->cpu, &one);
+            pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+        }
+        int e = pthread_create(&team->threads[i], &attr, worker_main, w);
+        pthread_attr_destroy(&attr);
+        if (e) {
+            ml_bw_team_stop(team);
+            if (e == EINVAL && w->cpu >= 0)
+                return ml_fail(err, ML_ERR_VALUE, e,
+                               "worker %d cannot run on CPU %d: not a CPU this process may use "
+                               "(affinity or cpuset)",
+                               i, w->cpu);
+            return ml_fail(err, e == EAGAIN ? ML_ERR_MEMORY : ML_ERR_OS, e,
+                           "pthread_create of worker %d of %d: %s", i, team->n, strerror(e));
+        }
+        team->started++;
+    }
+    while (atomic_load(&team->ready) < team->n)
+        sched_yield();
+    atomic_store_explicit(&team->go, 1, memory_order_release);
+    return 0;
+}
+
+int ml_bw_team_run(ml_bw_team *team, uint64_t duration_ns, ml_context *ctx, ml_error *err)
+{
+    if (ml_bw_team_start(team, err))
+        return -1;
+    uint64_t start = ml_now_ns();
+    int rc = 0;
+    for (;;) {
+        uint64_t now = ml_now_ns();
+        if ((duration_ns && now - start >= duration_ns) || atomic_load(&team->finished) == team->n)
+            break; /* time is up, or every worker stopped on its own */
+        uint64_t left = duration_ns ? duration_ns - (now - start) : (uint64_t)BW_WAIT_NS;
+        struct timespec nap = {0, (long)(left < (uint64_t)BW_WAIT_NS ? left : (uint64_t)BW_WAIT_NS)};
+        nanosleep(&nap, NULL);
+        if (ml_interrupted(ctx)) {
+            rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
+            break;
+        }
+    }
+    ml_bw_team_stop(team);
+    return rc;
+}
+
+/* ---- the "bandwidth" family --------------------------------------------- */
+
+enum { WIDTH_AUTO = 0 }; /* config->width: 0 auto, else ml_bw_width + 1 */
+static const char *const bw_width_choices[] = {"auto", "scalar", "sse2", "avx2", "avx512", NULL};
+enum { BACKGROUND_NONE = 0 }; /* config->background_op: 0 none, else ml_bw_op + 1 */
+static const char *const bw_background_choices[] = {"none", "read", "write", "copy", NULL};
+static const char *const bw_pages_names[] = {"4k", "thp", "hugetlb-2m", NULL};
+static const ml_page_kind bw_page_kinds[] = {ML_PAGES_4K, ML_PAGES_THP, ML_PAGES_HUGETLB_2M};
+
+#define BW_MAX_THREADS 1024
+#define BW_MAX_BYTES (1ll << 46)
+#define BW_GUARD_BYTES 4096u /* before and after each working set, checked by check=1 */
+#define BW_CHECK_PASSES 2u
+/* Chunks of the check: not a divisor of any power of two, so that chunks
+ * end inside passes and the next pass starts mid-chunk. */
+#define BW_CHECK_CHUNK_BYTES (3u * 4096u + 5u * 64u)
+#define BW_WRITE_VALUE 0xc3a55a3cc3a55a3cull
+#define BW_PATTERN_STEP 0x9e3779b97f4a7c15ull
+#define BW_GUARD_WORD 0x6b8b4567327b23c6ull
+#define BW_LOW52 ((1ull << 52) - 1)
+
+typedef struct bw_config {
+    int64_t working_set_bytes;
+    int op;
+    int width;
+    int stores;
+    int64_t threads;
+    ml_buffer cpus;
+    int shared;
+    int pages;
+    int strict_pages;
+    int background_op;
+    int64_t background_working_set_bytes;
+    int check;
+} bw_config;
+
+static const ml_param bw_params[] = {
+    {.name = "working_set_bytes", .kind = ML_PARAM_INT, .offset = offsetof(bw_config, working_set_bytes),
+     .min = ML_BW_LINE_BYTES, .max = BW_MAX_BYTES},
+    {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, op), .choices = ml_bw_op_names},
+    {.name = "width", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, width),
+     .choices = bw_width_choices},
+    {.name = "stores", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, stores),
+     .choices = ml_bw_stores_names},
+    {.name = "threads", .kind = ML_PARAM_INT, .offset = offsetof(bw_config, threads), .min = 1,
+     .max = BW_MAX_THREADS},
+    {.name = "cpus", .kind = ML_PARAM_BUFFER, .offset = offsetof(bw_config, cpus)},
+    {.name = "shared", .kind = ML_PARAM_BOOL, .offset = offsetof(bw_config, shared)},
+    {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, pages), .choices = bw_pages_names},
+    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(bw_config, strict_pages)},
+    {.name = "background_op", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, background_op),
+     .choices = bw_background_choices},
+    {.name = "background_working_set_bytes", .kind = ML_PARAM_INT,
+     .offset = offsetof(bw_config, background_working_set_bytes), .min = ML_BW_LINE_BYTES,
+     .max = BW_MAX_BYTES},
+    {.name = "check", .kind = ML_PARAM_BOOL, .offset = offsetof(bw_config, check)},
+    {0},
+};
+
+/* One working set: a region with a guard page before and after the data;
+ * copy reads the first half and writes the second. */
+typedef struct bw_set {
+    ml_region region;
+    char *data;
+    size_t bytes; /* the working set */
+    int mapped;
+} bw_set;
+
+typedef struct bw_state {
+    bw_config cfg;
+    ml_bw_op op, background;
+    ml_bw_width width;
+    ml_bw_kernel kernel, background_kernel;
+    int threads, workers;
+    int *cpus;
+    bw_set *sets; /* measured: sets[0] if shared, else one per thread; then the background's */
+    int n_sets;
+    ml_bw_team team;
+} bw_state;
+
+static inline uint64_t pattern_word(size_t index)
+{
+    return (uint64_t)(index + 1) * BW_PATTERN_STEP;
+}
+
+static size_t op_pass_bytes(ml_bw_op op, size_t working_set)
+{
+    return op == ML_BW_COPY ? working_set / 2 : working_set;
+}
+
+static const void *set_src(const bw_set *set) { return set->data; }
+
+static void *set_dst(const bw_set *set, ml_bw_op op)
+{
+    return op == ML_BW_COPY ? set->data + set->bytes / 2 : set->data;
+}
+
+static int check_working_set(const char *name, int64_t bytes, ml_bw_op op, ml_error *err)
+{
+    if (bytes % ML_BW_LINE_BYTES)
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "%s=%lld must be a multiple of %u bytes (one cache line, the widest vector)",
+                       name, (long long)bytes, ML_BW_LINE_BYTES);
+    if (op == ML_BW_COPY && bytes % (2 * ML_BW_LINE_BYTES))
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "%s=%lld: copy reads one half of the working set and writes the other, so it "
+                       "must be a multiple of %u bytes (two cache lines)",
+                       name, (long long)bytes, 2 * ML_BW_LINE_BYTES);
+    return 0;
+}
+
+static void bw_teardown(void *state_)
+{
+    bw_state *s = state_;
+    if (!s)
+        return;
+    ml_bw_team_free(&s->team);
+    for (int i = 0; i < s->n_sets; ++i)
+        if (s->sets[i].mapped)
+            ml_region_unmap(&s->sets[i].region);
+    free(s->sets);
+    free(s->cpus);
+    free(s);
+}
+
+/* Fill a set: every word with the pattern (the source of a copy is its
+ * first half), the guards with their word.  Distinct non-zero words: pages
+ * of zeros may be merged by the hypervisor, and the first write to a merged
+ * page then pays for a copy.  Run on the CPU of the first worker that uses
+ * the set, so that its pages are local there. */
+static void fill_set(bw_set *set)
+{
+    uint64_t *lead = (uint64_t *)(set->data - BW_GUARD_BYTES);
+    uint64_t *trail = (uint64_t *)(set->data + set->bytes);
+    for (size_t i = 0; i < BW_GUARD_BYTES / 8; ++i)
+        lead[i] = trail[i] = BW_GUARD_WORD ^ i;
+    uint64_t *words = (uint64_t *)set->data;
+    for (size_t i = 0; i < set->bytes / 8; ++i)
+        words[i] = pattern_word(i);
+}
+
+static int map_set(bw_set *set, size_t bytes, const bw_config *cfg, int cpu, ml_error *err)
+{
+    size_t total = bytes + 2 * BW_GUARD_BYTES;
+    if (ml_region_map(&set->region, total, bw_page_kinds[cfg->pages], 0, ML_POPULATE_NONE,
+                      !cfg->strict_pages, err))
+        return -1;
+    set->mapped = 1;
+    set->data = (char *)set->region.base + BW_GUARD_BYTES;
+    set->bytes = bytes;
+    cpu_set_t saved, one;
+    int moved = 0;
+    if (cpu >= 0 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0) {
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        moved = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+    }
+    uint64_t start = ml_now_ns();
+    fill_set(set);
+    set->region.populate_ns = ml_now_ns() - start;
+    if (moved)
+        pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+    return 0;
+}
+
+static int resolve_width(int choice, ml_bw_width *out, ml_error *err)
+{
+    ml_bw_width width = choice == WIDTH_AUTO ? ml_bw_widest() : (ml_bw_width)(choice - 1);
+    const char *why;
+    if (!ml_bw_width_supported(width, &why))
+        return ml_fail(err, ML_ERR_VALUE, 0, "width=%s cannot run here: %s (widest: %s)",
+                       ml_bw_width_names[width], why, ml_bw_width_names[ml_bw_widest()]);
+    *out = width;
+    return 0;
+}
+
+static int check_cpus(bw_state *s, const bw_config *cfg, ml_error *err)
+{
+    const ml_buffer *b = &cfg->cpus;
+    if (b->itemsize != sizeof(int32_t))
+        return ml_fail(err, ML_ERR_VALUE, 0, "cpus has items of %zu bytes; int32 (4) is required",
+                       b->itemsize);
+    if (b->bytes != (size_t)s->workers * sizeof(int32_t))
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "cpus holds %zu CPUs; threads=%d%s needs %d (one per worker, -1: unpinned)",
+                       b->bytes / sizeof(int32_t), s->threads,
+                       s->workers > s->threads ? " and a background worker" : "", s->workers);
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed))
+        return ml_fail(err, ML_ERR_OS, errno, "sched_getaffinity: %s", strerror(errno));
+    int n_allowed = CPU_COUNT(&allowed);
+    if (s->workers > n_allowed)
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "threads=%d%s is more than the %d CPUs this process may use", s->threads,
+                       s->workers > s->threads ? " plus a background worker" : "", n_allowed);
+    s->cpus = malloc((size_t)s->workers * sizeof *s->cpus);
+    if (!s->cpus)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for the CPU list");
+    const int32_t *cpus = b->data;
+    for (int i = 0; i < s->workers; ++i) {
+        int cpu = cpus[i];
+        if (cpu < -1 || cpu >= CPU_SETSIZE || (cpu >= 0 && !CPU_ISSET(cpu, &allowed)))
+            return ml_fail(err, ML_ERR_VALUE, 0,
+                           "cpus[%d]=%d is not a CPU this process may use (-1 leaves it unpinned)",
+                           i, cpu);
+        for (int j = 0; j < i; ++j)
+            if (cpu >= 0 && s->cpus[j] == cpu)
+                return ml_fail(err, ML_ERR_VALUE, 0,
+                               "cpus[%d]=%d is also cpus[%d]: two workers on one CPU take turns "
+                               "instead of running together",
+                               i, cpu, j);
+        s->cpus[i] = cpu;
+    }
+    return 0;
+}
+
+static int bw_setup(const void *config, void **state_out, ml_context *ctx, ml_error *err)
+{
+    (void)ctx;
+    const bw_config *cfg = config;
+    bw_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for the bandwidth state");
+    s->cfg = *cfg;
+    s->op = (ml_bw_op)cfg->op;
+    s->threads = (int)cfg->threads;
+    s->workers = s->threads + (cfg->background_op != BACKGROUND_NONE);
+    const char *why;
+    if (check_working_set("working_set_bytes", cfg->working_set_bytes, s->op, err) ||
+        resolve_width(cfg->width, &s->width, err))
+        goto fail;
+    s->kernel = ml_bw_kernel_for(s->op, s->width, (ml_bw_stores)cfg->stores, &why);
+    if (!s->kernel) {
+        ml_fail(err, ML_ERR_VALUE, 0, "op=%s with stores=%s and width=%s: %s", ml_bw_op_names[s->op],
+                ml_bw_stores_names[cfg->stores], ml_bw_width_names[s->width], why);
+        goto fail;
+    }
+    if (cfg->background_op != BACKGROUND_NONE) {
+        s->background = (ml_bw_op)(cfg->background_op - 1);
+        if (check_working_set("background_working_set_bytes", cfg->background_working_set_bytes,
+                              s->background, err))
+            goto fail;
+        s->background_kernel = ml_bw_kernel_for(s->background, s->width, ML_BW_STORES_NORMAL, &why);
+    }
+    if (check_cpus(s, cfg, err))
+        goto fail;
+    int measured_sets = cfg->shared ? 1 : s->threads;
+    int n_sets = measured_sets + (cfg->background_op != BACKGROUND_NONE);
+    size_t page = ml_page_kind_bytes(bw_page_kinds[cfg->pages]);
+    size_t each = ml_round_up((uint64_t)cfg->working_set_bytes + 2 * BW_GUARD_BYTES, page);
+    size_t total = each * (size_t)measured_sets;
+    if (cfg->background_op != BACKGROUND_NONE)
+        total += (size_t)cfg->background_working_set_bytes + 2 * BW_GUARD_BYTES;
+    char what[128];
+    snprintf(what, sizeof what, "%d working set%s of %lld bytes", measured_sets,
+             measured_sets > 1 ? "s" : "", (long long)cfg->working_set_bytes);
+    if (ml_check_memory(total, what, err))
+        goto fail;
+    s->sets = calloc((size_t)n_sets, sizeof *s->sets);
+    if (!s->sets) {
+        ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %d working sets", n_sets);
+        goto fail;
+    }
+    s->n_sets = n_sets;
+    for (int i = 0; i < measured_sets; ++i)
+        if (map_set(&s->sets[i], (size_t)cfg->working_set_bytes, cfg, s->cpus[i], err))
+            goto fail;
+    if (cfg->background_op != BACKGROUND_NONE &&
+        map_set(&s->sets[measured_sets], (size_t)cfg->background_working_set_bytes, cfg,
+                s->cpus[s->threads], err))
+        goto fail;
+    if (ml_bw_team_init(&s->team, s->workers, err))
+        goto fail;
+    for (int i = 0; i < s->workers; ++i) {
+        int background = i >= s->threads;
+        bw_set *set = &s->sets[background ? measured_sets : cfg->shared ? 0 : i];
+        ml_bw_op op = background ? s->background : s->op;
+        ml_bw_worker *w = &s->team.workers[i];
+        w->kernel = background ? s->background_kernel : s->kernel;
+        w->src = set_src(set);
+        w->dst = set_dst(set, op);
+        w->bytes = op_pass_bytes(op, set->bytes);
+        w->value = BW_WRITE_VALUE;
+        w->cpu = s->cpus[i];
+    }
+    *state_out = s;
+    return 0;
+fail:
+    bw_teardown(s);
+    return -1;
+}
+
+/* The reference of the check: the words of [0, bytes) summed by the
+ * plainest loop. */
+BW_KERNEL static uint64_t reference_sum(const uint64_t *words, size_t bytes)
+{
+    uint64_t sum = 0;
+    BW_PLAIN_LOOP
+    for (size_t i = 0; i < bytes / 8; ++i)
+        sum += words[i];
+    return sum;
+}
+
+typedef struct bw_check_result {
+    uint64_t wrong_words, guard_damage, sum_mismatches, bytes;
+    uint64_t first_sum; /* read: what set 0's check passes summed to */
+} bw_check_result;
+
+static void check_guards(const bw_set *set, bw_check_result *r)
+{
+    const uint64_t *lead = (const uint64_t *)(set->data - BW_GUARD_BYTES);
+    const uint64_t *trail = (const uint64_t *)(set->data + set->bytes);
+    for (size_t i = 0; i < BW_GUARD_BYTES / 8; ++i)
+        r->guard_damage += (lead[i] != (BW_GUARD_WORD ^ i)) + (trail[i] != (BW_GUARD_WORD ^ i));
+}
+
+/* Run a measured worker's loop for BW_CHECK_PASSES passes in odd chunks,
+ * here, and look at every word of its set and the guards around it. */
+static void check_set(bw_state *s, int worker, bw_check_result *r)
+{
+    ml_bw_worker w = s->team.workers[worker];
+    const bw_set *set = &s->sets[s->cfg.shared ? 0 : worker];
+    size_t words = w.bytes / 8;
+    uint64_t *dst = w.dst;
+    const uint64_t *src = w.src;
+    if (s->op != ML_BW_READ)
+        for (size_t i = 0; i < words; ++i)
+            dst[i] = ~BW_WRITE_VALUE ^ i; /* neither the value written nor a source word */
+    if (s->op == ML_BW_READ)
+        w.kernel = ml_bw_sum_kernel(s->width); /* the read's walk, adding up what it loads */
+    w.max_bytes = (uint64_t)w.bytes * BW_CHECK_PASSES;
+    w.chunk_bytes = BW_CHECK_CHUNK_BYTES;
+    w.offset = 0;
+    w.hook = NULL;
+    ml_bw_worker_run_here(&w);
+    r->bytes += w.bytes_done;
+    if (s->op == ML_BW_READ) {
+        uint64_t expected = reference_sum(src, w.bytes) * BW_CHECK_PASSES;
+        r->sum_mismatches += w.sum != expected;
+        if (worker == 0)
+            r->first_sum = w.sum;
+    } else {
+        for (size_t i = 0; i < words; ++i)
+            r->wrong_words += dst[i] != (s->op == ML_BW_WRITE ? BW_WRITE_VALUE : src[i]);
+    }
+    if (s->op == ML_BW_COPY) /* the source half must be as it was filled */
+        for (size_t i = 0; i < words; ++i)
+            r->wrong_words += src[i] != pattern_word(i);
+    if (s->op == ML_BW_READ)
+        for (size_t i = 0; i < words; ++i)
+            r->wrong_words += src[i] != pattern_word(i);
+    check_guards(set, r);
+}
+
+static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_error *err)
+{
+    bw_state *s = state_;
+    uint64_t target = ctx && ctx->target_ns ? ctx->target_ns : 100000000ull;
+    ml_counting counting;
+    ml_counting_open(&counting, ctx, 1); /* inherit: the worker threads are counted */
+    ml_counting_begin(&counting);
+    int rc = ml_bw_team_run(&s->team, target, ctx, err);
+    ml_counting_end(&counting, &out->counters);
+    if (rc)
+        return rc;
+
+    double bytes_sum = 0, window_sum = 0, rate_total = 0, cpu_fraction_sum = 0, on_cpu_rate_sum = 0;
+    double rate_min = 0, rate_max = 0, cpu_fraction_min = 0;
+    uint64_t first_start = UINT64_MAX, last_start = 0, first_end = UINT64_MAX, last_end = 0;
+    for (int i = 0; i < s->threads; ++i) {
+        const ml_bw_worker *w = &s->team.workers[i];
+        uint64_t window = w->end_ns > w->start_ns ? w->end_ns - w->start_ns : 1;
+        double rate = (double)w->bytes_done / (double)window; /* GB/s */
+        double cpu_fraction = (double)w->cpu_ns / (double)window;
+        bytes_sum += (double)w->bytes_done;
+        window_sum += (double)window;
+        rate_total += rate;
+        cpu_fraction_sum += cpu_fraction;
+        on_cpu_rate_sum += w->cpu_ns ? (double)w->bytes_done / (double)w->cpu_ns : 0.0;
+        rate_min = i == 0 || rate < rate_min ? rate : rate_min;
+        rate_max = i == 0 || rate > rate_max ? rate : rate_max;
+        cpu_fraction_min = i == 0 || cpu_fraction < cpu_fraction_min ? cpu_fraction : cpu_fraction_min;
+        first_start = w->start_ns < first_start ? w->start_ns : first_start;
+        last_start = w->start_ns > last_start ? w->start_ns : last_start;
+        first_end = w->end_ns < first_end ? w->end_ns : first_end;
+        last_end = w->end_ns > last_end ? w->end_ns : last_end;
+    }
+    double n = (double)s->threads;
+    /* Per measured thread: the average thread's bytes in the average thread's window. */
+    out->elapsed_ns = (uint64_t)(window_sum / n + 0.5);
+    out->bytes = bytes_sum / n;
+    out->units = out->bytes;
+    double common = first_end > last_start ? (double)(first_end - last_start) : 0.0;
+    double pass_bytes = (double)s->team.workers[0].bytes;
+    ml_metric_add(out, "threads", n);
+    ml_metric_add(out, "GB_per_s_total", rate_total);
+    ml_metric_add(out, "GB_per_s_slowest_thread", rate_min);
+    ml_metric_add(out, "GB_per_s_fastest_thread", rate_max);
+    ml_metric_add(out, "on_cpu_GB_per_s", on_cpu_rate_sum / n);
+    ml_metric_add(out, "cpu_fraction", cpu_fraction_sum / n);
+    ml_metric_add(out, "lowest_cpu_fraction", cpu_fraction_min);
+    ml_metric_add(out, "overlap_fraction", common / (double)(last_end - first_start));
+    ml_metric_add(out, "passes", bytes_sum / n / pass_bytes);
+    ml_metric_add(out, "bytes_per_pass", pass_bytes);
+    ml_metric_add(out, "vector_bytes", (double)ml_bw_vector_bytes(s->width));
+    ml_metric_add(out, "nontemporal", s->cfg.stores == ML_BW_STORES_NONTEMPORAL);
+    ml_metric_add(out, "working_sets", s->cfg.shared ? 1.0 : n);
+    double mapped = 0;
+    for (int i = 0; i < s->n_sets; ++i)
+        mapped += (double)s->sets[i].region.map_bytes;
+    ml_metric_add(out, "memory_bytes", mapped);
+    ml_metric_add(out, "fill_ns", (double)s->sets[0].region.populate_ns);
+    int64_t huge = ml_region_huge_bytes(&s->sets[0].region);
+    if (huge >= 0)
+        ml_metric_add(out, "huge_page_fraction",
+                      (double)huge / (double)s->sets[0].region.bytes);
+    ml_metric_add(out, "pages_granted_hugetlb", s->sets[0].region.granted == ML_PAGES_HUGETLB_2M);
+    for (int i = 0; i < s->workers && i < 4; ++i) {
+        char name[ML_METRIC_NAME_MAX];
+        snprintf(name, sizeof name, "ran_on_cpu_%d", i);
+        ml_metric_add(out, name, s->team.workers[i].ran_on_cpu);
+    }
+    if (s->workers > s->threads) {
+        const ml_bw_worker *b = &s->team.workers[s->threads];
+        uint64_t window = b->end_ns > b->start_ns ? b->end_ns - b->start_ns : 1;
+        ml_metric_add(out, "background_GB_per_s", (double)b->bytes_done / (double)window);
+        ml_metric_add(out, "background_cpu_fraction", (double)b->cpu_ns / (double)window);
+    }
+    if (s->cfg.check) {
+        bw_check_result r = {0};
+        int sets = s->cfg.shared ? 1 : s->threads;
+        for (int i = 0; i < sets; ++i) {
+            check_set(s, i, &r);
+            ML_CHECK_INTERRUPT(ctx, err);
+        }
+        ml_metric_add(out, "check_errors", (double)(r.wrong_words + r.guard_damage + r.sum_mismatches));
+        ml_metric_add(out, "check_wrong_words", (double)r.wrong_words);
+        ml_metric_add(out, "check_guard_damage", (double)r.guard_damage);
+        ml_metric_add(out, "check_sum_mismatches", (double)r.sum_mismatches);
+        ml_metric_add(out, "check_bytes", (double)r.bytes);
+        ml_metric_add(out, "check_passes", BW_CHECK_PASSES);
+        if (s->op == ML_BW_READ)
+            ml_metric_add(out, "check_sum_low52", (double)(r.first_sum & BW_LOW52));
+    }
+    return 0;
+}
+
+ML_FAMILY(bandwidth) = {
+    .name = "bandwidth",
+    .description = "read / write / copy loops over a working set at a chosen vector width, one "
+                   "or more pinned threads (Drepper 3.5.1, 3.5.3)",
+    .config_size = sizeof(bw_config),
+    .params = bw_params,
+    .setup = bw_setup,
+    .measure = bw_measure,
+    .teardown = bw_teardown,
+};
+
+/* ---- the "bandwidth_pass" family: one kernel over Python's buffers ------ */
+
+typedef struct pass_config {
+    int op;
+    int width;
+    int stores;
+    ml_buffer src;
+    ml_buffer dst;
+    int64_t value;
+    int64_t passes;
+    int64_t chunk_bytes;
+} pass_config;
+
+/* The three ops, and "sum": the read's checking twin (ml_bw_sum_kernel). */
+enum { PASS_SUM = ML_BW_OP_COUNT };
+static const char *const pass_op_names[] = {"read", "write", "copy", "sum", NULL};
+
+static const ml_param pass_params[] = {
+    {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(pass_config, op), .choices = pass_op_names},
+    {.name = "width", .kind = ML_PARAM_CHOICE, .offset = offsetof(pass_config, width),
+     .choices = bw_width_choices},
+    {.name = "stores", .kind = ML_PARAM_CHOICE, .offset = offsetof(pass_config, stores),
+     .choices = ml_bw_stores_names},
+    {.name = "src", .kind = ML_PARAM_BUFFER, .offset = offsetof(pass_config, src)},
+    {.name = "dst", .kind = ML_PARAM_BUFFER, .offset = offsetof(pass_config, dst), .writable = 1},
+    {.name = "value", .kind = ML_PARAM_INT, .offset = offsetof(pass_config, value), .min = INT64_MIN,
+     .max = INT64_MAX},
+    {.name = "passes", .kind = ML_PARAM_INT, .offset = offsetof(pass_config, passes), .min = 1,
+     .max = 1ll << 40},
+    {.name = "chunk_bytes", .kind = ML_PARAM_INT, .offset = offsetof(pass_config, chunk_bytes), .min = 0,
+     .max = BW_MAX_BYTES},
+    {0},
+};
+
+static int check_pass_buffer(const ml_buffer *b, const char *name, size_t expected, ml_error *err)
+{
+    if (b->bytes == 0 || b->bytes % ML_BW_LINE_BYTES)
+        return ml_fail(err, ML_ERR_VALUE, 0, "%s holds %zu bytes; a positive multiple of %u is needed",
+                       name, b->bytes, ML_BW_LINE_BYTES);
+    if ((uintptr_t)b->data % ML_BW_LINE_BYTES)
+        return ml_fail(err, ML_ERR_VALUE, 0, "%s must start on a %u-byte boundary (it starts at %p)",
+                       name, ML_BW_LINE_BYTES, b->data);
+    if (expected && b->bytes != expected)
+        return ml_fail(err, ML_ERR_VALUE, 0, "%s holds %zu bytes; it must match src (%zu bytes)", name,
+                       b->bytes, expected);
+    return 0;
+}
+
+typedef struct pass_state {
+    pass_config cfg;
+    ml_bw_kernel kernel;
+    ml_bw_width width;
+} pass_state;
+
+static int pass_setup(const void *config, void **state_out, ml_context *ctx, ml_error *err)
+{
+    (void)ctx;
+    const pass_config *cfg = config;
+    ml_bw_op op = cfg->op == PASS_SUM ? ML_BW_READ : (ml_bw_op)cfg->op;
+    if (op != ML_BW_WRITE && check_pass_buffer(&cfg->src, "src", 0, err))
+        return -1;
+    if (op != ML_BW_READ &&
+        check_pass_buffer(&cfg->dst, "dst", op == ML_BW_COPY ? cfg->src.bytes : 0, err))
+        return -1;
+    if (cfg->chunk_bytes % ML_BW_LINE_BYTES)
+        return ml_fail(err, ML_ERR_VALUE, 0, "chunk_bytes=%lld must be a multiple of %u",
+                       (long long)cfg->chunk_bytes, ML_BW_LINE_BYTES);
+    pass_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for the pass state");
+    s->cfg = *cfg;
+    const char *why;
+    if (resolve_width(cfg->width, &s->width, err)) {
+        free(s);
+        return -1;
+    }
+    s->kernel = ml_bw_kernel_for(op, s->width, (ml_bw_stores)cfg->stores, &why);
+    if (s->kernel && cfg->op == PASS_SUM)
+        s->kernel = ml_bw_sum_kernel(s->width);
+    if (!s->kernel) {
+        ml_fail(err, ML_ERR_VALUE, 0, "op=%s with stores=%s and width=%s: %s", pass_op_names[cfg->op],
+                ml_bw_stores_names[cfg->stores], ml_bw_width_names[s->width], why);
+        free(s);
+        return -1;
+    }
+    *state_out = s;
+    return 0;
+}
+
+static int pass_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
+{
+    (void)ctx, (void)err;
+    pass_state *s = state;
+    const pass_config *cfg = &s->cfg;
+    ml_bw_op op = cfg->op == PASS_SUM ? ML_BW_READ : (ml_bw_op)cfg->op;
+    ml_bw_worker w = {
+        .kernel = s->kernel,
+        .src = op == ML_BW_WRITE ? NULL : cfg->src.data,
+        .dst = op == ML_BW_READ ? NULL : cfg->dst.data,
+        .bytes = op == ML_BW_WRITE ? cfg->dst.bytes : cfg->src.bytes,
+        .value = (uint64_t)cfg->value,
+        .cpu = -1,
+    };
+    w.max_bytes = (uint64_t)w.bytes * (uint64_t)cfg->passes;
+    w.chunk_bytes = cfg->chunk_bytes ? (uint64_t)cfg->chunk_bytes : w.max_bytes;
+    ml_bw_worker_run_here(&w);
+    ml_counter_values_missing(&out->counters, 0);
+    out->elapsed_ns = w.end_ns - w.start_ns;
+    out->bytes = (double)w.bytes_done;
+    out->units = (double)w.bytes_done;
+    ml_metric_add(out, "sum_low32", (double)(w.sum & 0xffffffffu));
+    ml_metric_add(out, "sum_high32", (double)(w.sum >> 32));
+    ml_metric_add(out, "bytes_done", (double)w.bytes_done);
+    ml_metric_add(out, "chunks", (double)w.chunks);
+    ml_metric_add(out, "vector_bytes", (double)ml_bw_vector_bytes(s->width));
+    return 0;
+}
+
+static void pass_teardown(void *state) { free(state); }
+
+ML_FAMILY(bandwidth_pass) = {
+    .name = "bandwidth_pass",
+    .description = "one bandwidth kernel (op x width x stores, or the read's summing twin) over "
+                   "buffers given by the caller",
+    .config_size = sizeof(pass_config),
+    .params = pass_params,
+    .setup = pass_setup,
+    .measure = pass_measure,
+    .teardown = pass_teardown,
+};

@@ -42,6 +42,7 @@ __all__ = [
     "RESOURCE",
     "FleetResult",
     "Host",
+    "all_workers",
     "check_each_host",
     "check_spread",
     "connect",
@@ -159,7 +160,7 @@ def gather_hosts(client, planned_bytes: int | None = None) -> list[Host]:
     ValueError when no worker offers the resource (they would never run a
     point), naming the option that gives it.
     """
-    workers = client.scheduler_info().get("workers", {})
+    workers = all_workers(client)
     measuring = sorted(address for address, info in workers.items()
                        if (info.get("resources") or {}).get(RESOURCE, 0) >= 1)
     if not measuring:
@@ -171,6 +172,21 @@ def gather_hosts(client, planned_bytes: int | None = None) -> list[Host]:
     reports = client.run(worker_report, planned_bytes, workers=measuring)
     return [Host(address, reports[address]["facts"], reports[address]["check"])
             for address in measuring if address in reports]
+
+
+def all_workers(client) -> dict[str, dict[str, Any]]:
+    """``{address: worker info}`` of every worker the scheduler knows.
+
+    ``Client.scheduler_info()`` lists only five workers by default in the
+    distributed releases of mid-2025 to mid-2026 (``n_workers=-1`` asks for
+    all); releases before ``n_workers`` existed list all of them and refuse
+    the argument.
+    """
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # a release without n_workers: it lists every worker
+        info = client.scheduler_info()
+    return dict(info.get("workers", {}))
 
 
 def check_each_host(hosts: Sequence[Host]) -> None:
@@ -353,8 +369,11 @@ def dispatch(
             except Exception:  # the scheduler is busy or gone: the main loop will hear of it
                 continue
             with lock:
+                # Not done: pending, or "lost" (it had finished, but its result died with the
+                # worker before it reached this client: Dask would wait for a recomputation
+                # that the pinned task can never get).
                 stranded = [f for f, job in in_flight.items()
-                            if job.host.address not in alive and f.status == "pending"]
+                            if job.host.address not in alive and not f.done()]
                 gone.update(in_flight[f].host.address for f in stranded)
             if stranded:
                 client.cancel(stranded)

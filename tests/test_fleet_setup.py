@@ -199,11 +199,16 @@ def test_merge_keeps_the_same_point_of_two_machines_and_refuses_it_twice_from_on
 
 
 class FakeClient:
+    """A client of the distributed releases of mid-2025 to mid-2026: ``scheduler_info()`` lists
+    five workers unless asked for all (``n_workers=-1``)."""
+
     def __init__(self, workers: dict[str, dict]) -> None:
         self.workers = workers
 
-    def scheduler_info(self):
-        return {"workers": {address: {"resources": info.get("resources", {})} for address, info in self.workers.items()}}
+    def scheduler_info(self, n_workers: int = 5):
+        listed = sorted(self.workers) if n_workers == -1 else sorted(self.workers)[:n_workers]
+        return {"workers": {address: {"resources": self.workers[address].get("resources", {})}
+                            for address in listed}}
 
     def run(self, function, *args, workers):
         return {address: {"facts": self.workers[address]["facts"], "check": {}} for address in workers}
@@ -215,6 +220,19 @@ def test_only_workers_with_the_resource_measure():
     assert [h.host for h in fleet.gather_hosts(client)] == ["a"]
     with pytest.raises(ValueError, match="no Dask worker offers the resource 'memlab'.*--resources memlab=1"):
         fleet.gather_hosts(FakeClient({"tcp://b:1": {"resources": {}, "facts": {}}}))
+
+
+class OlderFakeClient(FakeClient):
+    """A client of a release before ``n_workers``: every worker listed, the argument refused."""
+
+    def scheduler_info(self):
+        return super().scheduler_info(n_workers=-1)
+
+
+def test_every_worker_measures_not_only_the_five_a_client_lists_by_default():
+    workers = {f"tcp://h{i}:1": {"resources": {"memlab": 1}, "facts": {"hostname": f"h{i}"}} for i in range(8)}
+    for client in (FakeClient(workers), OlderFakeClient(workers)):
+        assert sorted(h.host for h in fleet.gather_hosts(client)) == [f"h{i}" for i in range(8)]
 
 
 def test_spread_names_every_differing_fact():

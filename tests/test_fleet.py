@@ -24,6 +24,7 @@ distributed = pytest.importorskip(
     "distributed", reason="Dask distributed (the fleet extra: pip install 'memlab[fleet]') is not installed")
 
 from memlab import chart, cli, fleet, plot, registry  # noqa: E402
+from memlab import sweep as sweep_module  # noqa: E402
 from memlab.compare import compare_machines  # noqa: E402
 from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset, key_value, machine_key, point_key  # noqa: E402
 from memlab.grid import Sweep, grid  # noqa: E402
@@ -262,3 +263,31 @@ def test_a_killed_worker_loses_only_its_point_and_a_rerun_completes(client, tmp_
     kept = {r["context_started_unix"] for r in final.rows}
     assert {r["context_started_unix"] for r in measured_a} <= kept  # the rows before the kill stay
     assert sorted(machine_key(r) for r in final.rows).count(("fake-a", _fake_id(FAKE_A))) == 5
+
+
+def test_ctrl_c_keeps_the_rows_measured_cancels_the_rest_and_a_rerun_completes(client, tmp_path, monkeypatch):
+    fake(client, FAKE_A, FAKE_B)
+    sweep = calibrate_sweep(4, 20_000_000)
+    out = tmp_path / "interrupted.csv"
+    advance = sweep_module.Progress.advance
+
+    def interrupted(self, detail: str = "") -> None:  # Ctrl-C right after the first row is on disk
+        advance(self, detail)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_module.Progress, "advance", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sweep, out, client=client, each_host=True, progress=False)
+    monkeypatch.undo()
+    kept = Dataset.load(out)
+    assert len(kept) == 1
+    deadline = time.monotonic() + 120  # the cancellations reach the workers
+    while any(client.processing().values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(client.processing().values())
+    final = run_sweep(sweep, out, client=client, each_host=True, progress=False)
+    expected = sorted(point_key({"family": "calibrate", **p}, ["budget_ns"]) for p in sweep.points)
+    for host in ("fake-a", "fake-b"):
+        keys = [point_key(r, ["budget_ns"]) for r in final.rows if r[HOST_COLUMN] == host]
+        assert sorted(keys) == expected
+    assert set(same_rows(kept.rows)) <= set(same_rows(Dataset.load(out).rows))  # the row before Ctrl-C stays

@@ -36,6 +36,7 @@ __all__ = [
     "bars_figure",
     "by_machine",
     "cache_sizes_of",
+    "default_machine",
     "family_of",
     "finite",
     "generic_figure",
@@ -181,8 +182,13 @@ def spread(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[float],
     return below, above
 
 
-def _default_machine(ds: Dataset) -> tuple:
-    """The machine of rows that do not name one: the one the metadata records, if any."""
+def default_machine(ds: Dataset) -> tuple:
+    """The machine ``(host, fingerprint id)`` of rows that do not name one: the one the
+    metadata records, else ``(None, None)``.
+
+    >>> default_machine(Dataset([], {}))
+    (None, None)
+    """
     facts = ds.metadata.get("machine")
     if isinstance(facts, Mapping) and facts:
         me = identity(facts)
@@ -201,7 +207,7 @@ def machine_labels(ds: Dataset) -> list[str]:
     ...                        {"param_names": ["n"]}))
     ['a', 'b']
     """
-    return machine_series(ds.rows, ds.param_names, _default_machine(ds))
+    return machine_series(ds.rows, ds.param_names, default_machine(ds))
 
 
 def by_machine(data: Dataset | str | os.PathLike) -> Dataset:

@@ -175,6 +175,27 @@ def test_compare_by_machine(tmp_path, capsys):
     assert cli.main(["compare", "a.csv", "b.csv", "--baseline-machine", "a"]) == 2
 
 
+def test_two_fleet_datasets_are_compared_machine_by_machine():
+    from memlab.compare import compare
+
+    base = made_up([("a", "111111111111", [1, 2]), ("b", "222222222222", [1, 2])])
+    cand = made_up([("a", "111111111111", [1, 2]), ("b", "333333333333", [1, 2])])
+    cand.metadata["machines"][1]["fingerprint"] = {"cpu_model": "CPU b", "kernel_release": "6.9"}
+    for row in cand.rows:
+        if row[HOST_COLUMN] == "b":  # b got slower; pooled with a, its samples would blur it
+            row["t_ns"] *= 1.5
+            row["t_ns_samples"] = [v * 1.5 for v in row["t_ns_samples"]]
+    result = compare(base, cand)
+    verdicts = {(p.params["machine"], p.params["n"]): p.verdict for p in result.points}
+    assert verdicts == {("a", 1): "unchanged", ("a", 2): "unchanged", ("b", 1): "regression", ("b", 2): "regression"}
+    assert not any("more than once" in w for w in result.warnings)
+    assert result.machine_differences == [("b: kernel_release", "unknown", "6.9")]
+    one = Dataset([r for r in base.rows if r[HOST_COLUMN] == "a"], {**base.metadata, "machines": base.metadata["machines"][:1]})
+    against_one = compare(one, cand)  # one machine against the fleet: it meets its own host
+    assert [(p.params["machine"], p.verdict) for p in against_one.points] == [("a", "unchanged")] * 2
+    assert [p["machine"] for p in against_one.only_in_candidate] == ["b", "b"]
+
+
 def test_the_report_has_a_machine_table_and_a_machine_column():
     ds = made_up([("a", "111111111111", [1, 2]), ("b", "222222222222", [1, 2, 3])])
     html = build_report([ds], command="test")

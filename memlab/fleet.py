@@ -179,8 +179,8 @@ def all_workers(client) -> dict[str, dict[str, Any]]:
 
     ``Client.scheduler_info()`` lists only five workers by default in the
     distributed releases of mid-2025 to mid-2026 (``n_workers=-1`` asks for
-    all); releases before ``n_workers`` existed list all of them and refuse
-    the argument.
+    all); earlier releases list every worker (should one refuse the
+    argument with a TypeError, it is asked without).
     """
     try:
         info = client.scheduler_info(n_workers=-1)

@@ -27,6 +27,7 @@ const char *const ml_counter_names[ML_COUNTER_COUNT] = {
     [ML_COUNTER_CACHE_MISSES] = "cache_misses",
     [ML_COUNTER_LLC_LOAD_MISSES] = "llc_load_misses",
     [ML_COUNTER_DTLB_LOAD_MISSES] = "dtlb_load_misses",
+    [ML_COUNTER_L1D_LOAD_MISSES] = "l1d_load_misses",
 };
 
 #define CACHE_EVENT(cache, op, result) \
@@ -53,6 +54,9 @@ static const struct {
                                      CACHE_EVENT(PERF_COUNT_HW_CACHE_DTLB,
                                                  PERF_COUNT_HW_CACHE_OP_READ,
                                                  PERF_COUNT_HW_CACHE_RESULT_MISS)},
+    [ML_COUNTER_L1D_LOAD_MISSES] = {PERF_TYPE_HW_CACHE,
+                                    CACHE_EVENT(PERF_COUNT_HW_CACHE_L1D, PERF_COUNT_HW_CACHE_OP_READ,
+                                                PERF_COUNT_HW_CACHE_RESULT_MISS)},
 };
 
 static int open_event(int id, pid_t pid, int inherit, int exclude_kernel)

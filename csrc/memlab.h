@@ -123,6 +123,7 @@ typedef enum ml_counter_id {
     ML_COUNTER_CACHE_MISSES,
     ML_COUNTER_LLC_LOAD_MISSES,
     ML_COUNTER_DTLB_LOAD_MISSES,
+    ML_COUNTER_L1D_LOAD_MISSES,
     ML_COUNTER_COUNT
 } ml_counter_id;
 
@@ -211,6 +212,46 @@ int64_t ml_region_huge_bytes(const ml_region *r);
 uint64_t ml_memory_available_bytes(void);
 /* Check a request against MemAvailable (minus a safety margin). */
 int ml_check_memory(size_t bytes, const char *what, ml_error *err);
+
+/* ---- placement: SMT siblings, NUMA nodes, memory binding (placement.c) */
+
+#define ML_MAX_CPUS 1024
+#define ML_MAX_NODES 1024
+
+typedef struct ml_cpu_mask {
+    uint64_t bits[ML_MAX_CPUS / 64];
+} ml_cpu_mask;
+
+void ml_cpu_mask_clear(ml_cpu_mask *mask);
+void ml_cpu_mask_set(ml_cpu_mask *mask, int cpu);
+int ml_cpu_mask_has(const ml_cpu_mask *mask, int cpu);
+int ml_cpu_mask_count(const ml_cpu_mask *mask);
+/* Parse a sysfs CPU (or node) list such as "0-3,8,10-11"; -1 if malformed. */
+int ml_cpu_list_parse(const char *text, ml_cpu_mask *out);
+/* The hardware threads sharing cpu's core (cpu itself included); -1 (and
+ * just cpu) when sysfs does not say. */
+int ml_cpu_smt_siblings(int cpu, ml_cpu_mask *out);
+/* The NUMA node of a CPU, -1 if sysfs does not say. */
+int ml_cpu_node(int cpu);
+/* Nodes with memory (node 0 alone on a kernel without NUMA); their count. */
+int ml_nodes_with_memory(ml_cpu_mask *out);
+/* The ACPI SLIT distance between two nodes (10 = local), -1 if unknown. */
+int ml_node_distance(int from, int to);
+
+/* Bind a region's pages to one node (mbind MPOL_BIND, pages already there
+ * are moved); call it before populating. */
+int ml_region_bind_node(ml_region *r, int node, ml_error *err);
+/* The policy of the region (get_mempolicy MPOL_F_ADDR): its mode (MPOL_*)
+ * and its node when the mask holds exactly one (-1: empty, -2: several). */
+int ml_region_policy(const ml_region *r, int *mode, int *only_node, ml_error *err);
+
+typedef struct ml_node_census {
+    uint64_t queried, on_node, elsewhere, not_present;
+} ml_node_census;
+/* Where the region's 4 KiB pages are (move_pages with no target nodes):
+ * at most max_pages pages, evenly spaced, counted against `node`. */
+int ml_region_node_census(const ml_region *r, int node, size_t max_pages, ml_node_census *out,
+                          ml_error *err);
 
 /* ---- measurements --------------------------------------------------- */
 

@@ -1,22 +1,33 @@
 /* The chase with nothing around it: no Python, no counters, no memlab.
  *
  * Builds the list exactly as csrc/chase.c does (same generator, same
- * Sattolo shuffle, same element layout, same page kind and populate step)
- * and walks it with the plainest loop, timing whole samples with
- * clock_gettime.  experiments/chase_vs_bare.py compiles and runs it beside
+ * Sattolo shuffle, same element layout: misalignment, pointer word, element
+ * distance; same page kind and populate step) and walks it with the
+ * plainest loop, timing whole samples with clock_gettime.  With THREADS > 1
+ * every thread walks the one list from evenly spaced starts, each pinned to
+ * its own CPU (the caller's first, then one per core), the same number of
+ * steps; the fastest thread's time is printed, as memlab (and the source)
+ * report it.  experiments/chase_vs_bare.py compiles and runs it beside
  * memlab.chase to show that memlab's walk costs only the walk.
  *
  * usage: chase_bare WORKING_SET_BYTES NPAD ORDER(sequential|random) PAGES(4k|thp)
- *                   SEED SAMPLES TARGET_MS
+ *                   SEED SAMPLES TARGET_MS [THREADS MISALIGN_BYTES POINTER_WORD ELEMENT_DISTANCE]
  * prints one line per sample: ns_per_element (wall clock) and
  * cpu_ns_per_element (the thread's CPU time: descheduled gaps excluded) */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+#define MAX_THREADS 64
+
+typedef uint64_t word __attribute__((aligned(1)));
 
 static uint64_t now_ns(void)
 {
@@ -54,17 +65,80 @@ static uint64_t below(uint64_t *state, uint64_t bound)
     return (uint64_t)(m >> 64);
 }
 
-static void **walk(void **p, uint64_t steps)
+static word *walk(word *p, uint64_t steps)
 {
     for (uint64_t i = 0; i < steps; i++)
-        p = (void **)*p;
+        p = (word *)*p;
     return p;
+}
+
+typedef struct walker {
+    pthread_t thread;
+    int cpu;
+    word *p;
+    uint64_t steps, elapsed, on_cpu;
+} walker;
+
+static atomic_int go;
+static walker walkers[MAX_THREADS];
+static volatile uint64_t sink;
+
+static void *run_walker(void *arg)
+{
+    walker *w = arg;
+    while (!atomic_load_explicit(&go, memory_order_acquire))
+        ;
+    uint64_t c0 = thread_cpu_ns(), t0 = now_ns();
+    w->p = walk(w->p, w->steps);
+    w->elapsed = now_ns() - t0;
+    w->on_cpu = thread_cpu_ns() - c0;
+    return NULL;
+}
+
+static void pin(pthread_t thread, int cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(thread, sizeof one, &one);
+}
+
+/* One CPU per core first, as memlab places its walking threads. */
+static int pick_cpus(int threads)
+{
+    cpu_set_t allowed;
+    pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed);
+    int picked = 0;
+    walkers[picked++].cpu = sched_getcpu();
+    for (int pass = 0; pass < 2 && picked < threads; pass++) {
+        for (int c = 0; c < CPU_SETSIZE && picked < threads; c++) {
+            int taken = 0, sibling = 0;
+            for (int t = 0; t < picked; t++) {
+                taken |= walkers[t].cpu == c;
+                char path[96], line[256];
+                snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", c);
+                FILE *f = fopen(path, "r");
+                if (f && fgets(line, sizeof line, f)) {
+                    char needle[16];
+                    snprintf(needle, sizeof needle, "%d", walkers[t].cpu);
+                    for (char *tok = strtok(line, ",-\n"); tok; tok = strtok(NULL, ",-\n"))
+                        sibling |= strcmp(tok, needle) == 0;
+                }
+                if (f)
+                    fclose(f);
+            }
+            if (CPU_ISSET(c, &allowed) && !taken && (pass == 1 || !sibling))
+                walkers[picked++].cpu = c;
+        }
+    }
+    return picked;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 8) {
-        fprintf(stderr, "usage: %s WORKING_SET_BYTES NPAD ORDER PAGES SEED SAMPLES TARGET_MS\n", argv[0]);
+    if (argc != 8 && argc != 12) {
+        fprintf(stderr, "usage: %s WORKING_SET_BYTES NPAD ORDER PAGES SEED SAMPLES TARGET_MS "
+                        "[THREADS MISALIGN_BYTES POINTER_WORD ELEMENT_DISTANCE]\n", argv[0]);
         return 2;
     }
     uint64_t working_set = strtoull(argv[1], NULL, 10), npad = strtoull(argv[2], NULL, 10);
@@ -72,37 +146,54 @@ int main(int argc, char **argv)
     uint64_t seed = strtoull(argv[5], NULL, 10);
     int samples = atoi(argv[6]);
     double target_ns = atof(argv[7]) * 1e6;
+    int threads = argc == 12 ? atoi(argv[8]) : 1;
+    uint64_t misalign = argc == 12 ? strtoull(argv[9], NULL, 10) : 0;
+    uint64_t pointer_word = argc == 12 ? strtoull(argv[10], NULL, 10) : 0;
+    uint64_t distance = argc == 12 ? strtoull(argv[11], NULL, 10) : 1;
     uint64_t element = 8 * (npad + 1), n = working_set / element, words = element / 8;
-    size_t page = thp ? 2u << 20 : 4096u, bytes = n * element;
+    uint64_t slot = element * distance;
+    size_t page = thp ? 2u << 20 : 4096u, bytes = n * slot + misalign;
     size_t map_bytes = (bytes + page - 1) / page * page + page;
+    if (threads < 1 || threads > MAX_THREADS || pick_cpus(threads) < threads) {
+        fprintf(stderr, "threads=%d: not enough CPUs\n", threads);
+        return 1;
+    }
     char *map = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (map == MAP_FAILED || n < 1) {
         perror("mmap");
         return 1;
     }
-    uint64_t *base = (uint64_t *)(((uintptr_t)map + page - 1) / page * page);
+    char *base = (char *)(((uintptr_t)map + page - 1) / page * page);
     madvise(base, (bytes + 4095) / 4096 * 4096, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     for (size_t off = 0; off < bytes; off += 4096)
         ((volatile char *)base)[off] = 0;
+#define ELEMENT(i) ((word *)(base + misalign + (i) * slot))
+#define NEXT(i) (ELEMENT(i) + pointer_word)
     for (uint64_t i = 0; i < n; i++) {
-        base[i * words] = random_order ? i : (i + 1) % n;
-        for (uint64_t w = 1; w < words; w++)
-            base[i * words + w] = w == 1 ? i + 1 : 0;
+        for (uint64_t w = 0; w < words; w++)
+            ELEMENT(i)[w] = w == (pointer_word == 1 ? 0 : 1) || (w == words - 1 && words > 2) ? i + 1 : 0;
+        *NEXT(i) = random_order ? i : (i + 1) % n;
     }
     if (random_order) {
         uint64_t state = seed;
         for (uint64_t i = n - 1; i >= 1; i--) {
-            uint64_t j = below(&state, i), t = base[i * words];
-            base[i * words] = base[j * words];
-            base[j * words] = t;
+            uint64_t j = below(&state, i), t = *NEXT(i);
+            *NEXT(i) = *NEXT(j);
+            *NEXT(j) = t;
         }
     }
     for (uint64_t i = 0; i < n; i++)
-        base[i * words] = (uint64_t)(base + base[i * words] * words);
+        *NEXT(i) = (uint64_t)NEXT(*NEXT(i));
 
-    void **p = (void **)base;
+    for (int t = 0; t < threads; t++) {
+        word *p = NEXT(0);
+        for (uint64_t i = 0; i < n * (uint64_t)t / (uint64_t)threads; i++)
+            p = (word *)*p;
+        walkers[t].p = p;
+    }
+    pin(pthread_self(), walkers[0].cpu);
     uint64_t probe = 1024, t0 = now_ns();
-    p = walk(p, probe);
+    walkers[0].p = walk(walkers[0].p, probe);
     double estimate = (double)(now_ns() - t0) / (double)probe;
     for (int s = -1; s < samples; s++) { /* sample -1 warms up */
         uint64_t steps = (uint64_t)(target_ns / (estimate > 0.01 ? estimate : 0.01));
@@ -110,15 +201,28 @@ int main(int argc, char **argv)
             steps = (steps + n - 1) / n * n;
         if (steps < 1)
             steps = 1;
-        uint64_t c0 = thread_cpu_ns();
-        t0 = now_ns();
-        p = walk(p, steps);
-        uint64_t elapsed = now_ns() - t0;
-        uint64_t on_cpu = thread_cpu_ns() - c0;
-        estimate = (double)elapsed / (double)steps;
+        atomic_store(&go, 0);
+        for (int t = 0; t < threads; t++)
+            walkers[t].steps = steps;
+        for (int t = 1; t < threads; t++) {
+            pthread_create(&walkers[t].thread, NULL, run_walker, &walkers[t]);
+            pin(walkers[t].thread, walkers[t].cpu);
+        }
+        atomic_store_explicit(&go, 1, memory_order_release);
+        run_walker(&walkers[0]);
+        for (int t = 1; t < threads; t++)
+            pthread_join(walkers[t].thread, NULL);
+        const walker *fastest = &walkers[0];
+        for (int t = 1; t < threads; t++)
+            if (walkers[t].elapsed < fastest->elapsed)
+                fastest = &walkers[t];
+        estimate = (double)walkers[0].elapsed / (double)steps;
         if (s >= 0)
-            printf("%.4f %.4f\n", estimate, (double)on_cpu / (double)steps);
+            printf("%.4f %.4f\n", (double)fastest->elapsed / (double)steps,
+                   (double)fastest->on_cpu / (double)steps);
     }
-    fprintf(stderr, "end %p\n", (void *)p);
+    for (int t = 0; t < threads; t++)
+        sink += (uint64_t)walkers[t].p;
+    fprintf(stderr, "end %llx\n", (unsigned long long)sink);
     return 0;
 }

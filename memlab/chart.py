@@ -43,8 +43,10 @@ __all__ = [
     "groups",
     "label",
     "line_figure",
+    "log2_axis",
     "machine_entries",
     "machine_labels",
+    "mark_caches",
     "new_figure",
     "number",
     "require_matplotlib",
@@ -281,7 +283,8 @@ def set_title(fig, ds: Dataset, text: str) -> None:
 # axes
 
 
-def _log2_axis(ax, values: Sequence[float]) -> None:
+def log2_axis(ax, values: Sequence[float]) -> None:
+    """A log2 x axis labelled 2^n, about a dozen ticks across ``values``."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     ax.set_xscale("log", base=2)
@@ -293,7 +296,8 @@ def _log2_axis(ax, values: Sequence[float]) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"$2^{{{round(math.log2(x))}}}$" if x > 0 else ""))
 
 
-def _mark_caches(ax, sizes: Mapping[str, int], x_range: tuple[float, float], source: str) -> None:
+def mark_caches(ax, sizes: Mapping[str, int], x_range: tuple[float, float], source: str) -> None:
+    """Dashed vertical lines at the cache sizes within ``x_range``, named; ``source`` when not the dataset's."""
     low, high = x_range
     for name in _CACHE_LINES:
         size = sizes.get(name)
@@ -352,10 +356,10 @@ def line_figure(
             ax.fill_between(xs, [r[f"{metric}_min"] for r in members], [r[f"{metric}_max"] for r in members],
                             color=line.get_color(), alpha=0.15, linewidth=0)
     if log2_x:
-        _log2_axis(ax, xs_all)
+        log2_axis(ax, xs_all)
     if caches:
         sizes, source = cache_sizes_of(ds)
-        _mark_caches(ax, sizes, (min(xs_all), max(xs_all)), source)
+        mark_caches(ax, sizes, (min(xs_all), max(xs_all)), source)
     ax.set_xlabel(x.replace("_", " "))
     ax.set_ylabel(metric_label(metric))
     ax.set_ylim(bottom=0)

@@ -24,78 +24,119 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy
 
-from memlab import chart, twins
+from memlab import twins
 from memlab._core import Kernel
-from memlab.dataset import Dataset
+from memlab.chase_analysis import cache_levels, caption, figure, format_cache_levels
 from memlab.family import Family, check_bool, check_choice, check_int
 from memlab.grid import Sweep, grid
-from memlab.machine import cache_sizes, collect_caches
+from memlab.machine import numa_nodes, smt_siblings
 from memlab.measure import Measurement
-from memlab.units import format_bytes, metric_label
 
 __all__ = [
     "ORDERS",
     "LAYOUTS",
     "OPS",
     "PAGE_KINDS",
+    "THREAD_LISTS",
+    "FIG3_17_BLOCK_PAGES",
     "ChaseParams",
     "FAMILY",
     "run",
     "element_bytes",
     "element_count",
+    "total_chains",
     "trace",
     "reference_successors",
     "reference_pad0",
     "cache_levels",
+    "caption",
     "figure",
     "format_cache_levels",
+    "usable_cpus",
     "SWEEPS",
+    "fig3_4",
     "fig3_10",
     "fig3_11",
     "fig3_12",
     "fig3_13",
     "fig3_15",
+    "fig3_16",
     "fig3_17",
+    "fig3_19",
+    "fig3_20",
+    "fig3_21",
+    "fig3_30",
+    "fig5_3",
+    "fig6_2",
+    "fig6_4",
+    "fig6_5",
     "fig6_7",
     "fig6_8",
+    "fig7_1",
     "fig7_9",
 ]
 
 ORDERS = ("sequential", "random", "random_blocks")
 LAYOUTS = ("packed", "page_per_element")
-OPS = ("follow", "inc", "addnext0")
+OPS = ("follow", "inc", "addnext0", "addnextlast", "addpair")
 PAGE_KINDS = ("4k", "thp", "hugetlb-2m")
+THREAD_LISTS = ("shared", "own")
 MAX_CHAINS = 16
+MAX_THREADS = 64
+DEFAULT_NPAD = 7
+#: Fig. 3.17's block sizes in 4 KiB pages: 60, 120, 240 ... 61440.
+FIG3_17_BLOCK_PAGES = [60 << k for k in range(11)]
 PAGE_BYTES = 4096
 LINE_BYTES = 64
 
 
 @dataclass(frozen=True)
 class ChaseParams:
-    """Parameters of one chase; every combination is allowed.
+    """Parameters of one chase.
 
-    - ``working_set_bytes``: bytes of elements (the page_per_element layout
-      maps one 4 KiB page per element on top and does not count the rest).
-    - ``npad``: pad words per element (0, 7, 15, 31 give 8, 64, 128, 256 B).
+    - ``working_set_bytes``: bytes of elements per list (the page_per_element
+      layout and ``element_distance`` map more memory and do not count it).
+    - ``npad``: pad words per element (0, 7, 15, 31 give 8, 64, 128, 256 B;
+      default 7). ``element_bytes`` asks for the element size in bytes
+      instead (a multiple of 8; 0: from npad) and sets npad to match: the
+      source's 32-bit NPAD=31 is ``element_bytes=128``.
     - ``order``, ``block_pages`` (random_blocks only), ``layout``.
     - ``op``: ``follow``; ``inc`` (pad[0]++); ``addnext0``
-      (pad[0] += next->pad[0]); the last two need npad >= 1.
+      (pad[0] += next->pad[0]); ``addnextlast`` (pad[0] += the next
+      element's last pad word); ``addpair`` (adds pad[0] and word
+      ``pair_word`` of the same element into a register). All but follow
+      need npad >= 1, addpair npad >= 2.
     - ``work_cycles``: dependent one-cycle adds per element before moving on.
     - ``prefetch_distance``: software prefetch of every line of the element
       this many elements ahead (0: off).
-    - ``helper_thread``: a second thread, pinned to ``helper_cpu`` (-1: any
-      other CPU), walks up to ``helper_distance`` elements ahead reading every
-      line of each element.
+    - ``helper_thread``: a second thread walks up to ``helper_distance``
+      elements ahead reading every line of each element, pinned to
+      ``helper_cpu`` (-1: the walking CPU's SMT sibling where there is one,
+      else another CPU; the row says which).
     - ``pages``: ``4k``, ``thp`` or ``hugetlb-2m``; ``strict_pages`` makes a
       refused hugetlb request an error instead of a fallback to 4 KiB pages.
     - ``chains``: independent lists (the working set split between them)
       walked interleaved in one loop: memory-level parallelism.
+    - ``pointer_word``: the word of each element that holds ``next`` (0: the
+      first; npad: the last, fig. 3.30's critical word); follow only.
+    - ``misalign_bytes``: every element starts this many bytes past its
+      natural place (0..63, fig. 6.4).
+    - ``element_distance``: element slots from one element to the next (1:
+      packed; 64 with 64-byte elements puts them 4 KiB apart, fig. 6.5).
+    - ``threads``: walking threads, each pinned to its own CPU (one per core
+      first); ``thread_lists``: ``shared`` (all walk the one list from evenly
+      spaced starts, as the source) or ``own`` (a list of working_set_bytes
+      each). The time reported is the fastest thread's, as in the source.
+    - ``walk_cpu``: pin the walking thread to this CPU (-1: where it runs).
+    - ``memory_node``: bind the list's memory to this NUMA node with mbind
+      (-1: the kernel's default, first touch).
     - ``seed``: the shuffle's seed. ``laps``: fixed laps per sample (0:
       adapt the step count to the sample's target duration).
     - ``check``: after each sample, count visits on two laps and report
@@ -103,7 +144,7 @@ class ChaseParams:
     """
 
     working_set_bytes: int = 1 << 20
-    npad: int = 7
+    npad: int | None = None
     order: str = "random"
     block_pages: int = 1
     layout: str = "packed"
@@ -119,10 +160,19 @@ class ChaseParams:
     seed: int = 1
     laps: int = 0
     check: bool = False
+    element_bytes: int = 0
+    pair_word: int = 2
+    pointer_word: int = 0
+    misalign_bytes: int = 0
+    element_distance: int = 1
+    threads: int = 1
+    thread_lists: str = "shared"
+    walk_cpu: int = -1
+    memory_node: int = -1
 
     def __post_init__(self) -> None:
-        check_int("working_set_bytes", self.working_set_bytes, 1024, 1 << 46)
-        check_int("npad", self.npad, 0, 65535)
+        check_int("working_set_bytes", self.working_set_bytes, 8, 1 << 46)
+        self._resolve_npad()
         check_choice("order", self.order, ORDERS)
         check_int("block_pages", self.block_pages, 1, 1 << 40)
         check_choice("layout", self.layout, LAYOUTS)
@@ -138,6 +188,34 @@ class ChaseParams:
         check_int("seed", self.seed, 0, (1 << 63) - 1)
         check_int("laps", self.laps, 0, 1 << 40)
         check_bool("check", self.check)
+        check_int("pair_word", self.pair_word, 2, 65535)
+        check_int("pointer_word", self.pointer_word, 0, 65535)
+        check_int("misalign_bytes", self.misalign_bytes, 0, LINE_BYTES - 1)
+        check_int("element_distance", self.element_distance, 1, 1 << 16)
+        check_int("threads", self.threads, 1, MAX_THREADS)
+        check_choice("thread_lists", self.thread_lists, THREAD_LISTS)
+        check_int("walk_cpu", self.walk_cpu, -1, 1023)
+        check_int("memory_node", self.memory_node, -1, 1023)
+        self._check_combinations()
+
+    def _resolve_npad(self) -> None:
+        """npad from element_bytes when asked in bytes; the two must agree when both are given."""
+        check_int("element_bytes", self.element_bytes, 0, 8 << 16)
+        if self.element_bytes and self.element_bytes % 8:
+            raise ValueError(f"element_bytes={self.element_bytes} is not a multiple of 8 "
+                             "(an element is 8-byte words: next and npad pad words)")
+        if self.npad is not None:
+            check_int("npad", self.npad, 0, 65535)
+        if self.element_bytes:
+            implied = self.element_bytes // 8 - 1
+            if self.npad is not None and self.npad != implied:
+                raise ValueError(f"element_bytes={self.element_bytes} means npad={implied}, "
+                                 f"not npad={self.npad}; give one of the two")
+            object.__setattr__(self, "npad", implied)
+        elif self.npad is None:
+            object.__setattr__(self, "npad", DEFAULT_NPAD)
+
+    def _check_combinations(self) -> None:
         size = element_bytes(self.npad)
         if self.working_set_bytes < size:
             raise ValueError(
@@ -150,8 +228,21 @@ class ChaseParams:
                 f"{self.working_set_bytes // size} elements of {size} bytes, "
                 f"fewer than chains={self.chains}"
             )
-        if self.op != "follow" and self.npad < 1:
+        if self.op in ("inc", "addnext0", "addnextlast") and self.npad < 1:
             raise ValueError(f"op={self.op} needs npad >= 1 (it writes pad[0]); npad={self.npad}")
+        if self.op == "addpair" and not 2 <= self.pair_word <= self.npad:
+            raise ValueError(f"op=addpair adds pad[0] (word 1) and word pair_word={self.pair_word}, "
+                             f"which must be in 2..{self.npad} for npad={self.npad}")
+        if self.pointer_word > self.npad:
+            raise ValueError(f"pointer_word={self.pointer_word} is outside the element's words "
+                             f"0..{self.npad} (npad={self.npad})")
+        if self.pointer_word and (self.op != "follow" or self.prefetch_distance or self.helper_thread):
+            raise ValueError(f"pointer_word={self.pointer_word} needs op=follow without prefetch or "
+                             "helper thread (they address the element from its first word)")
+        if self.element_distance > 1 and self.layout != "packed":
+            raise ValueError(f"element_distance={self.element_distance} needs layout=packed")
+        if self.threads > 1 and self.helper_thread:
+            raise ValueError(f"helper_thread=True needs threads=1 (threads={self.threads})")
 
 
 def element_bytes(npad: int) -> int:
@@ -163,19 +254,32 @@ def element_bytes(npad: int) -> int:
     return 8 * (npad + 1)
 
 
+def total_chains(params: ChaseParams | Mapping[str, Any]) -> int:
+    """Lists in memory: ``chains``, times ``threads`` when each thread has its own.
+
+    >>> total_chains({"chains": 2, "threads": 2, "thread_lists": "own"})
+    4
+    """
+    p = FAMILY.params(params)
+    return p.chains * (p.threads if p.thread_lists == "own" else 1)
+
+
 def element_count(params: ChaseParams | Mapping[str, Any]) -> int:
-    """Elements in the list(s): the working set's worth, equal per chain.
+    """Elements in memory: the working set's worth per list, equal per chain.
 
     >>> element_count({"working_set_bytes": 1000 * 64, "npad": 7, "chains": 3})
     999
     """
     p = FAMILY.params(params)
     per_chain = p.working_set_bytes // element_bytes(p.npad) // p.chains
-    return per_chain * p.chains
+    return per_chain * total_chains(p)
 
 
 def _to_core(params: ChaseParams) -> dict[str, Any]:
-    return dataclasses.asdict(params)
+    """The C config: every parameter but element_bytes (npad already says it)."""
+    config = dataclasses.asdict(params)
+    del config["element_bytes"]
+    return config
 
 
 def _derive(params: ChaseParams, values: dict[str, float]) -> dict[str, float]:
@@ -221,25 +325,34 @@ def trace(params: ChaseParams | dict | None = None, **overrides: Any) -> dict[st
 
     Returns ``successors`` (numpy uint64: the index each element links to),
     ``pad0`` (each element's pad[0] after the walk; it starts at index + 1),
-    ``chain_starts`` and ``positions`` (where each chain stopped).
+    ``element_offsets`` (bytes from the region's line-aligned start to each
+    element's first byte), ``chain_starts`` (first element of every list in
+    memory), and per walking chain (thread t's chain c is number
+    t * chains + c) ``walk_starts`` and ``positions`` (where it started and
+    stopped).
 
     >>> t = trace(working_set_bytes=4096, npad=7, order="sequential", laps=1)
-    >>> t["successors"][:3].tolist()
-    [1, 2, 3]
+    >>> t["successors"][:3].tolist(), t["element_offsets"][:3].tolist()
+    ([1, 2, 3], [0, 64, 128])
     """
     p = FAMILY.params(params, **overrides)
     n = element_count(p)
-    out = numpy.zeros(2 * n, dtype=numpy.uint64)
+    out = numpy.zeros(3 * n, dtype=numpy.uint64)
     config = dict(_to_core(p), out=out)
     with Kernel("chase_trace", config) as kernel:
         sample = kernel.measure(target_ns=0, counters=False)
-    chain = n // p.chains
+    metrics = sample["metrics"]
+    chain = n // total_chains(p)
+    walking = range(p.threads * p.chains)
     return {
         "successors": out[:n].copy(),
-        "pad0": out[n:].copy(),
-        "chain_starts": [c * chain for c in range(p.chains)],
-        "positions": [int(sample["metrics"][f"position_{c}"]) for c in range(p.chains)],
-        "steps_per_chain": int(sample["metrics"]["steps_per_chain"]),
+        "pad0": out[n:2 * n].copy(),
+        "element_offsets": out[2 * n:].copy(),
+        "base_line_offset": int(metrics["base_line_offset"]),
+        "chain_starts": [c * chain for c in range(total_chains(p))],
+        "walk_starts": [int(metrics[f"start_{c}"]) for c in walking if f"start_{c}" in metrics],
+        "positions": [int(metrics[f"position_{c}"]) for c in walking if f"position_{c}" in metrics],
+        "steps_per_chain": int(metrics["steps_per_chain"]),
     }
 
 
@@ -258,192 +371,25 @@ def reference_successors(params: ChaseParams | dict | None = None, **overrides: 
     if p.layout == "page_per_element":
         stride = -(-stride // PAGE_BYTES) * PAGE_BYTES
     block = max(1, p.block_pages * PAGE_BYTES // stride)
-    return twins.chase_successors(element_count(p), p.chains, p.order, block, p.seed)
+    return twins.chase_successors(element_count(p), total_chains(p), p.order, block, p.seed)
 
 
 def reference_pad0(params: ChaseParams | dict | None, successors: Sequence[int], laps: int) -> list[int]:
     """pad[0] of every element after ``laps`` laps of ``op``, computed in Python.
 
     pad[0] starts at index + 1; ``inc`` adds 1 per visit, ``addnext0`` adds
-    the next element's pad[0] (modulo 2**64), ``follow`` changes nothing
-    (:func:`memlab.twins.chase_pad0`).
+    the next element's pad[0] (modulo 2**64), ``addnextlast`` the next
+    element's last pad word (which also starts at index + 1 when npad >= 2),
+    ``follow`` and ``addpair`` change nothing (:func:`memlab.twins.chase_pad0`).
 
     >>> reference_pad0({"working_set_bytes": 1024, "npad": 63, "op": "inc",
     ...                 "order": "sequential"}, [1, 0], laps=3)
     [4, 5]
     """
     p = FAMILY.params(params)
-    return twins.chase_pad0(successors, p.chains, p.op, laps)
-
-
-# ---- cache levels from a latency curve ---------------------------------------
-
-
-def _curve(rows: list[Mapping[str, Any]], metric: str) -> tuple[list[int], list[float], dict]:
-    """Median metric (and cycles, from the run's core clock) per working set."""
-
-    def number(value: Any) -> float | None:
-        if value is None or isinstance(value, str):
-            return None
-        value = float(value)
-        return None if math.isnan(value) else value
-
-    by_size: dict[int, list[float]] = {}
-    cycles: dict[int, list[float]] = {}
-    for row in rows:
-        value, size = number(row.get(metric)), row.get("working_set_bytes")
-        if value is None or size is None:
-            continue
-        by_size.setdefault(int(size), []).append(value)
-        ghz = number(row.get("context_core_GHz"))
-        if ghz is None and metric == "ns_per_element":
-            c = number(row.get("cycles_per_element"))
-            if c is not None:
-                cycles.setdefault(int(size), []).append(c)
-        elif ghz is not None:
-            cycles.setdefault(int(size), []).append(value * ghz)
-    sizes = sorted(by_size)
-    return sizes, [statistics.median(by_size[s]) for s in sizes], {
-        s: statistics.median(v) for s, v in cycles.items()
-    }
-
-
-def _segment_cost(prefix: list[float], prefix_sq: list[float], i: int, j: int) -> float:
-    count = j - i
-    total = prefix[j] - prefix[i]
-    return prefix_sq[j] - prefix_sq[i] - total * total / count
-
-
-def _best_segmentation(values: list[float], segments: int, min_points: int) -> list[tuple[int, int]] | None:
-    """Split values into `segments` runs minimising the squared error (DP)."""
-    n = len(values)
-    if segments * min_points > n:
-        return None
-    prefix, prefix_sq = [0.0], [0.0]
-    for v in values:
-        prefix.append(prefix[-1] + v)
-        prefix_sq.append(prefix_sq[-1] + v * v)
-    inf = float("inf")
-    cost = [[inf] * (n + 1) for _ in range(segments + 1)]
-    cut = [[0] * (n + 1) for _ in range(segments + 1)]
-    cost[0][0] = 0.0
-    for k in range(1, segments + 1):
-        for j in range(k * min_points, n + 1):
-            for i in range((k - 1) * min_points, j - min_points + 1):
-                if cost[k - 1][i] == inf:
-                    continue
-                c = cost[k - 1][i] + _segment_cost(prefix, prefix_sq, i, j)
-                if c < cost[k][j]:
-                    cost[k][j], cut[k][j] = c, i
-    bounds = []
-    j = n
-    for k in range(segments, 0, -1):
-        i = cut[k][j]
-        bounds.append((i, j))
-        j = i
-    return bounds[::-1]
-
-
-def _sysfs_levels(metadata: Mapping[str, Any] | None) -> list[tuple[str, int]]:
-    facts = (metadata or {}).get("machine") if metadata else None
-    if not isinstance(facts, Mapping) or "caches" not in facts:
-        facts = {}
-        collect_caches(facts)
-    sizes = cache_sizes(dict(facts))
-    return [(name, size) for name, size in sizes.items() if not name.endswith("i")]
-
-
-def cache_levels(
-    dataset: Any,
-    *,
-    metric: str | None = None,
-    min_ratio: float = 1.4,
-    max_levels: int = 6,
-    min_points: int = 3,
-) -> list[dict[str, Any]]:
-    """Find the plateaus of a latency curve: each level's size and latency.
-
-    ``dataset`` is a :class:`memlab.dataset.Dataset` (or rows, or
-    Measurements) of chase points that differ only in ``working_set_bytes``
-    (filter it first, e.g. ``ds.filter(order="random", npad=7)``). ``metric``
-    defaults to ``cpu_ns_per_element`` where every row has it (time the walk
-    really ran, robust on a shared machine), else ``ns_per_element``. The
-    curve (log of the metric) is split by least squares into the most
-    plateaus of at least ``min_points`` points whose neighbours differ by at
-    least ``min_ratio``. One dict per level: ``level`` (the smallest sysfs
-    data cache that holds the plateau, ``memory`` if none does),
-    ``largest_working_set_bytes`` on the plateau, ``next_working_set_bytes``
-    (first point of the next one), ``latency_ns`` and ``latency_cycles``
-    (medians on the plateau; cycles from the run's measured core clock),
-    ``points``, and ``sysfs_bytes`` of that cache (from the dataset's machine
-    facts, else from this machine).
-
-    >>> rows = [{"working_set_bytes": 2**k, "ns_per_element": 1.5 if k < 15 else 5.0}
-    ...         for k in range(10, 20)]
-    >>> [(lv["largest_working_set_bytes"], lv["latency_ns"]) for lv in cache_levels(rows)]
-    [(16384, 1.5), (524288, 5.0)]
-    """
-    metadata = getattr(dataset, "metadata", None)
-    rows = [m.to_row() if isinstance(m, Measurement) else m for m in dataset]
-    if metric is None:
-        on_cpu = all(row.get("cpu_ns_per_element") not in (None, "") for row in rows)
-        metric = "cpu_ns_per_element" if rows and on_cpu else "ns_per_element"
-    sizes, values, cycles = _curve(rows, metric)
-    if len(sizes) < min_points:
-        raise ValueError(f"cache_levels needs at least {min_points} working-set sizes, got {len(sizes)}")
-    logs = [math.log(v) for v in values]
-    chosen = [(0, len(sizes))]
-    for segments in range(min(max_levels, len(sizes) // min_points), 0, -1):
-        bounds = _best_segmentation(logs, segments, min_points)
-        if bounds is None:
-            continue
-        medians = [statistics.median(values[i:j]) for i, j in bounds]
-        if all(b / a >= min_ratio for a, b in zip(medians, medians[1:])):
-            chosen = bounds
-            break
-    caches = _sysfs_levels(metadata)
-    levels = []
-    for i, j in chosen:
-        largest = sizes[j - 1]
-        holding = [(size, name) for name, size in caches if size >= largest]
-        sysfs, name = min(holding) if holding else (None, "memory")
-        plateau_cycles = [cycles[s] for s in sizes[i:j] if s in cycles]
-        levels.append({
-            "level": name,
-            "largest_working_set_bytes": largest,
-            "next_working_set_bytes": sizes[j] if j < len(sizes) else None,
-            "latency_ns": statistics.median(values[i:j]),
-            "latency_cycles": statistics.median(plateau_cycles) if plateau_cycles else None,
-            "points": j - i,
-            "sysfs_bytes": sysfs,
-        })
-    return levels
-
-
-def format_cache_levels(levels: Sequence[Mapping[str, Any]]) -> str:
-    """The levels of :func:`cache_levels` as a text table, measured beside sysfs.
-
-    >>> print(format_cache_levels([{"level": "L1d", "largest_working_set_bytes": 32768,
-    ...     "next_working_set_bytes": 65536, "latency_ns": 1.2, "latency_cycles": 4.0,
-    ...     "points": 6, "sysfs_bytes": 32768}]))
-    level  measured plateau              latency ns  cycles   sysfs size
-    L1d    <= 32 KiB (< 64 KiB)          1.2         4        32 KiB
-    """
-
-    def size(value: Any) -> str:
-        return "-" if value is None else format_bytes(value)
-
-    lines = [f"{'level':<7}{'measured plateau':<30}{'latency ns':<12}{'cycles':<9}sysfs size"]
-    for lv in levels:
-        plateau = f"<= {size(lv['largest_working_set_bytes'])}"
-        if lv.get("next_working_set_bytes") is not None:
-            plateau += f" (< {size(lv['next_working_set_bytes'])})"
-        cyc = lv.get("latency_cycles")
-        lines.append(
-            f"{lv['level']:<7}{plateau:<30}{lv['latency_ns']:<12.3g}"
-            f"{'-' if cyc is None else format(cyc, '.3g'):<9}{size(lv.get('sysfs_bytes'))}"
-        )
-    return "\n".join(line.rstrip() for line in lines)
+    if p.threads > 1 and p.thread_lists == "shared" and p.op not in ("follow", "addpair"):
+        raise ValueError("threads > 1 on one shared list update pad[0] in a race: no reference exists")
+    return twins.chase_pad0(successors, total_chains(p), p.op, laps, p.npad)
 
 
 # ---- the seed's figures as named sweeps ---------------------------------------
@@ -477,7 +423,7 @@ def fig3_10(quick: bool = False):
     """
     sizes = _sizes(10, 20, 1)[::2] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_10", grid(working_set_bytes=sizes, npad=[0], order=["sequential"]), quick,
-                  fig3_10.__doc__)
+                  _doc(fig3_10))
 
 
 def fig3_11(quick: bool = False):
@@ -488,7 +434,7 @@ def fig3_11(quick: bool = False):
     """
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_11", grid(npad=[0, 7, 15, 31], working_set_bytes=sizes, order=["sequential"]),
-                  quick, fig3_11.__doc__)
+                  quick, _doc(fig3_11))
 
 
 def fig3_12(quick: bool = False):
@@ -499,7 +445,7 @@ def fig3_12(quick: bool = False):
     """
     sizes = [1 << 10, 1 << 13, 1 << 16] if quick else _sizes(10, 24, 2)
     return _sweep("fig3_12", grid(layout=["packed", "page_per_element"], working_set_bytes=sizes,
-                                  npad=[7], order=["sequential"]), quick, fig3_12.__doc__)
+                                  npad=[7], order=["sequential"]), quick, _doc(fig3_12))
 
 
 def fig3_13(quick: bool = False):
@@ -509,8 +455,8 @@ def fig3_13(quick: bool = False):
     'fig3_13_quick'
     """
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
-    return _sweep("fig3_13", grid(op=list(OPS), working_set_bytes=sizes, npad=[1], order=["sequential"]),
-                  quick, fig3_13.__doc__)
+    return _sweep("fig3_13", grid(op=["follow", "inc", "addnext0"], working_set_bytes=sizes, npad=[1], order=["sequential"]),
+                  quick, _doc(fig3_13))
 
 
 def fig3_15(quick: bool = False):
@@ -521,40 +467,211 @@ def fig3_15(quick: bool = False):
     """
     sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
     return _sweep("fig3_15", grid(order=["sequential", "random"], working_set_bytes=sizes, npad=[0]),
-                  quick, fig3_15.__doc__)
+                  quick, _doc(fig3_15))
+
+
+def fig3_4(quick: bool = False):
+    """Fig. 3.4: random writes (inc, 64-byte elements): cycles per element by cache level, log scale.
+
+    >>> fig3_4(quick=True).name
+    'fig3_4_quick'
+    """
+    sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
+    return _sweep("fig3_4", grid(working_set_bytes=sizes, npad=[7], order=["random"], op=["inc"]), quick,
+                  _doc(fig3_4))
+
+
+def fig3_16(quick: bool = False):
+    """Fig. 3.16 / table 3.2: last-level cache miss ratio of sequential and random NPAD=0 walks (PMU).
+
+    >>> fig3_16(quick=True).name
+    'fig3_16_quick'
+    """
+    sizes = [1 << 14, 1 << 20, 1 << 24] if quick else _sizes(10, 29, 1)
+    return _sweep("fig3_16", grid(order=["sequential", "random"], working_set_bytes=sizes, npad=[0]), quick,
+                  _doc(fig3_16) + _counter_note())
 
 
 def fig3_17(quick: bool = False):
-    """Fig. 3.17: random within blocks of k pages, NPAD=7 (k = 1 .. 2**16, and the whole list).
+    """Fig. 3.17: random within blocks of 60 .. 61440 pages (x2 each), NPAD=7, and the whole list (inf).
 
     >>> fig3_17(quick=True).name
     'fig3_17_quick'
     """
     if quick:
-        blocks = grid(order=["random_blocks"], block_pages=[1, 64], working_set_bytes=[1 << 16, 1 << 22])
+        blocks = grid(order=["random_blocks"], block_pages=[60, 960], working_set_bytes=[1 << 16, 1 << 22])
         whole = grid(order=["random"], working_set_bytes=[1 << 16, 1 << 22])
     else:
         sizes = _sizes(10, 28, 1)
-        blocks = grid(order=["random_blocks"], block_pages=[2**k for k in range(0, 17, 2)] + [60],
-                      working_set_bytes=sizes)
+        blocks = grid(order=["random_blocks"], block_pages=FIG3_17_BLOCK_PAGES, working_set_bytes=sizes)
         whole = grid(order=["random"], working_set_bytes=sizes)
     points = [dict(p, npad=7) for p in blocks + whole]
-    return _sweep("fig3_17", points, quick, fig3_17.__doc__)
+    return _sweep("fig3_17", points, quick, _doc(fig3_17))
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity), sorted.
+
+    >>> len(usable_cpus()) >= 1
+    True
+    """
+    return sorted(os.sched_getaffinity(0))
+
+
+def _thread_counts(wanted: Sequence[int] = (1, 2, 4)) -> tuple[list[int], str]:
+    """The source's thread counts this machine can run, and a note naming the others."""
+    cpus = len(usable_cpus())
+    counts = [t for t in wanted if t <= cpus]
+    missing = [t for t in wanted if t > cpus]
+    note = ""
+    if missing:
+        note = (f" Not measured here: threads={', '.join(map(str, missing))} "
+                f"(this process may use {cpus} CPU{'s' if cpus != 1 else ''}).")
+    return counts, note
+
+
+def _threads_sweep(name: str, doc: str, quick: bool, **point: Any):
+    counts, note = _thread_counts()
+    sizes = [1 << 14, 1 << 20, 1 << 25] if quick else _sizes(10, 28, 1)
+    # threads vary fastest: 1 and 2 (and 4) threads of one working set are measured back to back,
+    # so that the speed-up compares runs the machine's other load hit alike
+    points = [dict(p, element_bytes=128, thread_lists="shared", **point)
+              for p in grid(working_set_bytes=sizes, threads=counts)]
+    return _sweep(name, points, quick, doc + note)
+
+
+def fig3_19(quick: bool = False):
+    """Fig. 3.19: sequential read of 128-byte elements by 1, 2 and 4 threads on one list (fastest thread).
+
+    >>> fig3_19(quick=True).name
+    'fig3_19_quick'
+    """
+    return _threads_sweep("fig3_19", _doc(fig3_19), quick, order="sequential", op="follow")
+
+
+def fig3_20(quick: bool = False):
+    """Fig. 3.20: sequential increment (inc) of 128-byte elements by 1, 2 and 4 threads on one list.
+
+    >>> fig3_20(quick=True).name
+    'fig3_20_quick'
+    """
+    return _threads_sweep("fig3_20", _doc(fig3_20), quick, order="sequential", op="inc")
+
+
+def fig3_21(quick: bool = False):
+    """Fig. 3.21 (with 3.22 and table 3.3): random addnextlast on 128-byte elements by 1, 2 and 4 threads.
+
+    >>> fig3_21(quick=True).name
+    'fig3_21_quick'
+    """
+    return _threads_sweep("fig3_21", _doc(fig3_21), quick, order="random", op="addnextlast")
+
+
+def fig3_30(quick: bool = False):
+    """Fig. 3.30: the critical word: next pointer in the first vs the last word of a 64-byte element.
+
+    >>> fig3_30(quick=True).name
+    'fig3_30_quick'
+    """
+    sizes = [1 << 14, 1 << 20, 1 << 26] if quick else _sizes(10, 28, 1)
+    # pointer_word varies fastest: the two placements of one size are measured back to back
+    points = grid(order=["sequential", "random"], working_set_bytes=sizes, pointer_word=[0, 7])
+    return _sweep("fig3_30", [dict(p, npad=7) for p in points], quick, _doc(fig3_30), repeat=9)
+
+
+def _numa_pairs() -> tuple[list[dict[str, Any]], str]:
+    """(walk_cpu, memory_node) for every node with usable CPUs against every node with memory."""
+    nodes = numa_nodes()
+    allowed = set(usable_cpus())
+    memory = [n["node"] for n in nodes if n["has_memory"]]
+    pairs = []
+    for node in nodes:
+        cpus = sorted(allowed & set(node["cpus"]))
+        if cpus:
+            pairs += [{"walk_cpu": cpus[0], "memory_node": target} for target in memory]
+    if len(memory) == 1:
+        note = (f" This machine has one NUMA node with memory (node {memory[0]}): there is no remote "
+                "memory, so only node-local access (0 hops) is measured.")
+    else:
+        note = f" Nodes with memory: {', '.join(map(str, memory))}; hops are ranked from the SLIT distances."
+    return pairs, note
+
+
+def fig5_3(quick: bool = False):
+    """Figs. 5.3/5.4: read (follow) and write (inc) cost by NUMA distance, memory bound with mbind.
+
+    >>> fig5_3(quick=True).name
+    'fig5_3_quick'
+    """
+    pairs, note = _numa_pairs()
+    sizes = [1 << 14, 1 << 24] if quick else _sizes(10, 28, 1)
+    # the node pairs vary fastest: local and remote of one point are measured back to back
+    points = [dict(pair, **p, npad=7)
+              for p in grid(op=["follow", "inc"], order=["random", "sequential"], working_set_bytes=sizes)
+              for pair in pairs]
+    return _sweep("fig5_3", points, quick, _doc(fig5_3) + note)
+
+
+def fig6_2(quick: bool = False):
+    """Fig. 6.2: two values added from one element: both in its first line vs first and last line.
+
+    >>> fig6_2(quick=True).name
+    'fig6_2_quick'
+    """
+    sizes = [1 << 14, 1 << 20, 1 << 26] if quick else _sizes(10, 28, 1)
+    points = []
+    for order, lines in (("sequential", 4), ("random", 2), ("random", 4)):
+        element = lines * LINE_BYTES
+        for size in sizes:
+            for pair_word in (2, (element - LINE_BYTES) // 8):
+                points.append(dict(order=order, element_bytes=element, working_set_bytes=size, op="addpair",
+                                   pair_word=pair_word))
+    return _sweep("fig6_2", points, quick, _doc(fig6_2), repeat=7)
+
+
+def fig6_4(quick: bool = False):
+    """Fig. 6.4: inc on 16-byte elements, aligned vs 4 bytes off (a quarter of the pad[0]s straddle lines).
+
+    >>> fig6_4(quick=True).name
+    'fig6_4_quick'
+    """
+    sizes = [1 << 14, 1 << 20, 1 << 26] if quick else _sizes(10, 28, 1)
+    points = grid(order=["sequential", "random"], working_set_bytes=sizes, misalign_bytes=[0, 4])
+    return _sweep("fig6_4", [dict(p, npad=1, op="inc") for p in points], quick, _doc(fig6_4), repeat=7)
+
+
+#: Fig. 6.5's quick distances: around one and two 4 KiB ways, and a few others.
+FIG6_5_DISTANCES_QUICK = (1, 2, 3, 8, 16, 32, 48, 63, 64, 65, 96, 127, 128)
+
+
+def fig6_5(quick: bool = False):
+    """Fig. 6.5: lists of 1..16 64-byte elements placed 1..128 elements apart: L1d sets and ways.
+
+    >>> fig6_5(quick=True).name
+    'fig6_5_quick'
+    """
+    distances = list(FIG6_5_DISTANCES_QUICK if quick else range(1, 129))
+    points = [dict(element_distance=p["element_distance"], working_set_bytes=64 * p["length"], npad=7,
+                   order="sequential")
+              for p in grid(element_distance=distances, length=range(1, 17))]
+    return Sweep(name="fig6_5_quick" if quick else "fig6_5", family="chase", points=points,
+                 repeat=2 if quick else 3, warmup=1, target_seconds=0.004 if quick else 0.01,
+                 description=_doc(fig6_5))
 
 
 def fig6_7(quick: bool = False):
-    """Fig. 6.7: random NPAD=31 with 160 cycles of work per element, software prefetch 0 vs 5.
+    """Fig. 6.7: random 128-byte elements (the source's NPAD=31 on 32 bits), 160 cycles of work, prefetch 0 vs 5.
 
     >>> fig6_7(quick=True).name
     'fig6_7_quick'
     """
     sizes = [1 << 14, 1 << 22] if quick else _sizes(10, 28, 1)
-    return _sweep("fig6_7", grid(prefetch_distance=[0, 5], working_set_bytes=sizes, npad=[31],
-                                 order=["random"], work_cycles=[160]), quick, fig6_7.__doc__)
+    return _sweep("fig6_7", grid(prefetch_distance=[0, 5], working_set_bytes=sizes, element_bytes=[128],
+                                 order=["random"], work_cycles=[160]), quick, _doc(fig6_7))
 
 
 def fig6_8(quick: bool = False):
-    """Fig. 6.8: fig. 6.7 plus a helper thread ~100 elements ahead reading every line.
+    """Fig. 6.8: fig. 6.7 plus a helper thread ~100 elements ahead, on the SMT sibling where there is one.
 
     >>> fig6_8(quick=True).name
     'fig6_8_quick'
@@ -562,19 +679,49 @@ def fig6_8(quick: bool = False):
     sizes = [1 << 14, 1 << 22] if quick else _sizes(10, 28, 1)
     plain = grid(prefetch_distance=[0, 5], working_set_bytes=sizes)
     helper = grid(helper_thread=[True], working_set_bytes=sizes)
-    points = [dict(p, npad=31, order="random", work_cycles=160) for p in plain + helper]
-    return _sweep("fig6_8", points, quick, fig6_8.__doc__)
+    points = [dict(p, element_bytes=128, order="random", work_cycles=160) for p in plain + helper]
+    return _sweep("fig6_8", points, quick, _doc(fig6_8) + _smt_note())
+
+
+def _smt_note() -> str:
+    cpus = usable_cpus()
+    with_sibling = [c for c in cpus if (set(smt_siblings(c)) & set(cpus)) - {c}]
+    if with_sibling:
+        return " The helper runs on the walking CPU's SMT sibling, as in the source."
+    return (" This machine has no usable SMT sibling: the helper runs on another core "
+            "(the source ran it on the sibling hyper-thread).")
+
+
+def _counter_note() -> str:
+    return (" Needs the hardware counters (cycles, instructions, cache references/misses); where the PMU "
+            "refuses them the walk is still measured and the figure says which are missing and why.")
+
+
+def fig7_1(quick: bool = False):
+    """Figs. 7.1-7.3: cycles per instruction and cache/TLB misses per instruction, random and sequential NPAD=0.
+
+    >>> fig7_1(quick=True).name
+    'fig7_1_quick'
+    """
+    sizes = [1 << 14, 1 << 20, 1 << 24] if quick else _sizes(10, 28, 1)
+    return _sweep("fig7_1", grid(order=["random", "sequential"], working_set_bytes=sizes, npad=[0]), quick,
+                  _doc(fig7_1) + _counter_note())
 
 
 def fig7_9(quick: bool = False):
-    """Fig. 7.9: random NPAD=0 with 4 KiB pages, THP and hugetlb 2 MiB (falls back if none reserved).
+    """Fig. 7.9: random NPAD=0 with 4 KiB pages, THP and hugetlb 2 MiB, 2**10 .. 2**29 (memory permitting).
 
     >>> fig7_9(quick=True).name
     'fig7_9_quick'
     """
-    sizes = [1 << 16, 1 << 20, 1 << 24] if quick else _sizes(10, 28, 1)
+    sizes = [1 << 16, 1 << 20, 1 << 24] if quick else _sizes(10, 29, 1)
     return _sweep("fig7_9", grid(pages=list(PAGE_KINDS), working_set_bytes=sizes, npad=[0],
-                                 order=["random"]), quick, fig7_9.__doc__)
+                                 order=["random"]), quick, _doc(fig7_9))
+
+
+def _doc(fn) -> str:
+    """A sweep's description: the first line of its docstring."""
+    return (fn.__doc__ or "").strip().splitlines()[0]
 
 
 def _quick():
@@ -592,14 +739,25 @@ def _quick():
 
 
 SWEEPS = {
+    "fig3_4": fig3_4,
     "fig3_10": fig3_10,
     "fig3_11": fig3_11,
     "fig3_12": fig3_12,
     "fig3_13": fig3_13,
     "fig3_15": fig3_15,
+    "fig3_16": fig3_16,
     "fig3_17": fig3_17,
+    "fig3_19": fig3_19,
+    "fig3_20": fig3_20,
+    "fig3_21": fig3_21,
+    "fig3_30": fig3_30,
+    "fig5_3": fig5_3,
+    "fig6_2": fig6_2,
+    "fig6_4": fig6_4,
+    "fig6_5": fig6_5,
     "fig6_7": fig6_7,
     "fig6_8": fig6_8,
+    "fig7_1": fig7_1,
     "fig7_9": fig7_9,
 }
 
@@ -610,45 +768,6 @@ def _named(fn, quick: bool):
 
     factory.__doc__ = fn.__doc__
     return factory
-
-
-# ---- the standard figure --------------------------------------------------------
-
-
-def figure(data: Dataset | str, metric: str | None = None, x: str = "working_set_bytes"):
-    """Latency per element (ns) vs working set on a log2 axis, cache sizes marked.
-
-    One line per variant (every other parameter that varies: npad, order,
-    pages ...); the vertical dashed lines are the L1d, L2 and L3 sizes of the
-    machine the dataset was measured on. A right-hand axis gives cycles per
-    element when the dataset has them (Drepper's figures 3.10-3.15 plot cycles).
-
-    >>> fig = figure("results/chase-quick.csv")   # doctest: +SKIP
-    """
-    ds = chart.as_dataset(data)
-    metric = metric or ds.primary_metric(("ns_per_element",))
-    fig = chart.line_figure(ds, x, metric, log2_x=True, caches=True,
-                            title=f"{chart.family_of(ds)}: {metric_label(metric)} vs working set")
-    ax = fig.axes[0]
-    ax.set_xlabel("working set (bytes, log2)")
-    values = [r[metric] for r in ds.rows if chart.finite(r.get(metric)) and r[metric] > 0]
-    if values and max(values) / min(values) > 20:
-        lows = [r.get(f"{metric}_min") for r in ds.rows]
-        low = min([v for v in lows if chart.finite(v) and v > 0] + values)
-        ax.set_ylim(low / 1.5, None)
-        ax.set_yscale("log")  # as Drepper's figure 3.15: L1 and DRAM latency on one plot
-    ratios = sorted(
-        r["cycles_per_element"] / r[metric]
-        for r in ds.rows
-        if metric == "ns_per_element" and chart.finite(r.get("cycles_per_element"))
-        and chart.finite(r.get(metric)) and r[metric] > 0
-    )
-    if ratios:
-        ghz = ratios[len(ratios) // 2]
-        if ghz > 0:
-            secondary = ax.secondary_yaxis("right", functions=(lambda ns: ns * ghz, lambda c: c / ghz))
-            secondary.set_ylabel(f"cycles per element (at {ghz:.2f} GHz)")
-    return fig
 
 
 FAMILY = Family(
@@ -664,13 +783,11 @@ FAMILY = Family(
         **{name: _named(fn, False) for name, fn in SWEEPS.items()},
         **{f"{name}_quick": _named(fn, True) for name, fn in SWEEPS.items()},
     },
-    description="pointer chase through a circular list (Drepper 3.3.2, 6.3, 7.5)",
+    description="pointer chase through a circular list (Drepper 3.3, 3.5.2, 5.4, 6.2, 6.3, 7.1, 7.5)",
     default_repeat=5,
     default_warmup=1,
     default_target_seconds=0.1,
     figure=figure,
-    caption="Time per element of a walk through a linked list: flat while the list fits in a cache, "
-            "a step up past each cache size (dashed lines). Random order pays the full latency of "
-            "wherever the list lives; sequential order is hidden by the prefetcher (Drepper 3.3.2).",
+    caption=caption,
     report_columns=("cycles_per_element",),
 )

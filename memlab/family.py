@@ -51,7 +51,8 @@ class Family:
     ``ns_per_<unit>``; ``derive`` adds metrics computed from a sample.
     Presenting: ``figure(dataset)`` draws the family's standard figure (a
     matplotlib Figure, from the kinds in :mod:`memlab.chart`; None: the
-    generic one), ``caption`` says in a sentence or two how to read it, and
+    generic one), ``caption`` says in a sentence or two how to read it (or,
+    a function of the dataset, says it per sweep), and
     ``report_columns`` lists metrics worth a column of their own in the
     report's table (shown when present).
     """
@@ -70,7 +71,7 @@ class Family:
     default_warmup: int = 1
     default_target_seconds: float = 0.1
     figure: Callable[[Any], Any] | None = None
-    caption: str = ""
+    caption: str | Callable[[Any], str] = ""
     report_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -83,6 +84,18 @@ class Family:
     @property
     def param_names(self) -> list[str]:
         return [f.name for f in dataclasses.fields(self.params_type)]
+
+    def caption_for(self, dataset: Any) -> str:
+        """How to read this dataset's figure: ``caption``, or ``caption(dataset)`` when it is a function
+        (a family whose sweeps draw different figures).
+
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class NoParams:
+        ...     pass
+        >>> Family("f", NoParams, caption="Read it left to right.").caption_for(None)
+        'Read it left to right.'
+        """
+        return self.caption(dataset) if callable(self.caption) else self.caption
 
     def params(self, params: Any = None, **overrides: Any) -> Any:
         """Coerce a dict, a params object or keywords into the params type."""

@@ -53,11 +53,13 @@ __all__ = [
     "format_facts",
     "identity",
     "machine_id",
+    "numa_nodes",
     "parse_cpu_list",
     "parse_size",
     "placement_cpus",
     "populate_write_supported",
     "hidden_cpu_features",
+    "smt_siblings",
 ]
 
 SIMD_FLAGS = (
@@ -429,8 +431,32 @@ def hidden_cpu_features(environ: Mapping[str, str] | None = None) -> list[str]:
     return names
 
 
+def collect_topology(facts: dict, root: str = "/") -> None:
+    """numa_nodes (node, cpus, has_memory, distances) and smt_threads_per_core, from sysfs."""
+    nodes = []
+    with_memory = _read(root, "/sys/devices/system/node/has_memory")
+    memory_nodes = set(parse_cpu_list(with_memory) or []) if with_memory else None
+    for entry in sorted(_listdir(root, "/sys/devices/system/node"), key=lambda e: (len(e), e)):
+        if not re.fullmatch(r"node\d+", entry):
+            continue
+        node = int(entry[4:])
+        distances = (_read(root, f"/sys/devices/system/node/{entry}/distance") or "").split()
+        nodes.append({
+            "node": node,
+            "cpus": _read(root, f"/sys/devices/system/node/{entry}/cpulist") or "",
+            "has_memory": node in memory_nodes if memory_nodes is not None else True,
+            "distances": [int(d) for d in distances if d.isdigit()],
+        })
+    if nodes:
+        facts["numa_nodes"] = nodes
+    siblings = _read(root, "/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+    if siblings:
+        facts["smt_threads_per_core"] = len(parse_cpu_list(siblings) or [])
+
+
 COLLECTORS: tuple[Callable[..., None], ...] = (
     collect_cpu,
+    collect_topology,
     collect_tsc,
     collect_caches,
     collect_kernel,
@@ -489,6 +515,32 @@ def fake_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{FAKE_FINGERPRINT_ENV}={text!r} must be a JSON object of machine facts")
     return value
+
+
+def numa_nodes(facts: dict | None = None, root: str = "/") -> list[dict[str, Any]]:
+    """NUMA nodes with their CPUs (a list), memory flag and distances; one node 0 if sysfs has none.
+
+    >>> numa_nodes({"numa_nodes": [{"node": 0, "cpus": "0-1", "has_memory": True, "distances": [10]}]})
+    [{'node': 0, 'cpus': [0, 1], 'has_memory': True, 'distances': [10]}]
+    """
+    if facts is None or "numa_nodes" not in facts:
+        facts = {}
+        collect_topology(facts, root=root)
+    nodes = facts.get("numa_nodes") or [
+        {"node": 0, "cpus": f"0-{(os.cpu_count() or 1) - 1}", "has_memory": True, "distances": [10]}]
+    return [dict(node, cpus=parse_cpu_list(node["cpus"]) or []) for node in nodes]
+
+
+def smt_siblings(cpu: int, root: str = "/") -> list[int]:
+    """The hardware threads sharing ``cpu``'s core (itself included), from sysfs.
+
+    >>> 0 in smt_siblings(0)
+    True
+    """
+    for entry in cpu_topology(root):
+        if entry["cpu"] == cpu:
+            return list(entry["siblings"])
+    return [cpu]
 
 
 def cache_sizes(facts: dict | None = None, root: str = "/") -> dict[str, int]:
@@ -717,6 +769,12 @@ def format_facts(facts: dict) -> str:
         add("cpus", f"{facts['cpu_count']} (online {facts.get('cpu_online', '?')})")
     if "cpu_flags_simd" in facts:
         add("simd", " ".join(facts["cpu_flags_simd"]) or "-")
+    if "smt_threads_per_core" in facts:
+        add("smt", f"{facts['smt_threads_per_core']} thread(s) per core")
+    for node in facts.get("numa_nodes", []):
+        memory = "memory" if node.get("has_memory") else "no memory"
+        add(f"numa node {node['node']}", f"cpus {node.get('cpus') or '-'}, {memory}, "
+            f"distances {' '.join(map(str, node.get('distances', []))) or '?'}")
     for key, label in (("cpuinfo_mhz", "cpuinfo MHz"), ("tsc_mhz", "TSC MHz"), ("clocksource", "clocksource")):
         if key in facts:
             add(label, facts[key])

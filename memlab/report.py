@@ -199,7 +199,7 @@ def _section(index: int, item: ReportItem) -> str:
         if len(ds):
             parts.append(_figure_html(ds, item.title))
             family = _family(ds)
-            caption = family.caption if family is not None else ""
+            caption = family.caption_for(ds) if family is not None else ""
             if caption:
                 parts.append(f"<p>{_escape(caption)}</p>")
             parts.append(_table(chart.by_machine(ds)))

@@ -13,7 +13,7 @@ clearing orders) and ``pipe_pattern`` (the pipe check's byte pattern).
 - The pointer chase (``csrc/chase.c``): :func:`chase_successors` (sequential,
   random by Sattolo's seeded shuffle, random_blocks), :func:`chase_visit_order`,
   :func:`chase_order_hash` (the ``check_order_hash`` metric) and
-  :func:`chase_pad0` (pad[0] after ``inc`` or ``addnext0`` laps).
+  :func:`chase_pad0` (pad[0] after ``inc``, ``addnext0`` or ``addnextlast`` laps).
 - Page clearing (``csrc/clear_plan.c``): :func:`kernel_order` (the old
   kernel's ``process_huge_page()``), :func:`clear_unit_order` (sequential,
   kernel, reverse, random) and :func:`clear_plan` (the byte offset of every
@@ -201,29 +201,38 @@ def chase_order_hash(successors: Sequence[int], chains: int) -> int:
     return hash_value & ((1 << 52) - 1)
 
 
-def chase_pad0(successors: Sequence[int], chains: int, op: str, laps: int) -> list[int]:
+def chase_pad0(successors: Sequence[int], chains: int, op: str, laps: int, npad: int = 1) -> list[int]:
     """pad[0] of every element after ``laps`` laps of ``op``, as chase.c leaves it.
 
-    pad[0] starts at index + 1; ``inc`` adds 1 per visit, ``addnext0`` adds
-    the next element's pad[0] (modulo 2**64), ``follow`` changes nothing.
+    pad[0] starts at index + 1, and so does the last pad word (pad[npad-1])
+    when npad >= 2; ``inc`` adds 1 per visit, ``addnext0`` adds the next
+    element's pad[0], ``addnextlast`` the next element's last pad word (its
+    pad[0] when npad is 1), all modulo 2**64; ``follow`` and ``addpair``
+    (which adds into a register) leave memory alone. ``chains`` counts every
+    list in memory.
 
     >>> chase_pad0([1, 0], 1, "inc", laps=3)
     [4, 5]
+    >>> chase_pad0([1, 0], 1, "addnextlast", laps=1, npad=3)
+    [3, 3]
     """
     n = len(successors)
     pad = [i + 1 for i in range(n)]
-    if op == "follow":
+    if op in ("follow", "addpair"):
         return pad
-    if op not in ("inc", "addnext0"):
-        raise ValueError(f"op={op!r} is not one of follow, inc, addnext0")
+    if op not in ("inc", "addnext0", "addnextlast"):
+        raise ValueError(f"op={op!r} is not one of follow, inc, addnext0, addnextlast, addpair")
+    last = pad if npad == 1 else [i + 1 for i in range(n)]  # nobody writes the last word when npad >= 2
     chain = n // chains
     for c in range(chains):
         i = c * chain
         for _ in range(laps * chain):
             if op == "inc":
                 pad[i] = (pad[i] + 1) & MASK64
-            else:
+            elif op == "addnext0":
                 pad[i] = (pad[i] + pad[successors[i]]) & MASK64
+            else:
+                pad[i] = (pad[i] + last[successors[i]]) & MASK64
             i = successors[i]
     return pad
 

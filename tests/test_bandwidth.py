@@ -62,6 +62,7 @@ def guarded(words: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
     return whole, whole[64 : 64 + words]
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("chunk_bytes", CHUNKS)
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("width", WIDTHS)
@@ -76,6 +77,7 @@ def test_sum_twin_of_the_read_adds_every_word_once_per_pass(width, size, chunk_b
     np.testing.assert_array_equal(whole, before)  # a read changes nothing
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("stores", bw.STORES)
 @pytest.mark.parametrize("chunk_bytes", CHUNKS)
 @pytest.mark.parametrize("size", SIZES)
@@ -93,6 +95,7 @@ def test_write_stores_the_value_into_exactly_its_words(width, size, chunk_bytes,
     np.testing.assert_array_equal(whole[-64:], before[-64:])
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("stores", bw.STORES)
 @pytest.mark.parametrize("chunk_bytes", CHUNKS)
 @pytest.mark.parametrize("size", SIZES)
@@ -110,6 +113,7 @@ def test_copy_makes_dst_equal_src_and_touches_nothing_else(width, size, chunk_by
     np.testing.assert_array_equal(dst_whole[-64:], dst_before[-64:])
 
 
+@pytest.mark.build
 def test_run_pass_refuses_misaligned_or_odd_buffers():
     words = bw.aligned_array(32)
     with pytest.raises(ValueError, match="src must start on a 64-byte boundary"):
@@ -139,6 +143,7 @@ def pattern_sum(words: int) -> int:
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("op, stores", [("read", "normal"), ("write", "normal"), ("write", "nontemporal"),
                                         ("copy", "normal"), ("copy", "nontemporal")])
+@pytest.mark.build
 def test_check_mode_finds_every_op_touched_exactly_its_bytes(op, stores, width):
     needs_width(width)
     size = (1 << 15) + 3 * 128
@@ -152,6 +157,7 @@ def test_check_mode_finds_every_op_touched_exactly_its_bytes(op, stores, width):
         assert m.median("check_sum_low52") == pattern_sum(size // 8) & ((1 << 52) - 1)
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("op", bw.OPS)
 def test_two_threads_check_every_working_set(op, shared):
@@ -229,6 +235,7 @@ def test_hugetlb_pages_are_used_when_reserved(reserved_hugetlb_2m):
 # ---- widths and placements the machine cannot give -----------------------------------
 
 
+@pytest.mark.build
 def test_widths_are_reported_with_a_reason_for_each_missing_one():
     support = bw.width_support()
     assert list(support) == WIDTHS and support["scalar"] is None
@@ -248,6 +255,7 @@ HIDE = {"avx512": "avx512f", "avx2": "avx2", "sse2": "sse2"}
 NARROWER = {"avx512": "avx2", "avx2": "sse2", "sse2": "scalar"}
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("width", ["avx512", "avx2", "sse2"])
 def test_a_hidden_width_is_refused_and_auto_takes_the_next_narrower(width):
     # MEMLAB_HIDE_CPU_FEATURES: this host plays a CPU without the width, whatever it really has
@@ -521,6 +529,7 @@ def main_loop(lines: list[tuple[int, str]]) -> list[str]:
     return best
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("kind, width", KERNELS, ids=[f"{k}_{w}" for k, w in KERNELS])
 def test_kernel_main_loop_is_unrolled_at_its_width(kind, width):
     lines = disassemble(f"{kind}_{width}")

@@ -15,8 +15,9 @@ from memlab import _core
 from conftest import experiment
 from memlab import pipe
 
-# Compiled kernels whose instructions depend on the -march level of the build.
-pytestmark = pytest.mark.build
+# The tests that fill and verify transferred bytes run the pattern kernels
+# (csrc/pipe_pattern.c), whose instructions depend on the -march level and the
+# compiler: they carry the `build` mark. Process control does not.
 
 CPUS = sorted(os.sched_getaffinity(0))
 TWO_CPUS = len(CPUS) >= 2
@@ -70,6 +71,7 @@ def rung_cpus(settings):
     return {}
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("name,settings", pipe.RUNGS, ids=[name for name, _ in pipe.RUNGS])
 def test_every_rung_delivers_exact_bytes_verified(name, settings, no_leftovers):
     total = 3_000_017  # not a multiple of the buffer
@@ -83,6 +85,7 @@ def test_every_rung_delivers_exact_bytes_verified(name, settings, no_leftovers):
     assert m.median("writer_sections") == (2 if settings["writer"] == "vmsplice" else 1)
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("writer,reader", [("write", "read"), ("vmsplice", "splice"), ("vmsplice", "read")])
 def test_odd_buffer_and_pipe_larger_than_buffer(writer, reader):
     # 5000-byte chunks cross pages; a 64 KiB pipe holds 16 pages, so the
@@ -107,6 +110,7 @@ def batch_scheduling():
         os.sched_setscheduler(0, previous, os.sched_param(0))
 
 
+@pytest.mark.build
 def test_verify_catches_vmsplice_pages_reused_while_in_the_pipe():
     # One section of one page, a pipe of many pages: the writer rewrites the page the
     # pipe still references, again and again, before the reader (same CPU, batch

@@ -83,12 +83,12 @@ def test_chase_visiting_order_matches_the_twin(params):
 
 
 @SETTINGS
-@given(chase_lists, st.sampled_from(["inc", "addnext0"]), st.integers(1, 3))
+@given(chase_lists, st.sampled_from(["inc", "addnext0", "addnextlast"]), st.integers(1, 3))
 def test_chase_pad0_after_the_walk_matches_the_twin(params, op, laps):
     params = dict(params, npad=max(1, params["npad"]), op=op, laps=laps)
     traced = chase.trace(params)
     successors = traced["successors"].tolist()
-    assert traced["pad0"].tolist() == twins.chase_pad0(successors, params["chains"], op, laps)
+    assert traced["pad0"].tolist() == twins.chase_pad0(successors, params["chains"], op, laps, params["npad"])
 
 
 def test_chase_twin_random_is_one_cycle_and_blocks_are_local():

@@ -292,31 +292,3 @@ def test_ctrl_c_keeps_the_rows_measured_cancels_the_rest_and_a_rerun_completes(c
         assert sorted(keys) == expected
     assert set(same_rows(kept.rows)) <= set(same_rows(Dataset.load(out).rows))  # the row before Ctrl-C stays
 
-
-def test_spread_gives_the_points_of_a_killed_worker_to_the_others(client, tmp_path):
-    victim, _ = fake(client, FAKE_A, {**FAKE_A, "hostname": "twin-b"})
-    pids = client.run(os.getpid)
-    sweep = calibrate_sweep(6, 100_000_000)
-    out = tmp_path / "spread.csv"
-
-    def kill_after_first_row() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if out.exists() and "fake-a" in out.read_text():
-                os.kill(pids[victim], signal.SIGKILL)
-                return
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_after_first_row)
-    killer.start()
-    notes: list[str] = []
-    try:
-        dataset = run_sweep(sweep, out, client=client, spread=True, progress=False, warn=notes.append)
-    finally:
-        killer.join()
-        client.wait_for_workers(2, timeout=60)
-    keys = sorted(point_key(r, ["budget_ns"]) for r in Dataset.load(out).rows)
-    assert keys == sorted(point_key({"family": "calibrate", **p}, ["budget_ns"]) for p in sweep.points)
-    assert dataset.metadata["fleet"]["lost"] == {}
-    assert not [note for note in notes if "left the cluster" in note]
-    assert {r[HOST_COLUMN] for r in dataset.rows} == {"fake-a", "twin-b"}

@@ -9,12 +9,33 @@ the -march choice ("none" for a portable build).
 import glob
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+
+
+BUILD_PACKAGES = (
+    "Debian/Ubuntu: sudo apt-get install gcc python3-dev; "
+    "Fedora: sudo dnf install gcc python3-devel"
+)
+
+
+def check_build_tools() -> None:
+    """Stop with one sentence, not a traceback, when the C compiler or Python's headers are missing."""
+    compiler = shlex.split(os.environ.get("CC", "cc"))
+    if not compiler or shutil.which(compiler[0]) is None:
+        name = compiler[0] if compiler else "(empty CC)"
+        sys.exit(f"memlab: building memlab's C core needs a C compiler, and {name!r} was not found "
+                 f"(set CC to one, or install one: {BUILD_PACKAGES}).")
+    include = sysconfig.get_paths().get("include") or ""
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        sys.exit(f"memlab: building memlab's C core needs Python's C headers, and Python.h is not in "
+                 f"{include or 'the include directory'} (install them: {BUILD_PACKAGES}).")
 
 
 def compiler_accepts(flag: str) -> bool:
@@ -24,7 +45,7 @@ def compiler_accepts(flag: str) -> bool:
         with open(source, "w") as handle:
             handle.write("int main(void) { return 0; }\n")
         result = subprocess.run(
-            [compiler, flag, "-c", source, "-o", os.path.join(tmp, "probe.o")],
+            [*shlex.split(compiler), flag, "-c", source, "-o", os.path.join(tmp, "probe.o")],
             capture_output=True,
         )
     return result.returncode == 0
@@ -53,6 +74,7 @@ def compile_flags() -> tuple:
     return flags, link
 
 
+check_build_tools()
 cflags, ldflags = compile_flags()
 build_flags = " ".join(cflags)
 

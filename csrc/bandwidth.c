@@ -491,8 +491,12 @@ static void worker_loop(ml_bw_worker *w, atomic_int *stop)
             double estimate = (double)(t1 - t0) / (double)moved;
             w->ns_per_byte = w->ns_per_byte > 0 ? 0.5 * (w->ns_per_byte + estimate) : estimate;
         }
-        if (w->hook && w->hook(w, w->hook_arg))
-            break;
+        if (w->hook) {
+            w->bytes_done = done; /* the hook sees the progress so far */
+            w->chunks = chunks;
+            if (w->hook(w, w->hook_arg))
+                break;
+        }
     }
     w->end_ns = ml_now_ns();
     w->cpu_ns = ml_thread_cpu_ns() - cpu_start;
@@ -789,8 +793,11 @@ static int map_set(bw_set *set, size_t bytes, const bw_config *cfg, int cpu, ml_
     uint64_t start = ml_now_ns();
     fill_set(set);
     set->region.populate_ns = ml_now_ns() - start;
+    set->region.populate_requested = set->region.populate_used = ML_POPULATE_TOUCH;
     if (moved)
         pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+    if (cfg->strict_pages && ml_region_require_requested(&set->region, ml_region_huge_bytes(&set->region), err))
+        return -1;
     return 0;
 }
 
@@ -1047,6 +1054,7 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
         ml_metric_add(out, "huge_page_fraction",
                       (double)huge / (double)s->sets[0].region.bytes);
     ml_metric_add(out, "pages_granted_hugetlb", s->sets[0].region.granted == ML_PAGES_HUGETLB_2M);
+    ml_region_facts(out, &s->sets[0].region, huge);
     for (int i = 0; i < s->workers && i < 4; ++i) {
         char name[ML_METRIC_NAME_MAX];
         snprintf(name, sizeof name, "ran_on_cpu_%d", i);

@@ -99,7 +99,8 @@ ml_bw_kernel ml_bw_sum_kernel(ml_bw_width width);
 typedef struct ml_bw_worker ml_bw_worker;
 
 /* Called by a worker between two chunks, outside the timed stretches (to
- * throttle it, count, or check something); nonzero stops this worker. */
+ * throttle it, count, or check something); nonzero stops this worker.
+ * worker->bytes_done and ->chunks hold the progress so far when it runs. */
 typedef int (*ml_bw_hook)(ml_bw_worker *worker, void *arg);
 
 struct ml_bw_worker {

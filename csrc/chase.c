@@ -768,6 +768,9 @@ static int chase_setup(const void *config, void **state_out, ml_context *ctx, ml
     memset(s->walkers, 0, sizeof(chase_walker) * (size_t)s->threads);
     if (chase_map(s, err) || chase_build(s, ctx, err))
         goto fail;
+    /* strict_pages: huge pages asked for and not obtained (THP served with 4 KiB) refuse */
+    if (s->cfg.strict_pages && ml_region_require_requested(&s->region, ml_region_huge_bytes(&s->region), err))
+        goto fail;
     chase_place_walkers(s);
     int variant = cfg->work_cycles > 0 || cfg->prefetch_distance > 0 ? VARIANT_GENERAL
                   : cfg->helper_thread                               ? VARIANT_HELPER
@@ -1276,6 +1279,7 @@ static void chase_add_layout_metrics(chase_state *s, ml_measurement *out)
         ml_metric_add(out, "huge_page_fraction",
                       s->region.bytes ? (double)huge / (double)s->region.bytes : 0.0);
     }
+    ml_region_facts(out, &s->region, huge);
 }
 
 /* Where the memory is, and how far from the walking CPU (figs. 5.3/5.4). */

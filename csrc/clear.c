@@ -24,6 +24,7 @@ typedef struct clear_order_config {
     int check;
     int baseline_order;
     int64_t baseline_extent_bytes;
+    int strict_pages;
 } clear_order_config;
 
 typedef struct clear_pass_plan {
@@ -65,6 +66,7 @@ static const ml_param clear_order_params[] = {
      .choices = clear_baseline_names},
     {.name = "baseline_extent_bytes", .kind = ML_PARAM_INT,
      .offset = offsetof(clear_order_config, baseline_extent_bytes), .min = 0, .max = CLEAR_MAX_REGION_BYTES},
+    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(clear_order_config, strict_pages)},
     {0},
 };
 
@@ -185,9 +187,11 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
         goto error;
     }
     if (ml_region_map(&s->region, (size_t)c->region_bytes, (ml_page_kind)c->pages, CLEAR_CHUNK_BYTES,
-                      ML_POPULATE_TOUCH, 1, err) < 0)
+                      ML_POPULATE_TOUCH, !c->strict_pages, err) < 0)
         goto error;
     s->mapped = 1;
+    if (c->strict_pages && ml_region_require_requested(&s->region, ml_region_huge_bytes(&s->region), err) < 0)
+        goto error;
     if (ml_interrupted(ctx))
         goto interrupted;
     memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
@@ -237,8 +241,11 @@ static void clear_counters_accumulate(ml_counter_values *total, const ml_counter
 /* A sample: as many passes of the plan as fill the target time; with a
  * baseline, each pass is followed by a pass of the baseline plan, so that
  * both see the same machine within a fraction of a second and their ratio
- * stays steady while other work comes and goes.  Counters cover the plan's
- * passes only. */
+ * stays steady while other work comes and goes.  The sample's counters cover
+ * the plan's passes; the baseline's passes are counted apart and their cache
+ * references and misses reported as baseline_cache_references and
+ * baseline_cache_misses (where the PMU gives them), so that the LLC miss
+ * ratio of both orders comes from one run. */
 static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
 {
     clear_order_state *s = state;
@@ -247,7 +254,8 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
     size_t nonzero = 0, baseline_nonzero = 0;
     double median_sum = 0, baseline_median_sum = 0;
     clear_pass_times times;
-    ml_counter_values part;
+    ml_counter_values part, baseline_counters;
+    memset(&baseline_counters, 0, sizeof baseline_counters);
 
     if (!c->check && ctx->target_ns > s->pass_ns && s->pass_ns > 0)
         passes = (ctx->target_ns + s->pass_ns / 2) / s->pass_ns;
@@ -271,7 +279,14 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
             continue;
         if (c->check)
             memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
+        if (ctx->counters)
+            ml_counters_start(&s->counters);
         times = clear_order_pass(s, &s->baseline);
+        if (ctx->counters) {
+            ml_counters_stop(&s->counters);
+            ml_counters_read(&s->counters, &part);
+            clear_counters_accumulate(&baseline_counters, &part, i == 0);
+        }
         baseline_elapsed += times.wall_ns;
         baseline_cpu += times.cpu_ns;
         baseline_median_sum += times.median_ns_per_byte;
@@ -307,8 +322,13 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
         ml_metric_add(out, "cpu_ratio_to_baseline", cpu && baseline_cpu ? cpu_rate / baseline_cpu_rate : -1.0);
         if (c->check)
             ml_metric_add(out, "baseline_nonzero_bytes", (double)baseline_nonzero);
+        if (ctx->counters && baseline_counters.present[ML_COUNTER_CACHE_REFERENCES] &&
+            baseline_counters.present[ML_COUNTER_CACHE_MISSES]) {
+            ml_metric_add(out, "baseline_cache_references", baseline_counters.value[ML_COUNTER_CACHE_REFERENCES]);
+            ml_metric_add(out, "baseline_cache_misses", baseline_counters.value[ML_COUNTER_CACHE_MISSES]);
+        }
     }
-    clear_add_huge_coverage(out, &s->region);
+    clear_add_huge_coverage(out, &s->region, ml_region_huge_bytes(&s->region));
     ML_CHECK_INTERRUPT(ctx, err);
     return 0;
 }

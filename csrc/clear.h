@@ -56,12 +56,14 @@ static inline int clear_check_multiple(const char *name, int64_t value, int64_t 
     return 0;
 }
 
-static inline void clear_add_huge_coverage(ml_measurement *out, const ml_region *region)
+/* The region's huge-page coverage (huge_bytes: ml_region_huge_bytes) as
+ * metrics, and what it asked for and got as facts. */
+static inline void clear_add_huge_coverage(ml_measurement *out, const ml_region *region, int64_t huge)
 {
-    int64_t huge = ml_region_huge_bytes(region);
     ml_metric_add(out, "huge_bytes", (double)huge);
     ml_metric_add(out, "huge_fraction", huge < 0 ? -1.0 : (double)huge / (double)region->bytes);
     ml_metric_add(out, "granted_page_bytes", (double)region->page_bytes);
+    ml_region_facts(out, region, huge);
 }
 
 #endif

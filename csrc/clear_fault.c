@@ -55,7 +55,7 @@ typedef struct clear_fault_config {
     int populate;
     int touch_offset;
     double pause_s;
-    int strict;
+    int strict_pages;
 } clear_fault_config;
 
 typedef struct clear_fault_state {
@@ -75,7 +75,7 @@ static const ml_param clear_fault_params[] = {
      .choices = clear_touch_offset_names},
     {.name = "pause_s", .kind = ML_PARAM_DOUBLE, .offset = offsetof(clear_fault_config, pause_s),
      .min_double = 0.0, .max_double = 3600.0},
-    {.name = "strict", .kind = ML_PARAM_BOOL, .offset = offsetof(clear_fault_config, strict)},
+    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(clear_fault_config, strict_pages)},
     {0},
 };
 
@@ -156,7 +156,7 @@ static int clear_fault_measure(void *state, ml_context *ctx, ml_measurement *out
         rusage_before = clear_rusage_minor_faults();
         cpu_start = ml_thread_cpu_ns();
         start = ml_now_ns();
-        if (ml_region_map(&region, (size_t)c->region_bytes, (ml_page_kind)c->pages, 0, mode, !c->strict,
+        if (ml_region_map(&region, (size_t)c->region_bytes, (ml_page_kind)c->pages, 0, mode, !c->strict_pages,
                           err) < 0) {
             ml_counters_stop(&s->counters);
             return -1;
@@ -164,7 +164,7 @@ static int clear_fault_measure(void *state, ml_context *ctx, ml_measurement *out
         end = ml_now_ns();
     } else {
         if (ml_region_map(&region, (size_t)c->region_bytes, (ml_page_kind)c->pages, 0, ML_POPULATE_NONE,
-                          !c->strict, err) < 0)
+                          !c->strict_pages, err) < 0)
             return -1;
         ml_counters_start(&s->counters);
         rusage_before = clear_rusage_minor_faults();
@@ -172,6 +172,7 @@ static int clear_fault_measure(void *state, ml_context *ctx, ml_measurement *out
         start = ml_now_ns();
         if (mode == ML_POPULATE_TOUCH) {
             clear_fault_touch(&region, c->touch_offset);
+            region.populate_requested = region.populate_used = ML_POPULATE_TOUCH;
         } else if (ml_region_populate(&region, mode, err) < 0) {
             ml_counters_stop(&s->counters);
             ml_region_unmap(&region);
@@ -200,7 +201,12 @@ static int clear_fault_measure(void *state, ml_context *ctx, ml_measurement *out
     ml_metric_add(out, "cpu_GB_per_s", cpu_end > cpu_start ? out->bytes / (double)(cpu_end - cpu_start) : -1.0);
     ml_metric_add(out, "resident_fraction", resident >= 0 ? (double)resident / (double)c->region_bytes : -1.0);
     ml_metric_add(out, "region_populate_ns", (double)region.populate_ns);
-    clear_add_huge_coverage(out, &region);
+    int64_t huge = ml_region_huge_bytes(&region);
+    if (c->strict_pages && ml_region_require_requested(&region, huge, err) < 0) {
+        ml_region_unmap(&region);
+        return -1;
+    }
+    clear_add_huge_coverage(out, &region, huge);
 
     ml_region_unmap(&region);
     s->last_unmap_ns = ml_now_ns();

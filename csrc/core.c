@@ -71,6 +71,19 @@ int ml_metric_add(ml_measurement *m, const char *name, double value)
     return 0;
 }
 
+int ml_fact_add(ml_measurement *m, const char *name, const char *value)
+{
+    for (int i = 0; i < m->n_facts; i++)
+        if (strcmp(m->facts[i].name, name) == 0) {
+            m->facts[i].value = value;
+            return 0;
+        }
+    if (m->n_facts >= ML_MAX_FACTS)
+        return -1;
+    m->facts[m->n_facts++] = (ml_fact){name, value};
+    return 0;
+}
+
 static int compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

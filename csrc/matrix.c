@@ -5,7 +5,9 @@
  * buffers into a third, "matrix_init" writes an N x N int32 matrix row- or
  * column-wise.  The reference kernels (naive, transposed, tiled, init with
  * normal stores) are built with auto-vectorisation and loop interchange off,
- * so that each runs the algorithm it is named after; tiled_simd is written
+ * so that each runs the algorithm it is named after; tiled_sse2 is the
+ * source's own vectorised sub-matrix listing (section 9.1: 16-byte SSE2
+ * vectors, mulpd + addpd); tiled_simd is what memlab adds beyond it, written
  * with explicit intrinsics for the widest ISA the CPU has. */
 #include <errno.h>
 #include <stdint.h>
@@ -156,6 +158,92 @@ MATRIX_REFERENCE static void multiply_tiled(const double *restrict a, const doub
         }
     }
 }
+
+/* ---- tiled_sse2: the source's SSE2 listing (section 9.1) -----------------
+ * The loops of the tiled variant; the innermost one works on two doubles at a
+ * time: rmul1[k2] is loaded once per k2 and duplicated into both halves of a
+ * 16-byte vector (_mm_load_sd + _mm_unpacklo_pd), each pair of rres gets
+ * m1d * rmul2[j2..j2+1] added (mulpd, addpd), and the next cache line of
+ * rmul1 is prefetched non-temporally for every row.  The source's matrices
+ * were aligned and N even, so it used aligned loads and stores; here those
+ * are used when a, b, c and every row are 16-byte aligned (else the
+ * unaligned forms), and an odd column left at a tile's edge is done alone.
+ * Built without auto-vectorisation and without contracting mul + add into
+ * an FMA, so it stays the source's instructions at 16 bytes. */
+#if MATRIX_X86
+#if defined(__clang__)
+#define MATRIX_SSE2_LISTING __attribute__((noinline, target("sse2")))
+#define MATRIX_SSE2_NO_CONTRACT _Pragma("clang fp contract(off)")
+#else
+#define MATRIX_SSE2_LISTING                                                          \
+    __attribute__((noinline, target("sse2"),                                       \
+                   optimize("no-tree-vectorize", "no-tree-loop-vectorize",          \
+                            "no-tree-slp-vectorize", "no-loop-interchange",         \
+                            "no-loop-unroll-and-jam", "no-tree-loop-distribution",  \
+                            "no-tree-loop-distribute-patterns", "fp-contract=off")))
+#define MATRIX_SSE2_NO_CONTRACT
+#endif
+
+#define SSE2_LISTING_BODY(LOAD, STORE)                                                         \
+    MATRIX_SCALAR_LOOP                                                                       \
+    for (int64_t i = i0; i < i1; i += sm) {                                                  \
+        int64_t rows = min64(sm, n - i);                                                     \
+        MATRIX_SCALAR_LOOP                                                                   \
+        for (int64_t j = 0; j < n; j += sm) {                                                \
+            int64_t cols = min64(sm, n - j);                                                 \
+            MATRIX_SCALAR_LOOP                                                               \
+            for (int64_t k = 0; k < n; k += sm) {                                            \
+                int64_t depth = min64(sm, n - k);                                            \
+                double *restrict rres = &c[i * n + j];                                       \
+                const double *restrict rmul1 = &a[i * n + k];                                \
+                MATRIX_SCALAR_LOOP                                                           \
+                for (int64_t i2 = 0; i2 < rows; ++i2, rres += n, rmul1 += n) {               \
+                    if ((i + i2) * n + k + 8 < n * n) /* the next line, inside a */          \
+                        _mm_prefetch((const char *)(rmul1 + 8), _MM_HINT_NTA);               \
+                    const double *restrict rmul2 = &b[k * n + j];                            \
+                    MATRIX_SCALAR_LOOP                                                       \
+                    for (int64_t k2 = 0; k2 < depth; ++k2, rmul2 += n) {                     \
+                        __m128d m1d = _mm_load_sd(&rmul1[k2]);                               \
+                        m1d = _mm_unpacklo_pd(m1d, m1d);                                     \
+                        int64_t j2 = 0;                                                      \
+                        MATRIX_SCALAR_LOOP                                                   \
+                        for (; j2 + 2 <= cols; j2 += 2) {                                    \
+                            __m128d m2 = LOAD(&rmul2[j2]);                                   \
+                            __m128d r2 = LOAD(&rres[j2]);                                    \
+                            STORE(&rres[j2], _mm_add_pd(_mm_mul_pd(m2, m1d), r2));           \
+                        }                                                                    \
+                        if (j2 < cols)                                                       \
+                            rres[j2] += rmul1[k2] * rmul2[j2];                               \
+                    }                                                                        \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+MATRIX_SSE2_LISTING static void multiply_tiled_sse2(const double *restrict a, const double *restrict b,
+                                                    double *restrict c, int64_t n, int64_t sm, int64_t i0,
+                                                    int64_t i1)
+{
+    MATRIX_SSE2_NO_CONTRACT
+    SSE2_LISTING_BODY(_mm_load_pd, _mm_store_pd)
+}
+
+MATRIX_SSE2_LISTING static void multiply_tiled_sse2_unaligned(const double *restrict a,
+                                                              const double *restrict b, double *restrict c,
+                                                              int64_t n, int64_t sm, int64_t i0, int64_t i1)
+{
+    MATRIX_SSE2_NO_CONTRACT
+    SSE2_LISTING_BODY(_mm_loadu_pd, _mm_storeu_pd)
+}
+
+/* Whether the aligned listing may run: every row of a, b and c, and every
+ * tile's first column, starts on a 16-byte boundary. */
+static int sse2_aligned(const void *a, const void *b, const void *c, int64_t n, int64_t sm)
+{
+    uintptr_t bases = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    return bases % 16 == 0 && n % 2 == 0 && sm % 2 == 0;
+}
+#endif
 
 /* ---- tiled_simd: packed panels and register-blocked micro-kernels -------
  * C (MR x NR) += Ap (kc x MR, k-major) * Bp (kc x NR, k-major).  Panels are
@@ -434,8 +522,8 @@ static void multiply_simd_block(const simd_plan *plan, const double *a, const do
 
 /* ---- the "matrix" family ---------------------------------------------- */
 
-enum { VARIANT_NAIVE, VARIANT_TRANSPOSED, VARIANT_TILED, VARIANT_TILED_SIMD };
-static const char *const matrix_variant_names[] = {"naive", "transposed", "tiled",
+enum { VARIANT_NAIVE, VARIANT_TRANSPOSED, VARIANT_TILED, VARIANT_TILED_SSE2, VARIANT_TILED_SIMD };
+static const char *const matrix_variant_names[] = {"naive", "transposed", "tiled", "tiled_sse2",
                                                    "tiled_simd", NULL};
 
 typedef struct matrix_config {
@@ -452,6 +540,7 @@ typedef struct matrix_state {
     int has_transposed;
     simd_plan plan;
     int isa;
+    int sse2_aligned; /* tiled_sse2: the aligned loads and stores of the listing */
 } matrix_state;
 
 static const ml_param matrix_params[] = {
@@ -543,11 +632,18 @@ static int matrix_setup(const void *config_, void **state_out, ml_context *ctx, 
     if (config->variant == VARIANT_TILED_SIMD && !isa_supported(isa))
         return ml_fail(err, ML_ERR_VALUE, 0, "isa=%s is not supported by this CPU (widest: %s)",
                        matrix_isa_names[isa], matrix_isa_names[isa_widest()]);
+    if (config->variant == VARIANT_TILED_SSE2 && !(MATRIX_X86 && ml_cpu_supports(ML_CPU_SSE2)))
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "variant=tiled_sse2 needs SSE2, which this CPU does not have (or "
+                       "MEMLAB_HIDE_CPU_FEATURES hides)");
     matrix_state *state = calloc(1, sizeof *state);
     if (!state)
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate the matrix state");
     state->config = *config;
     state->isa = isa;
+#if MATRIX_X86
+    state->sse2_aligned = sse2_aligned(config->a.data, config->b.data, config->c.data, n, config->tile);
+#endif
     if (config->variant == VARIANT_TRANSPOSED) {
         size_t bytes = (size_t)n * (size_t)n * sizeof(double);
         if (ml_region_map(&state->transposed, bytes, ML_PAGES_4K, 64, ML_POPULATE_TOUCH, 1,
@@ -592,7 +688,7 @@ static int multiply_once(matrix_state *state, ml_context *ctx, stopwatch *watch,
             }
         return 0;
     }
-    int64_t step = config->variant == VARIANT_TILED ? sm : 1;
+    int64_t step = config->variant == VARIANT_TILED || config->variant == VARIANT_TILED_SSE2 ? sm : 1;
     int64_t blocks = max64(1, (int64_t)(MATRIX_CHUNK_FLOPS / (row_flops * (double)step)));
     for (int64_t i = 0; i < n; i += blocks * step) {
         int64_t end = min64(n, i + blocks * step);
@@ -601,6 +697,12 @@ static int multiply_once(matrix_state *state, ml_context *ctx, stopwatch *watch,
             multiply_naive(a, b, c, n, i, end);
         else if (config->variant == VARIANT_TRANSPOSED)
             multiply_transposed(a, state->transposed.base, c, n, i, end);
+#if MATRIX_X86
+        else if (config->variant == VARIANT_TILED_SSE2 && state->sse2_aligned)
+            multiply_tiled_sse2(a, b, c, n, sm, i, end);
+        else if (config->variant == VARIANT_TILED_SSE2)
+            multiply_tiled_sse2_unaligned(a, b, c, n, sm, i, end);
+#endif
         else
             multiply_tiled(a, b, c, n, sm, i, end);
         stopwatch_stop(watch);
@@ -641,9 +743,15 @@ static int matrix_measure(void *state_, ml_context *ctx, ml_measurement *out, ml
     if (config->variant == VARIANT_TRANSPOSED)
         ml_metric_add(out, "transpose_seconds",
                       (double)transpose_total / 1e9 / (double)multiplies);
+    /* every variant but tiled_simd is built without auto-vectorisation (tiled_sse2's vectors are
+     * its own intrinsics) and without loop interchange */
     int reference = config->variant != VARIANT_TILED_SIMD;
     ml_metric_add(out, "autovectorize_disabled", reference);
     ml_metric_add(out, "loop_interchange_disabled", reference);
+    if (config->variant == VARIANT_TILED_SSE2) {
+        ml_metric_add(out, "simd_bits", 128);
+        ml_metric_add(out, "aligned_vectors", state->sse2_aligned);
+    }
     if (config->variant == VARIANT_TILED_SIMD) {
         ml_metric_add(out, "simd_bits", state->plan.kernel.simd_bits);
         ml_metric_add(out, "register_block_rows", state->plan.kernel.mr);
@@ -664,7 +772,8 @@ static int matrix_measure(void *state_, ml_context *ctx, ml_measurement *out, ml
 ML_FAMILY(matrix) = {
     .name = "matrix",
     .description = "N x N float64 matrix multiply c = a * b (Drepper 6.2.1): naive, transposed, "
-                   "tiled, tiled_simd; reference kernels built with " MATRIX_REFERENCE_FLAGS,
+                   "tiled, tiled_sse2 (the source's SSE2 listing), tiled_simd (memlab's, beyond it); "
+                   "reference kernels built with " MATRIX_REFERENCE_FLAGS,
     .config_size = sizeof(matrix_config),
     .params = matrix_params,
     .setup = matrix_setup,

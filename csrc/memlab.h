@@ -156,6 +156,8 @@ void ml_counter_values_missing(ml_counter_values *out, int errnum);
 /* Why a counter is missing, for people: "not requested" for errnum 0. */
 const char *ml_counter_reason(int errnum);
 
+typedef struct ml_measurement ml_measurement;
+
 /* ---- memory regions (region.c) --------------------------------------- */
 
 typedef enum ml_page_kind {
@@ -187,19 +189,39 @@ typedef struct ml_region {
     ml_page_kind granted;     /* what was used (THP/hugetlb may fall back) */
     size_t page_bytes;        /* page size of the granted kind */
     uint64_t populate_ns;     /* time the populate step took */
+    ml_populate populate_requested; /* the populate call asked for */
+    ml_populate populate_used;      /* the one made (THP with MAP_POPULATE: MADV_POPULATE_WRITE) */
 } ml_region;
 
 /* Map bytes of anonymous memory of the given kind, aligned to `alignment`
  * (0: the page size of the kind), and populate it.  With allow_fallback a
- * refused hugetlb request falls back to 4 KiB pages (granted says so);
- * without it the refusal is an error.  Requests larger than the memory
- * available (MemAvailable) fail with ML_ERR_MEMORY before anything is
- * mapped. */
+ * refused hugetlb request falls back to 4 KiB pages (granted says so), and
+ * MAP_POPULATE asked of THP (which would populate before MADV_HUGEPAGE can
+ * take effect) becomes MADV_POPULATE_WRITE (or touching, before Linux 5.14;
+ * populate_used says so); without it either is an error.  Requests larger
+ * than the memory available (MemAvailable) fail with ML_ERR_MEMORY before
+ * anything is mapped. */
 int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignment,
                   ml_populate populate, int allow_fallback, ml_error *err);
 void ml_region_unmap(ml_region *r);
-/* Populate (or re-populate) an existing region with the given mode. */
+/* Populate (or re-populate) an existing region with the given mode (recorded
+ * as the region's populate_requested and populate_used). */
 int ml_region_populate(ml_region *r, ml_populate populate, ml_error *err);
+/* The page kind that backs the region, given huge_bytes = ml_region_huge_bytes
+ * (or -1): the hugetlb kind it was mapped with; else "thp" when huge pages
+ * back at least half of it, "4k" when less; "none" when nothing was
+ * populated; "unknown" when the coverage could not be read. */
+const char *ml_region_pages_obtained(const ml_region *r, int64_t huge_bytes);
+/* The same rule for memory not mapped by ml_region_map (pipe buffers): "thp"
+ * when huge pages back at least half of bytes, else "4k"; "unknown" when
+ * huge_bytes < 0. */
+const char *ml_pages_by_coverage(int64_t huge_bytes, size_t bytes);
+/* The facts of what a region asked for and got: pages_requested,
+ * pages_obtained, populate_requested, populate_used (docs/dataset.md). */
+void ml_region_facts(ml_measurement *out, const ml_region *r, int64_t huge_bytes);
+/* For strict requests: fail (ML_ERR_OS, ENOMEM) unless the region got the
+ * page kind it asked for (a THP request the kernel served with 4 KiB pages). */
+int ml_region_require_requested(const ml_region *r, int64_t huge_bytes, ml_error *err);
 /* Bytes of [start, start + bytes) backed by huge pages: AnonHugePages (THP)
  * plus Private_Hugetlb and Shared_Hugetlb of every mapping that overlaps the
  * range, read from /proc/self/smaps and capped at `bytes`; -1 if unreadable.
@@ -257,21 +279,31 @@ int ml_region_node_census(const ml_region *r, int node, size_t max_pages, ml_nod
 
 #define ML_METRIC_NAME_MAX 48
 #define ML_MAX_METRICS 64
+#define ML_MAX_FACTS 8
 
 typedef struct ml_metric {
     char name[ML_METRIC_NAME_MAX];
     double value;
 } ml_metric;
 
+/* A fact of one sample in words (which pages a region got): name and value
+ * are strings that outlive the sample (literals, the choices tables). */
+typedef struct ml_fact {
+    const char *name;
+    const char *value;
+} ml_fact;
+
 /* One sample: what one call of a family's measure() produced. */
-typedef struct ml_measurement {
+struct ml_measurement {
     uint64_t elapsed_ns;   /* the timed region only */
     double units;          /* units of work done in elapsed_ns (elements, loops ...) */
     double bytes;          /* bytes moved/cleared in elapsed_ns; 0 if not meaningful */
     ml_counter_values counters; /* around the timed region */
     int n_metrics;
     ml_metric metrics[ML_MAX_METRICS]; /* the family's own named outputs */
-} ml_measurement;
+    int n_facts;
+    ml_fact facts[ML_MAX_FACTS];       /* facts in words (Python: sample["facts"]) */
+};
 
 /* Counters around one timed region, opened only when ctx->counters says so:
  *     ml_counting counting;
@@ -300,6 +332,8 @@ int ml_setup_copy_config(const void *config, size_t bytes, void **state, ml_erro
 
 /* Append a named metric; returns -1 (and drops it) when the table is full. */
 int ml_metric_add(ml_measurement *m, const char *name, double value);
+/* Set a fact (replacing one of the same name); -1 when the table is full. */
+int ml_fact_add(ml_measurement *m, const char *name, const char *value);
 
 /* ---- the run context -------------------------------------------------- */
 

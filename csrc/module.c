@@ -353,6 +353,16 @@ static PyObject *measurement_to_dict(const ml_measurement *m, int counters)
     for (int i = 0; i < m->n_metrics; i++)
         if (set_item(metrics, m->metrics[i].name, PyFloat_FromDouble(m->metrics[i].value)) < 0)
             goto error;
+    PyObject *facts = PyDict_New();
+    if (!facts)
+        goto error;
+    for (int i = 0; i < m->n_facts; i++)
+        if (set_item(facts, m->facts[i].name, PyUnicode_FromString(m->facts[i].value)) < 0) {
+            Py_DECREF(facts);
+            goto error;
+        }
+    if (set_item(result, "facts", facts) < 0)
+        goto error;
     if (!counters_to_dicts(&m->counters, result))
         goto error;
     const char *scope = !counters ? "none" : m->counters.kernel_included ? "user+kernel" : "user";

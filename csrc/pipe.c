@@ -375,6 +375,14 @@ static int pipe_measure(void *state, ml_context *ctx, ml_measurement *out, ml_er
         if (r->huge_bytes >= 0 && r->buffer_map_bytes)
             ml_metric_add(out, "reader_huge_fraction", (double)r->huge_bytes / (double)r->buffer_map_bytes);
     }
+    /* What the buffers asked for and got (at the end of the run, from smaps). */
+    const char *obtained = ml_pages_by_coverage(w->huge_bytes, w->buffer_map_bytes);
+    if (c->reader == READER_READ && strcmp(obtained, ml_pages_by_coverage(r->huge_bytes, r->buffer_map_bytes)) != 0)
+        obtained = "mixed";
+    ml_fact_add(out, "pages_requested", c->huge_pages ? "thp" : "4k");
+    ml_fact_add(out, "pages_obtained", obtained);
+    ml_fact_add(out, "populate_requested", c->touch_pages ? "touch" : "none");
+    ml_fact_add(out, "populate_used", c->touch_pages ? "touch" : "none");
     if (c->verify) {
         ml_metric_add(out, "verify_errors", (double)r->verify_bad);
         ml_metric_add(out, "first_bad_offset",

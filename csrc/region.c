@@ -74,11 +74,11 @@ int ml_check_memory(size_t bytes, const char *what, ml_error *err)
     return 0;
 }
 
-static void *map_hugetlb(size_t bytes, ml_page_kind kind)
+static void *map_hugetlb(size_t bytes, ml_page_kind kind, int populate)
 {
     int size_flag = kind == ML_PAGES_HUGETLB_1G ? MAP_HUGE_1GB : MAP_HUGE_2MB;
     return mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | size_flag, -1, 0);
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | size_flag | (populate ? MAP_POPULATE : 0), -1, 0);
 }
 
 int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignment,
@@ -89,18 +89,28 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
         return ml_fail(err, ML_ERR_VALUE, EINVAL, "region_bytes=0 must be positive");
     if (alignment & (alignment - 1))
         return ml_fail(err, ML_ERR_VALUE, EINVAL, "alignment=%zu is not a power of two", alignment);
+    /* MAP_POPULATE faults the range in inside mmap(), before madvise(MADV_HUGEPAGE)
+     * can ask for huge pages: with THP "madvise" it cannot give THP pages. */
+    if (kind == ML_PAGES_THP && populate == ML_POPULATE_MAP_POPULATE && !allow_fallback)
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "populate=map_populate cannot populate THP pages (mmap populates before "
+                       "madvise(MADV_HUGEPAGE) takes effect); without strict pages it is replaced by "
+                       "madvise_populate_write, and populate_used says so");
     if (ml_check_memory(bytes, "the region", err) < 0)
         return -1;
     r->kind = kind;
     r->granted = kind;
     r->bytes = bytes;
     r->page_bytes = ml_page_kind_bytes(kind);
+    r->populate_requested = populate;
+    r->populate_used = populate;
     if (alignment < r->page_bytes)
         alignment = r->page_bytes;
 
     if (kind == ML_PAGES_HUGETLB_2M || kind == ML_PAGES_HUGETLB_1G) {
         r->map_bytes = ml_round_up(bytes, r->page_bytes) + (alignment - r->page_bytes);
-        r->map_base = map_hugetlb(r->map_bytes, kind);
+        uint64_t start = ml_now_ns();
+        r->map_base = map_hugetlb(r->map_bytes, kind, populate == ML_POPULATE_MAP_POPULATE);
         if (r->map_base == MAP_FAILED) {
             int e = errno;
             r->map_base = NULL;
@@ -112,6 +122,8 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
             r->granted = ML_PAGES_4K;
             r->page_bytes = BASE_PAGE_BYTES;
             alignment = BASE_PAGE_BYTES;
+        } else if (populate == ML_POPULATE_MAP_POPULATE) {
+            r->populate_ns = ml_now_ns() - start;
         }
     }
     if (!r->map_base) {
@@ -148,9 +160,18 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
         /* Keep 4 KiB regions 4 KiB even where THP is "always". */
         madvise(r->base, advise_bytes, MADV_NOHUGEPAGE);
     }
-    if (populate == ML_POPULATE_MAP_POPULATE && r->granted != ML_PAGES_4K)
-        populate = r->granted == ML_PAGES_THP ? ML_POPULATE_MADVISE_WRITE : ML_POPULATE_TOUCH;
-    if (populate != ML_POPULATE_MAP_POPULATE && ml_region_populate(r, populate, err) < 0) {
+    if (populate == ML_POPULATE_MAP_POPULATE && kind == ML_PAGES_THP) {
+        /* MAP_POPULATE would come too early for THP (refused above when strict);
+         * also when MADV_HUGEPAGE was refused, since mmap did not populate. */
+        int rc = ml_region_populate(r, ML_POPULATE_MADVISE_WRITE, err);
+        if (rc < 0 && err->code == ML_ERR_OS && err->errnum == EINVAL)
+            rc = ml_region_populate(r, ML_POPULATE_TOUCH, err); /* before Linux 5.14 */
+        r->populate_requested = ML_POPULATE_MAP_POPULATE;
+        if (rc < 0) {
+            ml_region_unmap(r);
+            return -1;
+        }
+    } else if (populate != ML_POPULATE_MAP_POPULATE && ml_region_populate(r, populate, err) < 0) {
         ml_region_unmap(r);
         return -1;
     }
@@ -160,6 +181,7 @@ int ml_region_map(ml_region *r, size_t bytes, ml_page_kind kind, size_t alignmen
 int ml_region_populate(ml_region *r, ml_populate populate, ml_error *err)
 {
     uint64_t start = ml_now_ns();
+    r->populate_requested = r->populate_used = populate;
     switch (populate) {
     case ML_POPULATE_NONE:
         return 0;
@@ -168,6 +190,7 @@ int ml_region_populate(ml_region *r, ml_populate populate, ml_error *err)
         volatile char *p = r->base;
         for (size_t offset = 0; offset < r->bytes; offset += BASE_PAGE_BYTES)
             p[offset] = 1;
+        r->populate_used = ML_POPULATE_TOUCH;
         break;
     }
     case ML_POPULATE_MADVISE_WRITE:
@@ -181,6 +204,43 @@ int ml_region_populate(ml_region *r, ml_populate populate, ml_error *err)
     }
     r->populate_ns = ml_now_ns() - start;
     return 0;
+}
+
+const char *ml_pages_by_coverage(int64_t huge_bytes, size_t bytes)
+{
+    if (huge_bytes < 0 || bytes == 0)
+        return "unknown";
+    return (uint64_t)huge_bytes * 2 >= (uint64_t)bytes ? "thp" : "4k";
+}
+
+const char *ml_region_pages_obtained(const ml_region *r, int64_t huge_bytes)
+{
+    if (r->granted == ML_PAGES_HUGETLB_2M || r->granted == ML_PAGES_HUGETLB_1G)
+        return ml_page_kind_names[r->granted];
+    if (r->populate_used == ML_POPULATE_NONE)
+        return "none";
+    return ml_pages_by_coverage(huge_bytes, r->bytes);
+}
+
+void ml_region_facts(ml_measurement *out, const ml_region *r, int64_t huge_bytes)
+{
+    ml_fact_add(out, "pages_requested", ml_page_kind_names[r->kind]);
+    ml_fact_add(out, "pages_obtained", ml_region_pages_obtained(r, huge_bytes));
+    ml_fact_add(out, "populate_requested", ml_populate_names[r->populate_requested]);
+    ml_fact_add(out, "populate_used", ml_populate_names[r->populate_used]);
+}
+
+int ml_region_require_requested(const ml_region *r, int64_t huge_bytes, ml_error *err)
+{
+    const char *obtained = ml_region_pages_obtained(r, huge_bytes);
+    const char *requested = ml_page_kind_names[r->kind];
+    if (strcmp(obtained, requested) == 0 || strcmp(obtained, "none") == 0)
+        return 0;
+    return ml_fail(err, ML_ERR_OS, ENOMEM,
+                   "pages=%s asked, but the kernel gave %s pages (huge pages back %.0f%% of %zu bytes; "
+                   "strict pages refuse the fallback)",
+                   requested, obtained, huge_bytes < 0 ? 0.0 : 100.0 * (double)huge_bytes / (double)r->bytes,
+                   r->bytes);
 }
 
 void ml_region_unmap(ml_region *r)
@@ -283,7 +343,7 @@ typedef struct {
     int64_t region_bytes;
     int pages;
     int populate;
-    int allow_fallback;
+    int strict_pages;
 } region_config;
 
 static const ml_param region_params[] = {
@@ -293,8 +353,7 @@ static const ml_param region_params[] = {
      .choices = ml_page_kind_names},
     {.name = "populate", .kind = ML_PARAM_CHOICE, .offset = offsetof(region_config, populate),
      .choices = ml_populate_names},
-    {.name = "allow_fallback", .kind = ML_PARAM_BOOL,
-     .offset = offsetof(region_config, allow_fallback)},
+    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(region_config, strict_pages)},
     {0},
 };
 
@@ -315,12 +374,17 @@ static int region_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     ml_counting_start(&counting, ctx);
     uint64_t start = ml_now_ns();
     int rc = ml_region_map(&region, (size_t)c->region_bytes, (ml_page_kind)c->pages, 0,
-                           (ml_populate)c->populate, c->allow_fallback, err);
+                           (ml_populate)c->populate, !c->strict_pages, err);
     uint64_t elapsed = ml_now_ns() - start;
     ml_counting_stop(&counting, out);
     if (rc < 0)
         return rc;
     int64_t huge = ml_region_huge_bytes(&region);
+    if (c->strict_pages && ml_region_require_requested(&region, huge, err) < 0) {
+        ml_region_unmap(&region);
+        return -1;
+    }
+    ml_region_facts(out, &region, huge);
     out->elapsed_ns = elapsed;
     out->bytes = (double)c->region_bytes;
     out->units = (double)ml_round_up((size_t)c->region_bytes, region.page_bytes) / (double)region.page_bytes;

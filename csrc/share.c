@@ -3,9 +3,17 @@
  * optionally pinned one per CPU, each add 1 to its own counter `increments`
  * times; counter i lives `disp` longs after counter i-1.  disp 0: one counter
  * shared by all; disp 1..7: distinct counters in one 64-byte line (false
- * sharing); disp >= 8: a line each.  Increments are atomic (lock add) or
- * plain load-add-store; plain increments of a shared counter lose updates,
- * which are counted and reported, never hidden.
+ * sharing); disp >= 8: a line each.  Increments are atomic or plain
+ * load-add-store; plain increments of a shared counter lose updates, which
+ * are counted and reported, never hidden.
+ *
+ * An atomic increment is one of the forms of the source's figure 6.12
+ * (`atomic_op`): add-and-fetch and fetch-and-add with the value they return
+ * used (x86: lock xadd, plus an add for add-and-fetch), a compare-and-swap
+ * loop, the legacy __sync builtins the source wrote them with, and the bare
+ * lock-prefixed add (what a compiler emits when the value is not used).  The
+ * returned values are summed and checked: on one shared counter every value
+ * from 0 to threads x increments - 1 is returned exactly once.
  *
  * The calling thread only starts, waits for and checks the workers, so that
  * it can notice Ctrl-C; workers run C only and look at a stop flag between
@@ -38,10 +46,26 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* The increment forms; "plain" is atomic=False. */
+enum {
+    SHARE_OP_LOCK_ADD,
+    SHARE_OP_ADD_FETCH,
+    SHARE_OP_FETCH_ADD,
+    SHARE_OP_CAS,
+    SHARE_OP_SYNC_ADD_AND_FETCH,
+    SHARE_OP_SYNC_FETCH_AND_ADD,
+    SHARE_OP_SYNC_CAS,
+    SHARE_OP_PLAIN,
+};
+static const char *const share_op_names[] = {
+    "lock_add", "add_fetch", "fetch_add", "cas", "sync_add_and_fetch", "sync_fetch_and_add", "sync_cas", "plain",
+    NULL};
+
 typedef struct share_config {
     int64_t threads;
     int64_t disp;
     int atomic;
+    int atomic_op;
     int64_t increments;
     int pin;
 } share_config;
@@ -53,6 +77,8 @@ typedef struct share_worker {
     uint64_t start_ns, end_ns;
     uint64_t cpu_ns; /* on-CPU time of the thread's loop */
     uint64_t done;
+    uint64_t returned_sum; /* of the values the atomic form returned, mod 2^64 */
+    uint64_t cas_failures; /* compare-and-swap attempts that found the counter changed */
 } share_worker;
 
 typedef struct share_state {
@@ -75,24 +101,166 @@ static const ml_param share_params[] = {
     {.name = "disp_longs", .kind = ML_PARAM_INT, .offset = offsetof(share_config, disp), .min = 0,
      .max = SHARE_MAX_DISP},
     {.name = "atomic", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, atomic)},
+    {.name = "atomic_op", .kind = ML_PARAM_CHOICE, .offset = offsetof(share_config, atomic_op),
+     .choices = share_op_names},
     {.name = "increments", .kind = ML_PARAM_INT, .offset = offsetof(share_config, increments), .min = 0,
      .max = INT64_C(1) << 40},
     {.name = "pin", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, pin)},
     {0},
 };
 
-/* Kept out of line so that the loop is the same whichever caller. */
-__attribute__((noinline)) static void atomic_increments(long *counter, uint64_t n)
+/* The increment loops, kept out of line so that each is the same whichever
+ * caller.  Each returns the sum of the values its form returned, so that the
+ * compiler must produce the form that returns one (lock xadd rather than
+ * lock add) and the caller can check them. */
+__attribute__((noinline)) static void lock_add_increments(long *counter, uint64_t n)
 {
-    for (uint64_t i = 0; i < n; i++)
-        __atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
+    for (uint64_t i = 0; i < n; i++) {
+#if defined(__x86_64__)
+        __asm__ volatile("lock addq $1, %0" : "+m"(*counter) : : "memory", "cc");
+#else
+        __atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST); /* the value unused: a bare atomic add */
+#endif
+    }
 }
 
-/* volatile: every increment loads and stores memory, as the seed's asm does. */
+__attribute__((noinline)) static uint64_t add_fetch_increments(long *counter, uint64_t n)
+{
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++)
+        sum += (uint64_t)__atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
+    return sum;
+}
+
+__attribute__((noinline)) static uint64_t fetch_add_increments(long *counter, uint64_t n)
+{
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++)
+        sum += (uint64_t)__atomic_fetch_add(counter, 1, __ATOMIC_SEQ_CST);
+    return sum;
+}
+
+/* The source's loop: read the counter, compute the new value, try to swap;
+ * a failed swap (another thread changed the counter in between) retries. */
+__attribute__((noinline)) static uint64_t cas_increments(long *counter, uint64_t n, uint64_t *failures)
+{
+    uint64_t sum = 0, failed = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        long v, next;
+        for (;;) {
+            v = __atomic_load_n(counter, __ATOMIC_RELAXED);
+            next = v + 1;
+            if (__atomic_compare_exchange_n(counter, &v, next, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+                break;
+            failed++;
+        }
+        sum += (uint64_t)v;
+    }
+    *failures += failed;
+    return sum;
+}
+
+__attribute__((noinline)) static uint64_t sync_add_and_fetch_increments(long *counter, uint64_t n)
+{
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++)
+        sum += (uint64_t)__sync_add_and_fetch(counter, 1);
+    return sum;
+}
+
+__attribute__((noinline)) static uint64_t sync_fetch_and_add_increments(long *counter, uint64_t n)
+{
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++)
+        sum += (uint64_t)__sync_fetch_and_add(counter, 1);
+    return sum;
+}
+
+__attribute__((noinline)) static uint64_t sync_cas_increments(long *counter, uint64_t n, uint64_t *failures)
+{
+    uint64_t sum = 0, failed = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        long v, next;
+        for (;;) {
+            v = __atomic_load_n(counter, __ATOMIC_RELAXED);
+            next = v + 1;
+            if (__sync_bool_compare_and_swap(counter, v, next))
+                break;
+            failed++;
+        }
+        sum += (uint64_t)v;
+    }
+    *failures += failed;
+    return sum;
+}
+
+/* volatile: every increment loads and stores memory, as the source's asm does. */
 __attribute__((noinline)) static void plain_increments(volatile long *counter, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
         *counter += 1;
+}
+
+static void increments(share_worker *w, int op, uint64_t n)
+{
+    switch (op) {
+    case SHARE_OP_LOCK_ADD:
+        lock_add_increments(w->counter, n);
+        break;
+    case SHARE_OP_ADD_FETCH:
+        w->returned_sum += add_fetch_increments(w->counter, n);
+        break;
+    case SHARE_OP_FETCH_ADD:
+        w->returned_sum += fetch_add_increments(w->counter, n);
+        break;
+    case SHARE_OP_CAS:
+        w->returned_sum += cas_increments(w->counter, n, &w->cas_failures);
+        break;
+    case SHARE_OP_SYNC_ADD_AND_FETCH:
+        w->returned_sum += sync_add_and_fetch_increments(w->counter, n);
+        break;
+    case SHARE_OP_SYNC_FETCH_AND_ADD:
+        w->returned_sum += sync_fetch_and_add_increments(w->counter, n);
+        break;
+    case SHARE_OP_SYNC_CAS:
+        w->returned_sum += sync_cas_increments(w->counter, n, &w->cas_failures);
+        break;
+    default:
+        plain_increments(w->counter, n);
+        break;
+    }
+}
+
+/* Whether a form returns the counter's value before the increment (1), after
+ * it (2), or nothing (0). */
+static int op_returns(int op)
+{
+    switch (op) {
+    case SHARE_OP_FETCH_ADD:
+    case SHARE_OP_CAS:
+    case SHARE_OP_SYNC_FETCH_AND_ADD:
+    case SHARE_OP_SYNC_CAS:
+        return 1;
+    case SHARE_OP_ADD_FETCH:
+    case SHARE_OP_SYNC_ADD_AND_FETCH:
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+/* The sum, mod 2^64, of first, first + 1, ..., first + count - 1. */
+static uint64_t sum_of_run(uint64_t first, uint64_t count)
+{
+    if (count == 0)
+        return 0;
+    /* count * (2 first + count - 1) / 2, halving whichever factor is even */
+    uint64_t a = count, b = 2 * first + count - 1;
+    if (a % 2 == 0)
+        a /= 2;
+    else
+        b /= 2;
+    return a * b;
 }
 
 static void *share_thread(void *arg)
@@ -107,10 +275,7 @@ static void *share_thread(void *arg)
     uint64_t left = s->increments;
     while (left && !atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         uint64_t n = left < SHARE_CHUNK ? left : SHARE_CHUNK;
-        if (s->cfg.atomic)
-            atomic_increments(w->counter, n);
-        else
-            plain_increments(w->counter, n);
+        increments(w, s->cfg.atomic ? s->cfg.atomic_op : SHARE_OP_PLAIN, n);
         left -= n;
         w->done += n;
     }
@@ -150,6 +315,11 @@ static int share_setup(const void *config, void **state, ml_context *ctx, ml_err
     if (sched_getaffinity(0, sizeof allowed, &allowed) < 0)
         return ml_fail(err, ML_ERR_OS, errno, "sched_getaffinity: %s", strerror(errno));
     int n_allowed = CPU_COUNT(&allowed);
+    if (c->atomic && c->atomic_op == SHARE_OP_PLAIN)
+        return ml_fail(err, ML_ERR_VALUE, 0, "atomic_op=plain needs atomic=False");
+    if (!c->atomic && c->atomic_op != SHARE_OP_PLAIN)
+        return ml_fail(err, ML_ERR_VALUE, 0, "atomic_op=%s needs atomic=True (plain increments: atomic_op=plain)",
+                       share_op_names[c->atomic_op]);
     if (c->pin && c->threads > n_allowed)
         return ml_fail(err, ML_ERR_VALUE, 0,
                        "threads=%lld is above the %d CPUs this process may run on (pin=True pins one thread per CPU)",
@@ -201,6 +371,8 @@ static int run_threads(share_state *s, ml_context *ctx, ml_error *err)
     for (int i = 0; i < threads; i++) {
         share_worker *w = &s->workers[i];
         w->done = 0;
+        w->returned_sum = 0;
+        w->cas_failures = 0;
         w->start_ns = w->end_ns = 0;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -288,6 +460,26 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     ml_metric_add(out, "final_count", final_count);
     ml_metric_add(out, "lost_updates", expected - final_count);
     ml_metric_add(out, "pinned", s->cfg.pin ? 1.0 : 0.0);
+    int op = s->cfg.atomic ? s->cfg.atomic_op : SHARE_OP_PLAIN;
+    if (op == SHARE_OP_CAS || op == SHARE_OP_SYNC_CAS) {
+        double failures = 0;
+        for (int i = 0; i < threads; i++)
+            failures += (double)s->workers[i].cas_failures;
+        ml_metric_add(out, "cas_failures_per_increment", failures / expected);
+    }
+    if (op_returns(op)) {
+        /* One shared counter: together the threads were handed every value
+         * from 0 (or 1) on exactly once; a counter each: each thread was. */
+        uint64_t returned = 0, wanted;
+        uint64_t first = op_returns(op) == 2 ? 1 : 0;
+        for (int i = 0; i < threads; i++)
+            returned += s->workers[i].returned_sum;
+        if (s->cfg.disp == 0)
+            wanted = sum_of_run(first, (uint64_t)threads * n);
+        else
+            wanted = (uint64_t)threads * sum_of_run(first, n);
+        ml_metric_add(out, "returned_values_exact", returned == wanted ? 1.0 : 0.0);
+    }
     if (s->adaptive) /* keep the next sample near the target */
         s->increments = (uint64_t)((double)n * (double)target_ns / (double)elapsed) + 1;
     return 0;

@@ -5,7 +5,7 @@ Three sweeps of the ``matrix`` family:
 * ``matmul_ladder``  every variant (naive, transposed, tiled, tiled_simd,
   blas) at each N, the table 6.2 ladder as a function of N;
 * ``matmul_tiles``   Drepper's ``tiled`` kernel over tile sizes (elements)
-  at each N: one cache line of doubles is the seed's choice;
+  at each N: one cache line of doubles is the source's choice;
 * ``matmul_simd_depth``  ``tiled_simd`` over the depth of its packed panels.
 
 N runs 256 ... 2048 and includes 1000/1024 and 2000/2048, since power-of-two

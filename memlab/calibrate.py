@@ -15,8 +15,9 @@ from memlab.dataset import Dataset
 from memlab.family import Family, check_int
 from memlab.grid import Sweep
 from memlab.measure import Measurement
+from memlab.units import format_number
 
-__all__ = ["CalibrateParams", "FAMILY", "figure", "run"]
+__all__ = ["CalibrateParams", "FAMILY", "headline", "run"]
 
 
 @dataclass(frozen=True)
@@ -39,17 +40,33 @@ def run(params: CalibrateParams | dict | None = None, **options) -> Measurement:
     return FAMILY.run(params, **options)
 
 
-def figure(data: Dataset | str, metric: str = "core_GHz"):
-    """The core clock measured by a dependent add chain (GHz), every sample shown; TSC as a reference.
+def headline(data: Dataset | str, metric: str = "core_GHz") -> str:
+    """The measured core clock as one sentence (the family's result is a number, not a figure).
 
-    >>> fig = figure("memlab-tour/calibrate.csv")   # doctest: +SKIP
+    >>> headline(Dataset([{"family": "calibrate", "budget_ns": 5e7, "core_GHz": 3.342,
+    ...                    "core_GHz_min": 3.30, "core_GHz_max": 3.36}], {"machine": {"tsc_mhz": 2600.0}}))
+    'Core clock 3.342 GHz (median; 3.300 … 3.360 GHz over the repetitions); the TSC ticks at 2.600 GHz.'
     """
     ds = chart.as_dataset(data)
-    tsc_mhz = chart.number((ds.metadata.get("machine") or {}).get("tsc_mhz"))
-    return chart.samples_figure(
-        ds, metric, reference=(f"TSC {tsc_mhz / 1000:.3g} GHz", tsc_mhz / 1000),
-        ylabel="core clock (GHz)", title="calibrate: core clock from a dependent add chain",
-    )
+    rows = chart.rows_with(ds, metric)
+    medians = sorted(float(r[metric]) for r in rows)
+    if len(rows) == 1:
+        row = rows[0]
+        text = f"Core clock {format_number(float(row[metric]))} GHz (median"
+        if chart.finite(row.get(f"{metric}_min")) and chart.finite(row.get(f"{metric}_max")):
+            text += (f"; {format_number(float(row[f'{metric}_min']))} … "
+                     f"{format_number(float(row[f'{metric}_max']))} GHz over the repetitions")
+        text += ")"
+    else:
+        text = (f"Core clock {format_number(medians[0])} … {format_number(medians[-1])} GHz "
+                f"(medians of {len(rows)} points)")
+    facts = ds.metadata.get("machine") or {}
+    tsc_mhz, cpuinfo_mhz = chart.number(facts.get("tsc_mhz")), chart.number(facts.get("cpuinfo_mhz"))
+    if chart.finite(tsc_mhz):
+        text += f"; the TSC ticks at {format_number(tsc_mhz / 1000)} GHz"
+    elif chart.finite(cpuinfo_mhz):
+        text += f"; /proc/cpuinfo says {format_number(cpuinfo_mhz / 1000)} GHz"
+    return text + "."
 
 
 def _quick_sweep() -> Sweep:
@@ -65,7 +82,10 @@ FAMILY = Family(
     description="core clock from a dependent add chain",
     default_repeat=3,
     default_warmup=0,
-    figure=figure,
+    figure=None,
+    headline=headline,
     caption="The core clock measured with a chain of dependent adds (one per cycle); memlab turns "
-            "ns into cycles with it. Dots are the repetitions, the bar their median.",
+            "ns into cycles with it. A clock above the nominal one means turbo; below it, power "
+            "saving or a busy host.",
+    sample_seconds=lambda params, target: params.budget_ns / 1e9,
 )

@@ -24,9 +24,10 @@ from __future__ import annotations
 import io
 import math
 import os
+import textwrap
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from memlab.dataset import MACHINE_PARAM, Dataset, machine_series
+from memlab.dataset import MACHINE_PARAM, OUTCOME_PAIRS, Dataset, machine_series
 from memlab.machine import cache_sizes, identity
 from memlab.units import format_bytes, format_param, metric_label
 
@@ -41,14 +42,19 @@ __all__ = [
     "finite",
     "generic_figure",
     "groups",
+    "grouping_names",
     "label",
     "line_figure",
     "log2_axis",
     "machine_entries",
     "machine_labels",
     "mark_caches",
+    "narrow",
+    "outcome_note",
+    "telling_names",
     "new_figure",
     "number",
+    "outside_legend",
     "require_matplotlib",
     "rows_with",
     "samples_figure",
@@ -108,6 +114,79 @@ def to_png(fig, dpi: int = 110) -> bytes:
     return buffer.getvalue()
 
 
+#: Width (inches) of a figure drawn for a phone, and the smallest type on it (points).
+NARROW_WIDTH_IN = 4.4
+NARROW_MIN_FONT_PT = 9.5
+
+
+def narrow(fig):
+    """The same figure laid out for a narrow screen (a phone): 4.4 in wide, type no smaller than
+    9.5 pt, panels side by side stacked into a column. Changes ``fig`` and returns it.
+
+    At the report's 110 dpi a phone 360 CSS px wide shows this figure's smallest text at
+    about 11 CSS px (the desktop drawing would show it at 4-5 px).
+
+    >>> png = to_png(narrow(line_figure(ds, "n", "t")))   # doctest: +SKIP
+    """
+    from matplotlib.text import Text
+
+    width, height = fig.get_size_inches()
+    rows: dict[tuple, list] = {}
+    for ax in fig.axes:
+        spec = ax.get_subplotspec()
+        if spec is None:
+            continue
+        key = (spec.rowspan.start, spec.colspan.start)
+        rows.setdefault(key, []).append(ax)
+    positions = sorted(rows)
+    panels = len(positions)
+    if panels > 1 and len({key[0] for key in positions}) == 1:
+        grid = fig.add_gridspec(panels, 1)
+        for index, key in enumerate(positions):
+            for ax in rows[key]:
+                ax.set_subplotspec(grid[index, 0])
+                ax.yaxis.set_tick_params(labelleft=True)
+        fig.set_size_inches(NARROW_WIDTH_IN, 1.0 + 2.9 * panels)
+    else:
+        fig.set_size_inches(NARROW_WIDTH_IN, max(3.4, min(height, NARROW_WIDTH_IN * 0.95)))
+    for text in fig.findobj(Text):
+        if text.get_text() and text.get_fontsize() < NARROW_MIN_FONT_PT:
+            text.set_fontsize(NARROW_MIN_FONT_PT)
+    for legend in list(fig.legends):  # two columns at most: rebuilt, a legend's box is fixed
+        handles, texts = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
+        title = legend.get_title().get_text()
+        legend.remove()
+        fig.legend(handles, texts, loc="outside lower center", ncols=min(2, len(texts)), frameon=False,
+                   fontsize=NARROW_MIN_FONT_PT, title=title or None, title_fontsize=NARROW_MIN_FONT_PT)
+    if fig._suptitle is not None:
+        lines = fig._suptitle.get_text().split("\n")
+        fig._suptitle.set_text("\n".join(textwrap.fill(line, 52) for line in lines))
+    for ax in fig.axes:
+        ticks = [t.get_text() for t in ax.get_xticklabels()]
+        widest = max((max(map(len, t.split("\n"))) for t in ticks if t), default=0)
+        if widest * len(ticks) > 34:  # would overlap at this width: slant them
+            for tick in ax.get_xticklabels():
+                tick.set_rotation(30)
+                tick.set_horizontalalignment("right")
+                tick.set_rotation_mode("anchor")
+    return fig
+
+
+def outside_legend(fig, ax=None, **options: Any) -> None:
+    """One legend for ``ax`` (default: every axes of ``fig``) under the plot, outside the axes:
+    it never covers a bar or a line."""
+    handles, labels = [], []
+    for each in [ax] if ax is not None else fig.axes:
+        for handle, text in zip(*each.get_legend_handles_labels()):
+            if text not in labels:
+                handles.append(handle)
+                labels.append(text)
+    if not handles:
+        return
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(handles)), fontsize=8,
+               frameon=False, **options)
+
+
 # --------------------------------------------------------------------------
 # reading a dataset's rows
 
@@ -161,9 +240,88 @@ def varying(rows: Sequence[Mapping[str, Any]], names: Iterable[str]) -> list[str
     return [n for n in names if len({repr(row.get(n)) for row in rows}) > 1]
 
 
+def grouping_names(ds: Dataset) -> list[str]:
+    """What a figure may group rows by: the parameters, then the columns saying what the kernel
+    gave (``pages_obtained``, ``populate_used``) where the rows carry them, so that a bar or a
+    line stands for what was obtained, not only for what was asked.
+
+    >>> grouping_names(Dataset([{"family": "f", "pages": "thp", "pages_obtained": "4k"}],
+    ...                        {"param_names": ["pages"]}))
+    ['pages', 'pages_obtained']
+    """
+    present = set(ds.columns)
+    return [*ds.param_names, *(name for name in OUTCOME_PAIRS if name in present)]
+
+
+def telling_names(ds: Dataset, rows: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """The columns that tell ``rows`` (default: all of ``ds``'s) apart: the varying parameters, then
+    each obtained column (``pages_obtained``, ``populate_used``) that, in some row, differs from what
+    was asked (a hugetlb request served with 4 KiB pages, like the 4 KiB rows); one that only
+    repeats what was asked is left out. Without the ``_requested`` columns: where it varies.
+
+    >>> rows = [{"family": "f", "pages": p, "pages_requested": p, "pages_obtained": "4k"}
+    ...         for p in ("4k", "hugetlb-2m")]
+    >>> telling_names(Dataset(rows, {"param_names": ["pages"]}))
+    ['pages', 'pages_obtained']
+    >>> telling_names(Dataset(rows[:1] * 2, {"param_names": ["pages"]}))
+    []
+    """
+    rows = ds.rows if rows is None else rows
+    names = varying(rows, ds.param_names)
+    present = set(ds.columns)
+    for name in OUTCOME_PAIRS:
+        if name not in present:
+            continue
+        asked = OUTCOME_PAIRS[name][0]
+        if any(row.get(asked) for row in rows):
+            differs = any(row.get(asked) and row.get(name) not in (None, row.get(asked), "none") for row in rows)
+        else:
+            differs = bool(varying(rows, [name]))
+        if differs:
+            names.append(name)
+    return names
+
+
 def label(row: Mapping[str, Any], names: Sequence[str]) -> str:
-    """``name=value`` of each name, values formatted for a reader ("all" for no names)."""
-    return " ".join(f"{n}={format_param(n, row.get(n))}" for n in names) or "all"
+    """``name=value`` of each name, values formatted for a reader ("all" for no names).
+
+    An obtained column (``pages_obtained``) beside what was asked (``pages``) is shown only
+    where the two differ.
+
+    >>> label({"pages": "thp", "pages_obtained": "thp"}, ["pages", "pages_obtained"])
+    'pages=thp'
+    >>> label({"pages": "hugetlb-2m", "pages_obtained": "4k"}, ["pages", "pages_obtained"])
+    'pages=hugetlb-2m pages_obtained=4k'
+    """
+    shown = [n for n in names if not _same_as_asked(row, n, names)]
+    return " ".join(f"{n}={format_param(n, row.get(n))}" for n in shown) or "all"
+
+
+def outcome_note(row: Mapping[str, Any]) -> str:
+    """What the kernel gave where it is not what the row asked for ("" where it is, or unknown):
+    ``pages_obtained`` against ``pages_requested``, ``populate_used`` against ``populate_requested``.
+
+    >>> outcome_note({"pages_requested": "thp", "pages_obtained": "4k"})
+    'got 4k pages'
+    >>> outcome_note({"pages_requested": "thp", "pages_obtained": "thp", "populate_requested": "map_populate",
+    ...               "populate_used": "madvise_populate_write"})
+    'populated by madvise_populate_write'
+    >>> outcome_note({"pages_requested": "4k", "pages_obtained": "4k"})
+    ''
+    """
+    notes = []
+    pages, asked = row.get("pages_obtained"), row.get("pages_requested")
+    if pages and asked and pages != asked and pages != "none":
+        notes.append(f"got {pages} pages")
+    used, asked = row.get("populate_used"), row.get("populate_requested")
+    if used and asked and used != asked:
+        notes.append(f"populated by {used}")
+    return ", ".join(notes)
+
+
+def _same_as_asked(row: Mapping[str, Any], name: str, names: Sequence[str]) -> bool:
+    asked = [a for a in OUTCOME_PAIRS.get(name, ()) if a in names]
+    return bool(asked) and all(row.get(a) == row.get(name) for a in asked)
 
 
 def groups(rows: Sequence[dict], names: Sequence[str]) -> dict[tuple, list[dict]]:
@@ -342,7 +500,7 @@ def line_figure(
     rows = [r for r in rows_with(ds, metric) if finite(r.get(x))]
     if not rows:
         raise ValueError(f"no row of the dataset has a finite {x}")
-    others = [n for n in varying(rows, ds.param_names) if n != x]
+    others = [n for n in telling_names(ds, rows) if n != x]
     fig, ax = new_figure()
     xs_all = [float(r[x]) for r in rows]
     if log2_x is None:
@@ -380,21 +538,32 @@ def bars_figure(
     reference: tuple[str, float] | None = None,
     annotate: Callable[[dict], str] | None = None,
     title: str | None = None,
+    log_y: bool = False,
+    scale: float = 1.0,
+    ylabel: str | None = None,
+    facet_title: Callable[[dict], str] | None = None,
+    note: str = "",
 ):
     """Grouped bars of ``metric``: categories on the x-axis, one bar colour per ``series``.
 
     ``category``/``series``/``facet`` name parameters (only the varying ones
     are used; ``category`` None takes every other varying parameter; each
-    ``facet`` value gets a panel). Error bars are min..max over the
-    repetitions; ``reference`` = (label, value) draws a horizontal line;
-    ``annotate(row)`` writes text over a bar.
+    ``facet`` value gets a panel, titled by ``facet_title(row)`` or
+    ``name=value``). A category shows only the series it has, side by side
+    and centred (no gaps). Error bars are min..max over the repetitions;
+    ``reference`` = (label, value) draws a horizontal line; ``annotate(row)``
+    writes text over a bar, above its error bar. ``scale`` multiplies the
+    values (ns -> µs: 1e-3, with ``ylabel`` saying the unit); ``log_y`` draws
+    a log axis (bars of very different heights); ``note`` is a line of small
+    text under the plot (what the numbers over the bars are). The legend
+    sits under the plot, never over a bar.
 
     >>> fig = bars_figure(Dataset([{"family": "f", "k": "a", "v": 1.0}]), "v")   # doctest: +SKIP
     """
     ds = as_dataset(data)
     metric = metric or ds.primary_metric()
     rows = rows_with(ds, metric)
-    changing = varying(rows, ds.param_names)
+    changing = telling_names(ds, rows)
     facet = [n for n in facet if n in changing]
     machine = [MACHINE_PARAM] if MACHINE_PARAM in changing and MACHINE_PARAM not in facet else []
     series = machine + [n for n in series if n in changing and n != MACHINE_PARAM]
@@ -403,59 +572,76 @@ def bars_figure(
     else:
         category = [n for n in category if n in changing and n not in series]
     panels = groups(rows, facet)
-    slots = sum(len(groups(members, category)) for members in panels.values())
-    fig, axes = new_figure(max(6.0, min(14.0, 2.5 + 1.5 * slots)), 4.8,
-                           ncols=len(panels), sharey=True, squeeze=False)
+    per_panel = [len(groups(members, category)) * max(1, len(groups(members, series)))
+                 for members in panels.values()]
+    slots = sum(per_panel)
+    fig, axes = new_figure(max(6.0, min(14.0, 2.5 + 0.75 * slots)), 4.8,
+                           ncols=len(panels), sharey=True, squeeze=False,
+                           gridspec_kw={"width_ratios": [max(2, n) for n in per_panel]})
     series_keys = list(groups(rows, series))
-    colors = [f"C{i % 10}" for i in range(len(series_keys))]
-    width = 0.8 / max(1, len(series_keys))
+    colors = {key: f"C{i % 10}" for i, key in enumerate(series_keys)}
+    named = set()
+    for ax in axes[0]:
+        ax.set_yscale("log" if log_y else "linear")
     for ax, members in zip(axes[0], panels.values()):
         categories = groups(members, category)
-        for s_index, s_key in enumerate(series_keys):
-            xs, ys, chosen = [], [], []
-            for c_index, c_members in enumerate(categories.values()):
-                hit = [r for r in c_members if tuple(repr(r.get(n)) for n in series) == s_key]
-                if hit:
-                    xs.append(c_index + (s_index - (len(series_keys) - 1) / 2) * width)
-                    ys.append(hit[0][metric])
-                    chosen.append(hit[0])
-            if not chosen:
-                continue
-            bar_label = label(chosen[0], series) if series else None
-            bars = ax.bar(xs, ys, width * 0.92, color=colors[s_index], label=bar_label,
-                          yerr=spread(chosen, metric), capsize=2,
-                          error_kw={"elinewidth": 0.8, "ecolor": "0.25"})
-            if annotate is not None:
-                for bar, row in zip(bars, chosen):
-                    text = annotate(row)
-                    if text:
-                        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                                    xytext=(0, 3), textcoords="offset points", ha="center",
-                                    va="bottom", fontsize=7)
+        for c_index, c_members in enumerate(categories.values()):
+            present = [key for key in series_keys
+                       if any(tuple(repr(r.get(n)) for n in series) == key for r in c_members)]
+            width = 0.8 / max(1, len(present))
+            for s_index, s_key in enumerate(present):
+                row = next(r for r in c_members if tuple(repr(r.get(n)) for n in series) == s_key)
+                x = c_index + (s_index - (len(present) - 1) / 2) * width
+                errors = spread([row], metric)
+                yerr = None if errors is None else [[errors[0][0] * scale], [errors[1][0] * scale]]
+                bar_label = label(row, series) if series and s_key not in named else None
+                named.add(s_key)
+                ax.bar([x], [row[metric] * scale], width * 0.92, color=colors[s_key], label=bar_label,
+                       yerr=yerr, capsize=2, error_kw={"elinewidth": 0.8, "ecolor": "0.25"})
+                text = annotate(row) if annotate is not None else ""
+                if text:
+                    top = row[metric] * scale + (yerr[1][0] if yerr is not None else 0.0)
+                    ax.annotate(text, (x, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                                va="bottom", fontsize=7)
         labels = [_category_label(c[0], category, members) for c in categories.values()]
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, fontsize=8)
+        ax.set_xlim(-0.6, len(labels) - 0.4)
         if category:
             ax.set_xlabel(category[0].replace("_", " "), fontsize=9)
         if facet:
-            ax.set_title(label(members[0], facet), fontsize=9)
+            ax.set_title(facet_title(members[0]) if facet_title else label(members[0], facet), fontsize=9)
         if reference is not None:
-            ax.axhline(reference[1], color="k", linestyle="--", linewidth=1.0, label=reference[0])
+            ax.axhline(reference[1] * scale, color="k", linestyle="--", linewidth=1.0, label=reference[0])
         ax.grid(True, axis="y", alpha=0.3)
-        ax.margins(y=0.12)
-    axes[0][0].set_ylabel(metric_label(metric))
+        if log_y:
+            ax.margins(y=0.25)
+        else:
+            ax.margins(y=0.12)
+    axes[0][0].set_ylabel(ylabel or metric_label(metric))
     if series or reference is not None:
-        axes[0][-1].legend(fontsize=8, loc="best")
-    set_title(fig, ds, title or f"{family_of(ds)}: {metric_label(metric)}")
+        outside_legend(fig)
+    set_title(fig, ds, (title or f"{family_of(ds)}: {metric_label(metric)}") + (f"\n({note})" if note else ""))
     return fig
 
 
 def _category_label(row: Mapping[str, Any], names: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
-    """The first parameter's value, then ``name=value`` for each other one that differs from its usual value."""
+    """The first parameter's value, then ``name=value`` for each other one that differs from its usual value
+    (an obtained column beside what was asked: where it differs from what was asked).
+
+    >>> rows = [{"populate": "touch", "populate_used": "touch"},
+    ...         {"populate": "map_populate", "populate_used": "madvise_populate_write"}]
+    >>> [_category_label(r, ["populate", "populate_used"], rows) for r in rows]
+    ['touch', 'map_populate\\npopulate_used=madvise_populate_write']
+    """
     if not names:
         return ""
     parts = [format_param(names[0], row.get(names[0]))]
     for name in names[1:]:
+        if any(asked in names for asked in OUTCOME_PAIRS.get(name, ())):
+            if not _same_as_asked(row, name, names):
+                parts.append(f"{name}={format_param(name, row.get(name))}")
+            continue
         values = [repr(r.get(name)) for r in rows]
         usual = max(set(values), key=values.count)
         if repr(row.get(name)) != usual:

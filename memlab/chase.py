@@ -36,10 +36,12 @@ from memlab._core import Kernel
 from memlab.chase_analysis import cache_levels, caption, figure, format_cache_levels
 from memlab.family import Family, check_bool, check_choice, check_int
 from memlab.grid import Sweep, grid
-from memlab.machine import numa_nodes, smt_siblings
+from memlab.machine import cache_sizes, numa_nodes, smt_siblings
 from memlab.measure import Measurement
 
 __all__ = [
+    "QUICK_MAX_WORKING_SET_BYTES",
+    "quick_sizes",
     "ORDERS",
     "LAYOUTS",
     "OPS",
@@ -403,15 +405,42 @@ def _sizes(low_log2: int, high_log2: int, per_octave: int = 1) -> list[int]:
     return sorted(set(sizes))
 
 
+#: The largest working set a quick sweep measures, whatever the last cache (bytes): past the
+#: L3 of most CPUs, and a random walk of it still takes seconds, not minutes, on a loaded VM
+#: (a VM may report its host's whole L3, 480 MiB here: only FULL sweeps pass that).
+QUICK_MAX_WORKING_SET_BYTES = 1 << 27
+
+
+def quick_sizes(caches: Mapping[str, int] | None = None, low_log2: int = 12) -> list[int]:
+    """Working sets of a quick sweep that go past the last cache: 2^low_log2, every other
+    doubling up to the last cache, and the first power of two beyond it (at most
+    :data:`QUICK_MAX_WORKING_SET_BYTES`, 128 MiB).
+
+    A quick sweep must still show what it is about: the step past the last
+    cache (main memory) as well as the ones past L1 and L2. ``caches`` are
+    sizes in bytes by name (default: this machine's,
+    :func:`memlab.machine.cache_sizes`); without any, 2^24 stands in.
+
+    >>> [s >> 10 for s in quick_sizes({"L1d": 48 << 10, "L2": 2 << 20, "L3": 30 << 20})]
+    [4, 16, 64, 256, 1024, 4096, 16384, 32768]
+    """
+    sizes = cache_sizes() if caches is None else dict(caches)
+    last = max((v for k, v in sizes.items() if k != "L1i" and isinstance(v, int) and v > 0), default=1 << 23)
+    top_log2 = min(max(low_log2 + 2, last.bit_length()), QUICK_MAX_WORKING_SET_BYTES.bit_length() - 1)
+    if (1 << top_log2) <= last and top_log2 < QUICK_MAX_WORKING_SET_BYTES.bit_length() - 1:
+        top_log2 += 1
+    return sorted({1 << e for e in range(low_log2, top_log2, 2)} | {1 << top_log2})
+
+
 def _sweep(name: str, points: list[dict[str, Any]], quick: bool, description: str, repeat: int = 5) -> Sweep:
     return Sweep(
         name=name + ("_quick" if quick else ""),
         family="chase",
         points=points,
         repeat=2 if quick else repeat,
-        warmup=1,
-        target_seconds=0.03 if quick else 0.1,
-        description=description,
+        warmup=0 if quick else 1,  # building the list has touched every element already
+        target_seconds=0.02 if quick else 0.1,
+        description=(description or "").split("\n\n")[0].strip(),
     )
 
 
@@ -432,7 +461,7 @@ def fig3_11(quick: bool = False):
     >>> fig3_11(quick=True).name
     'fig3_11_quick'
     """
-    sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
+    sizes = quick_sizes() if quick else _sizes(10, 28, 2)
     return _sweep("fig3_11", grid(npad=[0, 7, 15, 31], working_set_bytes=sizes, order=["sequential"]),
                   quick, _doc(fig3_11))
 
@@ -465,7 +494,7 @@ def fig3_15(quick: bool = False):
     >>> fig3_15(quick=True).name
     'fig3_15_quick'
     """
-    sizes = [1 << 12, 1 << 18, 1 << 24] if quick else _sizes(10, 28, 2)
+    sizes = quick_sizes() if quick else _sizes(10, 28, 2)
     return _sweep("fig3_15", grid(order=["sequential", "random"], working_set_bytes=sizes, npad=[0]),
                   quick, _doc(fig3_15))
 

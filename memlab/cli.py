@@ -18,22 +18,36 @@ import math
 import os
 import re
 import shlex
+import shutil
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from memlab import machine, measure, plot, registry
-from memlab.chart import require_matplotlib
+from memlab._core import build_info
+from memlab._version import __version__
+from memlab.chart import outcome_note, require_matplotlib
 from memlab.check import TUNABLE_SETTINGS, largest_bytes, read_cpu_times, reset, tune
 from memlab.check import check as machine_check
 from memlab.compare import compare, compare_machines, load_dataset, parse_fraction
 from memlab.dataset import Dataset, machine_key
-from memlab.grid import Sweep, as_sweeps
+from memlab.family import Family, ParamSpec
+from memlab.grid import Sweep, as_sweeps, parse_shard, shard_points
 from memlab.measure import Measurement
 from memlab.report import as_items, write_report
-from memlab.sweep import output_path, resolve, run_sweep, sweep_metadata
+from memlab.sweep import (
+    estimate_seconds,
+    output_path,
+    progress_bar,
+    progress_enabled,
+    resolve,
+    run_sweep,
+    sweep_metadata,
+)
 from memlab.tour import REDUCED_MAX_POINTS, tour
+from memlab.units import format_duration, suggest
 
 __all__ = ["UsageError", "build_parser", "main", "parse_assignment", "parse_value", "script_main"]
 
@@ -115,12 +129,41 @@ def typed_assignments(params_type: type, texts: Sequence[str]) -> dict[str, Any]
 # the tree
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped subcommand or family name."""
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            if action.dest == "family":
+                try:
+                    registry.family(value)
+                except ValueError as error:
+                    raise argparse.ArgumentError(None, str(error)) from None
+            choices = ", ".join(map(str, action.choices))
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{suggest(value, action.choices)} (choose from {choices})")
+
+
+def version_text() -> str:
+    """``memlab --version``: the version, the Python and how the C core was built.
+
+    >>> version_text().startswith("memlab ")
+    True
+    """
+    info = build_info()
+    return (f"memlab {__version__} (Python {sys.version.split()[0]}; core built by "
+            f"{info.get('compiler', '?')} with {info.get('cflags', '?')})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: ``memlab`` and its subcommands, each handler in ``handler``."""
-    parser = argparse.ArgumentParser(prog="memlab", description="memory and kernel experiments")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser = _Parser(prog="memlab", description="memory and kernel experiments")
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print memlab's version and how its C core was built")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    info = sub.add_parser("info", help="machine facts, counters and core clock")
+    info = sub.add_parser("info", help="machine facts, counters and core clock",
+                          description="print the machine's facts, the counters it gives and the core clock")
     info.add_argument("--json", action="store_true", help="print JSON")
     info.add_argument("--no-calibrate", action="store_true", help="skip the clock measurement")
     info.set_defaults(handler=cmd_info)
@@ -148,20 +191,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where --tune keeps the replaced values (default /run/memlab/tuned.json)")
     check.set_defaults(handler=cmd_check)
 
-    run = sub.add_parser("run", help="measure one point: memlab run FAMILY key=value ...")
-    run.add_argument("family")
-    run.add_argument("assignments", nargs="*", metavar="key=value")
-    _measure_options(run, "write the dataset here (.csv)")
-    run.add_argument("--json", action="store_true", help="print the row as JSON")
-    run.set_defaults(handler=cmd_run)
+    _run_parser(sub)
 
-    sweep = sub.add_parser("sweep", help="run a named sweep or an experiment script")
+    sweep = sub.add_parser(
+        "sweep", help="run a named sweep or an experiment script",
+        description="run a named sweep (memlab sweep --list shows them) or an experiment script's sweeps; "
+                    "each row is written as soon as it is measured, and a re-run resumes",
+    )
     sweep.add_argument("name", nargs="?", help="family.sweep, a sweep name, or a script path")
     sweep.add_argument("--quick", action="store_true", help="the script's short variant")
-    sweep.add_argument("--list", action="store_true", help="list the named sweeps")
+    sweep.add_argument("--list", action="store_true",
+                       help="list the named sweeps: points, estimated duration, description")
     sweep.add_argument("--shard", help="run only shard i/n of the points")
     sweep.add_argument("--no-resume", action="store_true", help="re-measure points already on disk")
-    sweep.add_argument("--no-progress", action="store_true")
+    _progress_options(sweep)
     _measure_options(sweep, "CSV path (one sweep) or folder (several); default results/")
     fleet_options = sweep.add_argument_group(
         "fleet (docs/fleet.md; needs pip install 'memlab[fleet]')",
@@ -212,9 +255,69 @@ def build_parser() -> argparse.ArgumentParser:
     tour_cmd.add_argument("--repeat", type=int, help="repetitions per point")
     tour_cmd.add_argument("--cpu", type=int, help="pin the measuring process to this CPU")
     tour_cmd.add_argument("--resume", action="store_true", help="keep rows already in --out")
-    tour_cmd.add_argument("--no-progress", action="store_true")
+    _progress_options(tour_cmd)
     tour_cmd.set_defaults(handler=cmd_tour)
     return parser
+
+
+def _run_parser(sub) -> None:
+    """``memlab run FAMILY key=value ...``: one sub-command per family, whose --help lists its parameters."""
+    run = sub.add_parser(
+        "run", help="measure one point: memlab run FAMILY key=value ...",
+        description="measure one point of a family; `memlab run FAMILY --help` lists its parameters",
+    )
+    run.set_defaults(handler=cmd_run, family=None)
+    families = run.add_subparsers(dest="family", metavar="FAMILY", parser_class=_Parser)
+    for fam in registry.all_families().values():
+        parser = families.add_parser(
+            fam.name, help=fam.description, formatter_class=argparse.RawDescriptionHelpFormatter,
+            description=textwrap.fill(f"memlab run {fam.name}: {fam.description}",
+                                      max(60, min(110, shutil.get_terminal_size((100, 24)).columns)))
+            if fam.description else None,
+            epilog=params_help(fam),
+        )
+        parser.add_argument("assignments", nargs="*", metavar="key=value",
+                            help="parameters (listed below); the others keep their defaults")
+        _measure_options(parser, "write the dataset here (.csv)")
+        parser.add_argument("--json", action="store_true", help="print the row as JSON")
+        parser.set_defaults(handler=cmd_run)
+
+
+def params_help(fam: Family, width: int | None = None) -> str:
+    """The parameter table of ``memlab run FAMILY --help``: name, type, default, unit, allowed values
+    and what the parameter does, all read from the family's params dataclass.
+
+    >>> "budget_ns" in params_help(registry.family("calibrate"))
+    True
+    """
+    specs: list[ParamSpec] = fam.describe_params()
+    width = width or max(60, min(110, shutil.get_terminal_size((100, 24)).columns))
+    header = ("name", "type", "default", "unit", "allowed")
+    rows = [(s.name, s.type, s.default_text, s.unit or "-", s.allowed or "-") for s in specs]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    indent = sum(widths) + 2 * 5
+    lines = [f"parameters of {fam.name} (key=value; sizes as 64MiB or 2^20, booleans as true/false):"]
+
+    def line(cells) -> list[str]:
+        head = "  " + "  ".join(c.ljust(w) for c, w in zip(cells[:4], widths)) + "  "
+        wrapped = textwrap.wrap(cells[4], max(20, width - indent), break_on_hyphens=False) or [""]
+        return [head + wrapped[0]] + [" " * indent + more for more in wrapped[1:]]
+
+    lines += line(header)
+    for spec, cells in zip(specs, rows):
+        lines += line(cells)
+        if spec.help:
+            lines += textwrap.wrap(spec.help, width, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    unit = f"ns_per_{fam.unit}" if fam.unit else ""
+    metric = fam.primary_metric or unit or "elapsed_ns"
+    lines += ["", f"primary metric: {metric}.  Example: memlab run {fam.name} "
+                  + " ".join(f"{s.name}={s.default_text}" for s in specs[:2] if s.default is not None)]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _progress_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-progress", "--quiet", "-q", dest="no_progress", action="store_true",
+                        help="no progress bar (it is also off when stderr is not a terminal or notebook)")
 
 
 def _measure_options(parser: argparse.ArgumentParser, out_help: str) -> None:
@@ -311,6 +414,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``memlab run FAMILY key=value ...``: one point, printed (and saved with --out)."""
+    if args.family is None:
+        raise UsageError("memlab run needs a FAMILY (one of "
+                         f"{', '.join(registry.all_families())}); `memlab run FAMILY --help` lists its parameters")
     fam = registry.family(args.family)
     assignments = typed_assignments(fam.params_type, args.assignments)
     params = dataclasses.asdict(fam.params(assignments))
@@ -351,6 +457,10 @@ def _summary(measurement: Measurement) -> str:
             lines.append("  counters: " + ", ".join(f"{k}={v:.6g}" for k, v in present.items()))
     if measurement.counters_missing:
         lines.append(f"  missing counters: {', '.join(sorted(measurement.counters_missing))}")
+    if measurement.facts:
+        note = outcome_note(measurement.facts)
+        lines.append("  asked and obtained: " + " ".join(f"{k}={v}" for k, v in measurement.facts.items())
+                     + (f" ({note})" if note else ""))
     return "\n".join(lines)
 
 
@@ -358,10 +468,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """``memlab sweep NAME``: run named sweeps or a script's sweeps into CSV files (resumable)."""
     script = getattr(args, "script", None)
     if args.list or (not args.name and script is None):
-        for fam in registry.all_families().values():
-            for sweep_name in fam.sweeps:
-                print(f"{fam.name}.{sweep_name}")
-        return 0 if args.list else 2
+        print(sweep_listing())
+        if args.list:
+            return 0
+        return _error("sweep", "name a sweep (listed above), family.sweep or a script path", 2)
     if script is not None:
         if args.name:
             raise UsageError(f"unexpected argument {args.name!r}: an experiment script names its own sweeps")
@@ -374,34 +484,55 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError("--scheduler needs --each-host (the whole sweep on every host) "
                          "or --spread (its points split over identical hosts)")
     incomplete = False
-    for sweep in sweeps:
-        path = output_path(args.out, sweep, len(sweeps) > 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        dataset = run_sweep(sweep, path, shard=args.shard, resume=not args.no_resume,
-                            progress=not args.no_progress, repeat=args.repeat, cpu=args.cpu,
-                            client=args.scheduler, each_host=args.each_host, spread=args.spread)
-        hosts = ""
-        if args.scheduler is not None:
-            count = len({machine_key(row) for row in dataset.rows})
-            hosts = f" from {count} host{'' if count == 1 else 's'}"
-            incomplete |= bool(dataset.metadata.get("fleet", {}).get("lost"))
-        print(f"{sweep.family}.{sweep.name}: {len(dataset)} rows{hosts} -> {path}")
+    overall = None
+    if len(sweeps) > 1 and not args.each_host:  # each-host: points times hosts, unknown before connecting
+        total = sum(len(shard_points(s.points, parse_shard(args.shard))) for s in sweeps)
+        overall = progress_bar(total, f"{len(sweeps)} sweeps", enabled=progress_enabled(not args.no_progress))
+    try:
+        for sweep in sweeps:
+            path = output_path(args.out, sweep, len(sweeps) > 1)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            dataset = run_sweep(sweep, path, shard=args.shard, resume=not args.no_resume,
+                                progress=not args.no_progress, repeat=args.repeat, cpu=args.cpu,
+                                overall=overall, client=args.scheduler, each_host=args.each_host,
+                                spread=args.spread)
+            hosts = ""
+            if args.scheduler is not None:
+                count = len({machine_key(row) for row in dataset.rows})
+                hosts = f" from {count} host{'' if count == 1 else 's'}"
+                incomplete |= bool(dataset.metadata.get("fleet", {}).get("lost"))
+            message = f"{sweep.family}.{sweep.name}: {len(dataset)} rows{hosts} -> {path}"
+            if overall is not None:
+                overall.write(message, file=sys.stdout)
+            else:
+                print(message)
+    finally:
+        if overall is not None:
+            overall.close()
     if incomplete:
-        print("memlab sweep: hosts left the cluster before their points were measured; "
+        print("memlab sweep: error: hosts left the cluster before their points were measured; "
               "run the same command again to measure them", file=sys.stderr)
         return 1
     return 0
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """``memlab merge OUT DATASET...``: one dataset of several (shards, hosts)."""
+    """``memlab merge OUT DATASET...``: one dataset of several (shards, hosts).
+
+    0: merged; 2: a dataset that is missing or unreadable, or the same point
+    measured twice by one machine without ``--dedupe``; 1: the merged file
+    cannot be written.
+    """
     datasets = []
     for path in args.datasets:
         try:
             datasets.append(Dataset.load(path))
-        except (OSError, ValueError) as error:
-            return _error("merge", f"{path}: {error}", 1)
-    merged = Dataset.merge(*datasets, dedupe=args.dedupe)
+        except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
+            return _error("merge", error if isinstance(error, OSError) else f"{path}: {error}", 2)
+    try:
+        merged = Dataset.merge(*datasets, dedupe=args.dedupe)
+    except ValueError as error:
+        return _error("merge", error, 2)
     out = Path(args.out)
     if out.parent != Path(""):
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -410,6 +541,42 @@ def cmd_merge(args: argparse.Namespace) -> int:
     print(f"{len(datasets)} datasets, {len(merged)} rows from {machines} "
           f"machine{'' if machines == 1 else 's'} -> {out}")
     return 0
+
+
+def sweep_listing(width: int | None = None) -> str:
+    """``memlab sweep --list``: every named sweep with its points, estimated duration and description.
+
+    >>> "calibrate.quick" in sweep_listing()
+    True
+    """
+    width = width or max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
+    rows = []
+    for fam in registry.all_families().values():
+        for sweep_name in fam.sweeps:
+            try:
+                sweeps = as_sweeps(fam.sweep(sweep_name))
+            except Exception as error:  # e.g. a sweep needing SMT: listed with the reason, not fatal
+                doc = (fam.sweeps[sweep_name].__doc__ or "").strip().split("\n")[0]
+                rows.append((f"{fam.name}.{sweep_name}", "-", "-",
+                             f"{doc} (not on this machine: {error})".strip()))
+                continue
+            points = sum(len(s.points) for s in sweeps)
+            seconds = sum(estimate_seconds(s) for s in sweeps)
+            text = next((s.description for s in sweeps if s.description), "") or fam.description
+            text = " ".join(text.split())
+            rows.append((f"{fam.name}.{sweep_name}", str(points), f"~{format_duration(seconds)}", text))
+    header = ("sweep", "points", "time", "what it measures")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    indent = widths[0] + widths[1] + widths[2] + 6
+    lines = []
+    for cells in [header, *rows]:
+        head = f"{cells[0]:<{widths[0]}}  {cells[1]:>{widths[1]}}  {cells[2]:>{widths[2]}}  "
+        wrapped = textwrap.wrap(cells[3], max(24, width - indent)) or [""]
+        lines.append(head + wrapped[0])
+        lines += [" " * indent + more for more in wrapped[1:]]
+    lines.append("time: an estimate from the points, repetitions and sample length (it varies by machine); "
+                 "run one with `memlab sweep NAME`.")
+    return "\n".join(line.rstrip() for line in lines)
 
 
 # --------------------------------------------------------------------------
@@ -492,13 +659,22 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return _error("plot", f"--dpi={args.dpi} is below the minimum 10", 2)
     out = Path(args.out) if args.out else Path(os.path.splitext(args.dataset)[0] + ".png")
     try:
-        fig = plot.figure(Dataset.load(args.dataset))
-        fig.savefig(out, dpi=args.dpi)
+        dataset = Dataset.load(args.dataset)
+    except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
+        return _error("plot", error if isinstance(error, OSError) else f"{args.dataset}: {error}", 2)
+    try:
+        fig = plot.figure(dataset)
     except ImportError as error:
         print(f"memlab plot: {error}", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as error:
-        return _error("plot", error, 1)
+    except ValueError as error:  # e.g. a family whose result is a number, not a figure
+        return _error("plot", f"{args.dataset}: {error}", 2)
+    try:
+        fig.savefig(out, dpi=args.dpi)
+    except ValueError as error:  # an image format matplotlib does not write
+        return _error("plot", error, 2)
+    except OSError as error:
+        return _error("plot", f"cannot write {out}: {error}", 1)
     print(f"{args.dataset} -> {out}")
     return 0
 
@@ -509,8 +685,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in args.datasets:
         try:
             items.extend(as_items([path]))
-        except (OSError, ValueError) as error:
-            return _error("report", f"{path}: {error}", 1)
+        except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
+            return _error("report", f"{path}: {error}", 2)
     out = write_report(items, args.out, title=args.title, command=_command_line(args))
     print(f"{len(items)} datasets -> {out}")
     return 0
@@ -556,14 +732,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(list(sys.argv[1:] if argv is None else argv))
 
 
-def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None) -> int:
+def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None,
+                report: Callable[[Dataset, bool], str] | None = None) -> int:
     """The command line of an experiment script: ``memlab sweep`` on the sweeps ``sweep_fn(quick)`` makes.
 
     Options: --quick, --out (a CSV for one sweep, a folder for several;
     default results/), --shard i/n, --repeat, --cpu, --no-progress,
     --no-resume. Use it as ``raise SystemExit(script_main(sweep))``.
+    ``report(dataset, quick)``, for a script of one sweep: the text printed
+    once every point is measured (the script's table beside the source's).
     """
-    return _run(["sweep", *(sys.argv[1:] if argv is None else argv)], script=sweep_fn)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    status = _run(["sweep", *argv], script=sweep_fn)
+    if status != 0 or report is None or {"-h", "--help"} & set(argv):
+        return status
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out")
+    args, _ = parser.parse_known_args(argv)
+    print(report(Dataset.load(output_path(args.out, sweep_fn(args.quick), False)), args.quick))
+    return 0
 
 
 def _run(argv: list[str], script: SweepFactory | None = None) -> int:
@@ -574,7 +762,7 @@ def _run(argv: list[str], script: SweepFactory | None = None) -> int:
         return int(exit_.code or 0)
     if args.command is None:
         parser.print_help()
-        return 2
+        return _usage("name a command (listed above); `memlab COMMAND --help` says what it takes")
     args.argv = argv
     args.script = script
     if getattr(args, "repeat", None) is not None and args.repeat < 1 and args.command != "tour":
@@ -587,7 +775,7 @@ def _run(argv: list[str], script: SweepFactory | None = None) -> int:
         sys.stderr.close()  # the reader went away (memlab info | head)
         return 0
     except ImportError as error:  # an optional extra asked for and missing (fleet)
-        print(f"memlab: {error}", file=sys.stderr)
+        print(f"memlab: error: {error}", file=sys.stderr)
         return 1
     except (OSError, MemoryError, TimeoutError) as error:
         print(f"memlab: {type(error).__name__}: {error}", file=sys.stderr)

@@ -341,15 +341,27 @@ class Comparison:
     def __str__(self) -> str:
         return self.format()
 
+    def varying_params(self) -> list[str]:
+        """The parameter names whose value differs between the compared points (the table's columns)."""
+        return [name for name in self.param_names
+                if len({repr(p.params.get(name)) for p in self.points}) > 1]
+
     def _table(self) -> list[str]:
         has_family = any(p.family for p in self.points)
-        header = (["family"] if has_family else []) + list(self.param_names) + [
+        shown = self.varying_params()
+        fixed = [name for name in self.param_names if name not in shown]
+        header = (["family"] if has_family else []) + shown + [
             "baseline", "candidate", "ratio", f"{self.confidence:.0%} CI", "p", "verdict",
         ]
+        lines = []
+        if fixed and self.points:
+            first = self.points[0]
+            said = [f"{name}={format_plain(first.params.get(name, ''))}" for name in fixed]
+            lines.append("every point: " + " ".join(said))
         rows = []
         for point in self.points:
             cells = [point.family or ""] if has_family else []
-            cells.extend(format_plain(point.params.get(name, "")) for name in self.param_names)
+            cells.extend(format_plain(point.params.get(name, "")) for name in shown)
             cells.extend([
                 _cell(point.baseline_median),
                 _cell(point.candidate_median),
@@ -360,7 +372,7 @@ class Comparison:
             ])
             rows.append(cells)
         widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header) - 1)]
-        formatted = []
+        formatted = list(lines)
         for cells in [header] + rows:
             text = "  ".join(str(c).ljust(w) for c, w in zip(cells[:-1], widths))
             formatted.append((text + "  " + str(cells[-1])).rstrip())

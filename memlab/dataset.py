@@ -35,10 +35,13 @@ from memlab.units import is_missing
 
 __all__ = [
     "BOOKKEEPING_COLUMNS",
+    "OUTCOME_COLUMNS",
+    "OUTCOME_PAIRS",
     "COLUMN_ALIASES",
     "FINGERPRINT_COLUMN",
     "HOST_COLUMN",
     "MACHINE_PARAM",
+    "NEGATED_ALIASES",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "STATISTICS",
@@ -46,6 +49,8 @@ __all__ = [
     "DatasetWriter",
     "check_metric_name",
     "check_param_name",
+    "check_fact_name",
+    "merge_facts",
     "column_renames",
     "column_types",
     "context_column",
@@ -81,6 +86,13 @@ SAMPLES = "samples"
 RESERVED_SUFFIXES = tuple(f"_{name}" for name in (*STATISTICS, SAMPLES))
 #: Columns of every row that are neither parameters nor metrics.
 BOOKKEEPING_COLUMNS = ("family", "counters_missing", "counters_scope", "repeat", "warmup_samples")
+#: Columns saying, in words, what a point asked of the kernel and what it got: the
+#: page kind and the populate call (docs/dataset.md, "Asked and obtained"). Facts of
+#: the samples, neither parameters nor metrics; "mixed" where the samples differed.
+OUTCOME_COLUMNS = ("pages_requested", "pages_obtained", "populate_requested", "populate_used")
+#: Each obtained column and the columns holding what was asked (the ``_requested`` one,
+#: and the parameter a family names it with).
+OUTCOME_PAIRS = {"pages_obtained": ("pages_requested", "pages"), "populate_used": ("populate_requested", "populate")}
 COUNTER_PREFIX = "counter_"
 CONTEXT_PREFIX = "context_"
 #: Prefix of a metric named like one of its family's parameters (chase's ``laps``).
@@ -107,11 +119,17 @@ COLUMN_ALIASES: dict[str, dict[str, str]] = {
         "check_visits_max": "check_visits_most",
     },
     # Parameters given their unit.
-    "region": {"bytes": "region_bytes"},
+    "region": {"bytes": "region_bytes", "allow_fallback": "strict_pages"},
     "pipe": {"buffer_size": "buffer_bytes", "pipe_size": "pipe_size_bytes"},
     "system": {"buffer_size": "buffer_bytes"},
     "share": {"disp": "disp_longs"},
+    # One name for "refuse instead of falling back" in every family that maps memory.
+    "clear_fault": {"strict": "strict_pages"},
 }
+
+#: Renamed boolean parameters whose new name says the opposite: family -> {old name}. A value
+#: loads negated (region's ``allow_fallback=True`` is ``strict_pages=False``).
+NEGATED_ALIASES: dict[str, frozenset[str]] = {"region": frozenset({"allow_fallback"})}
 
 
 def renamed_column(column: str, family: str | None) -> str:
@@ -185,7 +203,7 @@ def _check_name(kind: str, name: str) -> None:
             f"the statistics of a metric ({name[: -len(suffix)]!r}'s {suffix[1:]}); "
             "choose a name such as 'lowest_...', 'highest_...' or '..._count'"
         )
-    if name.startswith(_RESERVED_PREFIXES) or name in BOOKKEEPING_COLUMNS:
+    if name.startswith(_RESERVED_PREFIXES) or name in BOOKKEEPING_COLUMNS or name in OUTCOME_COLUMNS:
         raise ValueError(f"{kind} name {name!r} is reserved by the dataset format (docs/dataset.md)")
 
 
@@ -222,6 +240,33 @@ def check_metric_name(name: str) -> str:
         if column in BOOKKEEPING_COLUMNS:
             raise ValueError(f"metric name {name!r} would write the bookkeeping column {column!r}")
     return name
+
+
+def check_fact_name(name: str) -> str:
+    """Return ``name`` if a sample's fact may carry it (one of :data:`OUTCOME_COLUMNS`), else ValueError.
+
+    >>> check_fact_name("pages_obtained")
+    'pages_obtained'
+    """
+    if name not in OUTCOME_COLUMNS:
+        raise ValueError(f"fact name {name!r} is not one of the dataset's outcome columns "
+                         f"({', '.join(OUTCOME_COLUMNS)}; docs/dataset.md)")
+    return name
+
+
+def merge_facts(samples: Iterable[Mapping[str, str]]) -> dict[str, str]:
+    """One value per fact over a point's samples: the value they all share, else ``"mixed"``.
+
+    >>> merge_facts([{"pages_obtained": "thp"}, {"pages_obtained": "thp"}])
+    {'pages_obtained': 'thp'}
+    >>> merge_facts([{"pages_obtained": "thp"}, {"pages_obtained": "4k"}])
+    {'pages_obtained': 'mixed'}
+    """
+    seen: dict[str, set[str]] = {}
+    for sample in samples:
+        for name, value in sample.items():
+            seen.setdefault(check_fact_name(name), set()).add(str(value))
+    return {name: values.pop() if len(values) == 1 else "mixed" for name, values in seen.items()}
 
 
 def statistic_column(column: str, statistic: str) -> str:
@@ -270,7 +315,8 @@ def metric_names(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     present = set(columns)
     return [
         c for c in columns
-        if c not in BOOKKEEPING_COLUMNS and any(c + suffix in present for suffix in RESERVED_SUFFIXES)
+        if c not in BOOKKEEPING_COLUMNS and c not in OUTCOME_COLUMNS
+        and any(c + suffix in present for suffix in RESERVED_SUFFIXES)
     ]
 
 
@@ -295,7 +341,8 @@ def param_names(rows: Iterable[Mapping[str, Any]], metadata: Mapping[str, Any] |
     metrics = set(metric_names(rows))
     names = []
     for column in columns:
-        if column in BOOKKEEPING_COLUMNS or column in metrics or column.startswith(_RESERVED_PREFIXES):
+        if (column in BOOKKEEPING_COLUMNS or column in OUTCOME_COLUMNS or column in metrics
+                or column.startswith(_RESERVED_PREFIXES)):
             continue
         if column.endswith(RESERVED_SUFFIXES) and column.rsplit("_", 1)[0] in metrics:
             continue
@@ -762,9 +809,12 @@ class Dataset:
         if not os.path.exists(csv_path) and os.path.exists(json_path):
             return cls([], metadata)
         rows, header, warnings = _read_csv(csv_path, types)
-        renames = column_renames(header, metadata.get("family") or _only_family(rows))
+        family = metadata.get("family") or _only_family(rows)
+        renames = column_renames(header, family)
         if renames:
-            rows = [{renames.get(name, name): value for name, value in row.items()} for row in rows]
+            negated = NEGATED_ALIASES.get(family or "", frozenset()) & set(renames)
+            rows = [{renames.get(name, name): (not value if name in negated and isinstance(value, bool) else value)
+                     for name, value in row.items()} for row in rows]
             metadata = _renamed_metadata(metadata, renames)
         if warnings:
             metadata["load_warnings"] = list(metadata.get("load_warnings", [])) + warnings
@@ -881,6 +931,16 @@ class Dataset:
         ['n']
         """
         return param_names(self.rows, self.metadata)
+
+    @property
+    def outcome_names(self) -> list[str]:
+        """The outcome columns the rows carry (what was asked and obtained: :data:`OUTCOME_COLUMNS`).
+
+        >>> Dataset([{"family": "f", "pages": "thp", "pages_obtained": "4k"}]).outcome_names
+        ['pages_obtained']
+        """
+        present = set(self.columns)
+        return [name for name in OUTCOME_COLUMNS if name in present]
 
     @property
     def metric_names(self) -> list[str]:

@@ -22,17 +22,23 @@ never the runner, the registry, the views or another family.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
+import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from memlab.dataset import check_param_name
 from memlab.grid import Sweep
 from memlab.measure import Measurement, measure
+from memlab.units import format_bytes, format_param, is_bytes_name, suggest, unit_of
 
 __all__ = [
     "Family",
+    "ParamSpec",
+    "describe_params",
     "check_bool",
     "check_choice",
     "check_int",
@@ -48,13 +54,23 @@ class Family:
     Measuring: ``params_type`` (a frozen dataclass validating itself),
     ``core`` (the C family's name) with ``to_core`` (params -> C config), or
     ``python_sample`` (a sample timed in Python); ``unit`` names the derived
-    ``ns_per_<unit>``; ``derive`` adds metrics computed from a sample.
+    ``ns_per_<unit>``; ``derive(params, values)`` adds metrics computed from a
+    sample (``values``: its metrics, and its counters as ``counter_<name>``
+    where they opened).
     Presenting: ``figure(dataset)`` draws the family's standard figure (a
     matplotlib Figure, from the kinds in :mod:`memlab.chart`; None: the
     generic one), ``caption`` says in a sentence or two how to read it (or,
     a function of the dataset, says it per sweep), and
     ``report_columns`` lists metrics worth a column of their own in the
-    report's table (shown when present).
+    report's table (shown when present). ``sample_seconds(params, target)``
+    says how long one sample of a point lasts when that is not the target
+    duration (a sample of fixed length, a pause before it): the runner's
+    duration estimate (``memlab sweep --list``) uses it.
+
+    A family whose result is a number or a table rather than a picture sets
+    ``figure=None`` and gives ``headline(dataset)`` (one sentence with the
+    number, shown in large type) and/or ``table(dataset)`` (header and
+    cells, with units, shown instead of the generic table).
     """
 
     name: str
@@ -73,6 +89,9 @@ class Family:
     figure: Callable[[Any], Any] | None = None
     caption: str | Callable[[Any], str] = ""
     report_columns: tuple[str, ...] = ()
+    sample_seconds: Callable[[Any, float], float] | None = None
+    headline: Callable[[Any], str] | None = None
+    table: Callable[[Any], tuple[list[str], list[list[str]]]] | None = None
 
     def __post_init__(self) -> None:
         for name in self.param_names:
@@ -154,8 +173,18 @@ class Family:
             factory = self.sweeps[name]
         except KeyError:
             known = ", ".join(sorted(self.sweeps)) or "none"
-            raise ValueError(f"sweep={name!r} is not a sweep of {self.name} (known: {known})") from None
+            raise ValueError(f"sweep={name!r} is not a sweep of {self.name}{suggest(name, self.sweeps)} "
+                             f"(known: {known})") from None
         return factory()
+
+    @property
+    def has_figure(self) -> bool:
+        """Whether the family's data is shown as a figure (its own, or the generic one)."""
+        return self.figure is not None or (self.headline is None and self.table is None)
+
+    def describe_params(self) -> list["ParamSpec"]:
+        """Each parameter's name, type, default, allowed values, unit and help (see :func:`describe_params`)."""
+        return describe_params(self.params_type)
 
 
 def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any]) -> Any:
@@ -175,14 +204,160 @@ def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any]) 
     unknown = sorted(set(base) - known)
     if unknown:
         raise ValueError(
-            f"unknown parameter {unknown[0]!r} for {params_type.__name__} "
+            f"unknown parameter {unknown[0]!r} for {params_type.__name__}{suggest(unknown[0], known)} "
             f"(known: {', '.join(sorted(known))})"
         )
     return params_type(**base)
 
 
+# --------------------------------------------------------------------------
+# what a parameter accepts, read from the checks themselves
+
+#: While describe_params() builds a params object with its defaults, the
+#: check_* functions below append what they were asked to check here.
+_RULES: contextvars.ContextVar[list | None] = contextvars.ContextVar("memlab_param_rules", default=None)
+
+
+def _record(name: str, **rule: Any) -> None:
+    rules = _RULES.get()
+    if rules is not None:
+        rules.append({"name": name, **rule})
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter of a family, as ``memlab run FAMILY --help`` lists it.
+
+    ``type`` is the dataclass field's type; ``allowed`` the range or choices
+    its check accepts (as text); ``unit`` the unit its name carries;
+    ``help`` the first sentence the params docstring says about it.
+    """
+
+    name: str
+    type: str
+    default: Any
+    allowed: str
+    unit: str
+    help: str
+
+    @property
+    def default_text(self) -> str:
+        if self.default is None:
+            return "None"
+        if isinstance(self.default, int) and not isinstance(self.default, bool) and is_bytes_name(self.name):
+            return format_bytes(self.default).replace(" ", "") if self.default >= 1024 else str(self.default)
+        if isinstance(self.default, bool):
+            return "true" if self.default else "false"
+        if self.default == "":
+            return '""'
+        return format_param(self.name, self.default)
+
+
+def _bound(name: str, value: float) -> str:
+    if isinstance(value, int) and is_bytes_name(name) and value >= 1024:
+        return format_bytes(value).replace(" ", "")
+    if isinstance(value, int) and value >= 1 << 20 and value & (value - 1) == 0:
+        return f"2^{value.bit_length() - 1}"
+    if isinstance(value, int) and value >= (1 << 62):
+        return f"2^{round(math.log2(value))}"
+    if isinstance(value, float) and value.is_integer():
+        return f"{int(value):,}"
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _allowed_text(name: str, rule: Mapping[str, Any] | None) -> str:
+    if rule is None:
+        return ""
+    kind = rule["kind"]
+    if kind == "choice":
+        return ", ".join(map(str, rule["choices"]))
+    if kind == "bool":
+        return "true, false"
+    low, high = rule.get("minimum"), rule.get("maximum")
+    if low is not None and high is not None:
+        if rule.get("exclusive_minimum"):
+            return f"above {_bound(name, low)}, up to {_bound(name, high)}"
+        return f"{_bound(name, low)} .. {_bound(name, high)}"
+    if low is not None:
+        return f"> {_bound(name, low)}" if rule.get("exclusive_minimum") else f">= {_bound(name, low)}"
+    if high is not None:
+        return f"<= {_bound(name, high)}"
+    return "any integer" if kind == "int" else "any number"
+
+
+def _docstring_help(doc: str, name: str) -> str:
+    """The first sentence the params docstring writes after ``name``: (or ``name``:)."""
+    text = " ".join(doc.split())
+    match = re.search(rf"(?:``{re.escape(name)}``|(?<![\w`]){re.escape(name)})(?: \([^)]*\))?: (.+)", text)
+    if not match:
+        return ""
+    rest = re.split(r" - ``|\s``\w+``(?: \([^)]*\))?: ", match.group(1))[0]
+    sentence = re.split(r"(?<=[a-z0-9)\]])\. (?=[A-Z`])", rest)[0].strip().rstrip(".")
+    while sentence.endswith(")") and sentence.count(")") > sentence.count("("):
+        sentence = sentence[:-1].rstrip(".")  # the help sat inside a parenthesis: "(``name``: ...)"
+    return sentence + "." if sentence else ""
+
+
+def describe_params(params_type: type) -> list[ParamSpec]:
+    """Every parameter of ``params_type`` with its type, default, allowed values, unit and help.
+
+    Read from the class itself, so it cannot drift from what the class
+    accepts: names, types and defaults from the dataclass fields, allowed
+    values from the check_* calls its ``__post_init__`` makes on the
+    defaults, units from the names, help from its docstring (or its module's
+    when the class's does not describe the parameter).
+
+    >>> from memlab.calibrate import CalibrateParams
+    >>> spec = describe_params(CalibrateParams)[0]
+    >>> spec.name, spec.type, spec.default, spec.allowed, spec.unit
+    ('budget_ns', 'int', 100000000, '1,000,000 .. 60,000,000,000', 'ns')
+    """
+    rules: dict[str, dict] = {}
+    for rule in _recorded_rules(params_type, {}):
+        rules.setdefault(rule["name"], rule)
+    fields = dataclasses.fields(params_type)
+    for f in fields:
+        if f.name in rules or "int" not in str(f.type):
+            continue
+        # An optional number (None by default) is checked only when given: try a few.
+        for probe in (1, 4096, 1 << 20, 0):
+            try:
+                found = [r for r in _recorded_rules(params_type, {f.name: probe}) if r["name"] == f.name]
+            except (ValueError, TypeError):
+                continue
+            if found:
+                rules[f.name] = found[0]
+                break
+    # A params class may leave its parameters to the module docstring ("see the module docstring").
+    module = sys.modules.get(params_type.__module__)
+    docs = [params_type.__doc__ or "", getattr(module, "__doc__", None) or ""]
+    specs = []
+    for f in fields:
+        type_text = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        default = f.default if f.default is not dataclasses.MISSING else None
+        allowed = _allowed_text(f.name, rules.get(f.name))
+        if default is None and allowed:
+            allowed = f"None or {allowed}"
+        specs.append(ParamSpec(name=f.name, type=type_text, default=default, allowed=allowed,
+                               unit="" if type_text == "bool" else unit_of(f.name),
+                               help=next((h for h in (_docstring_help(d, f.name) for d in docs) if h),
+                                         "").replace("``", "")))
+    return specs
+
+
+def _recorded_rules(params_type: type, values: Mapping[str, Any]) -> list[dict]:
+    """The checks ``params_type(**values)`` runs, as recorded by the check_* functions."""
+    token = _RULES.set([])
+    try:
+        params_type(**values)
+        return list(_RULES.get() or [])
+    finally:
+        _RULES.reset(token)
+
+
 def check_int(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return value if it is an int within [minimum, maximum], else ValueError."""
+    _record(name, kind="int", minimum=minimum, maximum=maximum)
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -200,6 +375,7 @@ def check_number(
     *, exclusive_minimum: bool = False,
 ) -> float:
     """Return value as a float if it is a finite number in range, else ValueError."""
+    _record(name, kind="number", minimum=minimum, maximum=maximum, exclusive_minimum=exclusive_minimum)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name}={value!r} must be a number")
     value = float(value)
@@ -216,14 +392,23 @@ def check_number(
 
 
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    """Return value if it is one of choices, else ValueError listing them."""
+    """Return value if it is one of choices, else ValueError listing them (and the closest).
+
+    >>> check_choice("order", "randon", ["sequential", "random"])
+    Traceback (most recent call last):
+    ...
+    ValueError: order='randon' is not one of 'sequential', 'random'; did you mean 'random'?
+    """
+    _record(name, kind="choice", choices=tuple(choices))
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
+        hint = suggest(value, choices) if isinstance(value, str) else ""
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}{hint}")
     return value
 
 
 def check_bool(name: str, value: Any) -> bool:
     """Return value if it is a bool (or 0/1), else ValueError."""
+    _record(name, kind="bool")
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):

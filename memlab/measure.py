@@ -25,6 +25,7 @@ from memlab.dataset import (
     STATISTICS,
     context_column,
     counter_column,
+    merge_facts,
     metric_column,
     statistic_column,
 )
@@ -61,6 +62,9 @@ class Measurement:
     warmup_samples: list[dict[str, float]]
     primary_metric: str
     context: dict[str, Any] = field(default_factory=dict)
+    #: What the point asked of the kernel and got, in words (``pages_obtained``, ``populate_used``
+    #: ...: memlab.dataset.OUTCOME_COLUMNS), over the kept samples ("mixed" where they differed).
+    facts: dict[str, str] = field(default_factory=dict)
 
     @property
     def on_cpu_fraction(self) -> float:
@@ -109,6 +113,7 @@ class Measurement:
         """
         row: dict[str, Any] = {"family": self.family}
         row.update(self.params)
+        row.update(self.facts)
         for name, stat in self.stats.items():
             try:
                 column = metric_column(name, self.params)
@@ -243,6 +248,9 @@ def measure(
     ``python_sample(target_seconds)`` returns a sample dict for families timed
     in Python (e.g. numpy's BLAS). Every sample dict has ``elapsed_ns``,
     ``units``, ``bytes``, ``metrics`` and, from C, counters.
+    ``derive(params, values)`` adds metrics computed from one sample's
+    ``values``: its metrics, and its counters as ``counter_<name>`` (present
+    only where the counter opened).
 
     >>> m = measure("calibrate", {}, core="calibrate", config={"budget_ns": 10**7},
     ...             primary_metric="core_GHz", repeat=2, warmup=0)
@@ -261,6 +269,7 @@ def measure(
     kept: list[dict[str, float]] = []
     warm: list[dict[str, float]] = []
     counter_samples: list[dict[str, float]] = []
+    fact_samples: list[dict[str, str]] = []
     missing: dict[str, str] = {}
     scope = "none"
     started = time.time()
@@ -276,11 +285,15 @@ def measure(
                 raw = python_sample(target_seconds)  # type: ignore[misc]
             values = _derive(raw, unit, ghz)
             if derive is not None:
-                values.update({k: float(v) for k, v in derive(params, values).items()})
+                # derive sees the sample's counters too, as their columns name them (counter_<name>)
+                seen = dict(values)
+                seen.update({counter_column(n): float(v) for n, v in raw.get("counters", {}).items()})
+                values.update({k: float(v) for k, v in derive(params, seen).items()})
             if index < warmup:
                 warm.append(values)
                 continue
             kept.append(values)
+            fact_samples.append(dict(raw.get("facts", {})))
             counter_samples.append(dict(raw.get("counters", {})))
             missing.update(raw.get("counters_missing", {}))
             scope = raw.get("counters_scope", scope)
@@ -306,6 +319,7 @@ def measure(
         warmup_samples=warm,
         primary_metric=primary_metric or (f"ns_per_{unit}" if unit else "elapsed_ns"),
         context=context,
+        facts=merge_facts(fact_samples),
     )
 
 

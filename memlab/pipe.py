@@ -35,7 +35,7 @@ from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, check_number
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
-from memlab.units import metric_label
+from memlab.units import format_quantity, metric_label
 
 __all__ = [
     "FAMILY",
@@ -252,7 +252,8 @@ _RUNG_PARAMS = ("writer", "reader", "huge_pages", "busy_loop", "writer_cpu", "re
 def _rung_label(row: Mapping[str, Any]) -> str:
     label = f"{row.get('writer', '?')}/{row.get('reader', '?')}"
     if row.get("huge_pages"):
-        label += "\n+huge pages"
+        note = chart.outcome_note(row)  # the kernel may serve the THP request with 4 KiB pages
+        label += "\n+huge pages" + (f" ({note})" if note else "")
     if row.get("busy_loop"):
         label += "\n+busy loop"
     return label
@@ -287,27 +288,31 @@ def figure(data: Dataset | str, metric: str = "GiB_per_s"):
             labels.append(rung_label(row))
     order = ("two_cpus", "one_cpu", "unpinned")
     placements = sorted({_placement_of(row) for row in rows}, key=order.index)
-    fig, ax = chart.new_figure(max(6.5, min(14.0, 1.4 * len(labels) + 2)), 4.8)
+    fig, ax = chart.new_figure(max(6.5, min(14.0, 1.5 * len(labels) + 2)), 4.8)
     width = 0.8 / len(placements)
     for p_index, placement in enumerate(placements):
         members = [r for r in rows if _placement_of(r) == placement]
         first = members[0][metric]
         xs = [labels.index(rung_label(r)) + (p_index - (len(placements) - 1) / 2) * width for r in members]
-        bars = ax.bar(xs, [r[metric] for r in members], width * 0.92, color=f"C{p_index}",
-                      label=PLACEMENT_LABELS[placement], yerr=chart.spread(members, metric), capsize=2,
-                      error_kw={"elinewidth": 0.8, "ecolor": "0.25"})
-        for bar, row in zip(bars, members):
-            ax.annotate(f"x{row[metric] / first:.1f}" if first > 0 else "",
-                        (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 3),
+        errors = chart.spread(members, metric)
+        ax.bar(xs, [r[metric] for r in members], width * 0.92, color=f"C{p_index}",
+               label=PLACEMENT_LABELS[placement], yerr=errors, capsize=2,
+               error_kw={"elinewidth": 0.8, "ecolor": "0.25"})
+        for index, (x, row) in enumerate(zip(xs, members)):
+            top = row[metric] + (errors[1][index] if errors is not None else 0.0)  # above the error bar
+            ax.annotate(f"x{row[metric] / first:.1f}" if first > 0 else "", (x, top), xytext=(0, 2),
                         textcoords="offset points", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, fontsize=8)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_xlabel("rung (writer/reader, then what it adds)", fontsize=9)
     ax.set_ylabel(metric_label(metric))
     ax.grid(True, axis="y", alpha=0.3)
-    ax.margins(y=0.12)
+    ax.margins(y=0.15)
     if placements != ["unpinned"]:
-        ax.legend(fontsize=8, title="placement", title_fontsize=8)
-    chart.set_title(fig, ds, "pipe: throughput ladder (ratio to the first rung over each bar)")
+        chart.outside_legend(fig, ax, title="placement", title_fontsize=8)
+    chart.set_title(fig, ds, "pipe ladder: throughput per rung\n"
+                             "xN over a bar: its ratio to the first rung of the same placement")
     return fig
 
 
@@ -325,8 +330,10 @@ def latency_figure(data: Dataset | str, metric: str = "ns_per_round_trip"):
         placement = _placement_of({"writer_cpu": row.get("ping_cpu"), "reader_cpu": row.get("pong_cpu")})
         row["placement"] = PLACEMENT_LABELS[placement] + (", busy loop" if row.get("busy_loop") else ", blocking")
     view = Dataset(rows, {**ds.metadata, "param_names": ["placement", "message_bytes"]})
-    return chart.bars_figure(view, metric, category=["placement"], series=["message_bytes"],
-                             title="pipe latency: ns per round trip")
+    return chart.bars_figure(view, metric, category=["placement"], series=["message_bytes"], log_y=True,
+                             scale=1e-3, ylabel="µs per round trip (log scale)",
+                             annotate=lambda row: format_quantity(row[metric], metric),
+                             title="pipe latency: one round trip of a small message")
 
 
 def ladder_sweep(

@@ -31,6 +31,7 @@ from memlab.chart import (
     family_of,
     generic_figure,
     line_figure,
+    narrow,
     require_matplotlib,
     samples_figure,
     table_figure,
@@ -45,6 +46,7 @@ __all__ = [
     "figure",
     "generic_figure",
     "line_figure",
+    "narrow",
     "require_matplotlib",
     "samples_figure",
     "table_figure",
@@ -60,7 +62,8 @@ def figure(data: Dataset | str | os.PathLike):
     rows get a ``machine`` parameter (:func:`memlab.chart.by_machine`).
 
     Returns a matplotlib Figure; ValueError for a dataset without rows or
-    without a metric to draw.
+    without a metric to draw, and for a family whose result is a number or
+    a table (calibrate, system: the message gives the number).
 
     >>> fig = figure("memlab-tour/chase.csv")   # doctest: +SKIP
     >>> fig.savefig("chase.png")                # doctest: +SKIP
@@ -71,6 +74,10 @@ def figure(data: Dataset | str | os.PathLike):
         raise ValueError("the dataset has no rows to plot")
     ds = by_machine(ds)  # several machines: one curve (bar series, column) per machine
     family = registry.all_families().get(family_of(ds))
+    if family is not None and not family.has_figure:
+        shown = "a number" if family.table is None else "a table"
+        said = f": {family.headline(ds)}" if family.headline is not None else ""
+        raise ValueError(f"{family.name}'s result is {shown}, not a figure (memlab report shows it){said}")
     if family is not None and family.figure is not None:
         return family.figure(ds)
     return generic_figure(ds)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from memlab import bandwidth, calibrate, chase, clear, matrix, pipe, region, share, system
+from memlab import bandwidth, calibrate, chase, clear, core_to_core, loaded, matrix, pipe, region, share, system, tlb
 from memlab.family import Family
+from memlab.units import suggest
 
 __all__ = ["FAMILY_MODULES", "MODULES", "all_families", "family", "family_module"]
 
@@ -30,6 +31,9 @@ MODULES: tuple[ModuleType, ...] = (
     system,
     share,
     bandwidth,
+    core_to_core,
+    loaded,
+    tlb,
 )
 
 #: The family modules' names (``memlab.<name>``).
@@ -59,7 +63,7 @@ def family(name: str) -> Family:
     families = all_families()
     if name not in families:
         raise ValueError(
-            f"family={name!r} is not a memlab family (known: {', '.join(families)})"
+            f"family={name!r} is not a memlab family{suggest(name, families)} (known: {', '.join(families)})"
         )
     return families[name]
 

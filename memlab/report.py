@@ -1,12 +1,17 @@
 """One self-contained HTML report of one or more datasets.
 
 The report holds, for every dataset, its standard figure (a PNG embedded as
-a ``data:`` URI) with the family's caption, a table of its points (the
-varying parameters, the primary metric's median with min..max and the
-family's ``report_columns``),
-then the facts of the machine the data came from, the memlab version and the
-exact command that wrote it. It needs no server, no network and no other
-file, and reflows to a phone's width.
+a ``data:`` URI, plus a narrow drawing with larger type that phones get) or,
+for a family whose result is a number or a table, that number in large type
+and that table; the family's caption; a table of its points (the first
+varying parameter, the primary metric's median in one unit per column, the
+other varying parameters (or, when they make series as in the figure's legend,
+one heading per series above its rows), min..max and the family's
+``report_columns``; the parameters every point shares are said once above it); which counters the
+family did not ask for and which the machine refused; then the facts of the
+machine the data came from, the memlab version and the exact command that
+wrote it. It needs no server, no network and no other file, and reflows to
+a phone's width (tests/test_report_browser.py checks it in Chromium).
 
 Example::
 
@@ -33,10 +38,10 @@ from typing import Any, Iterable, Sequence
 from memlab import chart, plot, registry
 from memlab._version import __version__
 from memlab.check import conditions_warning
-from memlab.dataset import Dataset, context_column, machine_key
+from memlab.dataset import MACHINE_PARAM, Dataset, context_column, machine_key
 from memlab.family import Family
 from memlab.machine import collect, format_facts
-from memlab.units import format_number, format_param
+from memlab.units import column_unit, format_number, format_param
 
 __all__ = ["ReportItem", "as_items", "build_report", "write_report"]
 
@@ -55,9 +60,11 @@ th { position: sticky; top: 0; background: Canvas; }
 pre, code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.8rem; }
 pre { white-space: pre-wrap; word-break: break-word; background: #8881; padding: 0.6rem; }
 .meta { color: GrayText; font-size: 0.85rem; }
+.headline { font-size: 1.6rem; margin: 0.6rem 0; }
 .failed { border-left: 4px solid #c33; padding-left: 0.6rem; }
 .badge { background: #f2b705; color: #000; border-radius: 0.3rem; padding: 0 0.35rem; font-weight: 600; }
 tr.flagged td { background: #f2b70522; }
+tr.series td { text-align: left; font-weight: 600; padding-top: 0.6rem; border-bottom: 1px solid #8886; }
 .warn { border-left: 4px solid #f2b705; padding-left: 0.6rem; }
 nav ul { padding-left: 1.2rem; columns: 2 12rem; }
 """
@@ -88,35 +95,101 @@ def _family(ds: Dataset) -> Family | None:
 
 
 def _table(ds: Dataset) -> str:
+    family = _family(ds)
+    if family is not None and family.table is not None:
+        try:
+            header, cells_of_rows = family.table(ds)
+        except (ValueError, TypeError, KeyError) as error:
+            return f"<p class=meta>No table could be made: {_escape(error)}</p>"
+        return _html_table(header, cells_of_rows)
     try:
         metric = ds.primary_metric()
     except ValueError:
         return "<p>No metric columns.</p>"
     params = ds.param_names
-    shown = chart.varying(ds.rows, params) or params
-    family = _family(ds)
+    shown = chart.telling_names(ds) or params[:1]
+    # Several machines (chart.by_machine): the machine heads a series, as in the figure's legend.
+    shown = [n for n in shown if n != MACHINE_PARAM] + [n for n in shown if n == MACHINE_PARAM]
     wanted = family.report_columns if family is not None else ()
     extras = [c for c in wanted if c in set(ds.columns) and c != metric]
-    header = [*shown, f"{metric} (median)", "min … max", "n", *extras]
+    # The measured value right after the first parameter: a phone shows it without scrolling.
+    unit, factor = column_unit(metric, [row.get(metric) for row in ds.rows])
+    extra_units = [column_unit(c, [row.get(c) for row in ds.rows]) for c in extras]
+    # When the other varying parameters make series (as the figure's legend does), the rows
+    # are grouped under one heading per series instead of repeating them in columns.
+    grouped = _series(ds.rows, shown)
+    columns = shown[:1] if grouped else shown
+    header = [*columns[:1], f"{unit} (median)", *columns[1:], "min … max", "n", *(u for u, _ in extra_units)]
     watched = any(key in row for row in ds.rows for key in _CONDITION_COLUMNS)
     if watched:
         header.append("conditions")
-    lines = [_conditions_note(ds), "<div class=scroll><table>", "<thead><tr>"]
+    lines = [_conditions_note(ds), _fixed_params(ds, shown), "<div class=scroll><table>", "<thead><tr>"]
+    lines += [f"<th>{_escape(h)}</th>" for h in header]
+    lines.append("</tr></thead>")
+    for heading, rows in (grouped or [("", ds.rows)]):
+        lines.append("<tbody>")
+        if heading:
+            lines.append(f"<tr class=series><td colspan={len(header)}>{_escape(heading)}</td></tr>")
+        for row in rows:
+            low, high = row.get(f"{metric}_min"), row.get(f"{metric}_max")
+            spread = f"{_scaled(low, factor)} … {_scaled(high, factor)}" if low is not None else "-"
+            params_cells = [format_param(n, row.get(n)) for n in columns]
+            cells = [*params_cells[:1], _scaled(row.get(metric), factor), *params_cells[1:], spread,
+                     format_number(row.get("repeat"))]
+            cells += [_scaled(row.get(c), f) for c, (_, f) in zip(extras, extra_units)]
+            html_cells = [f"<td>{_escape(c)}</td>" for c in cells]
+            if watched:
+                html_cells.append(f"<td>{_conditions_badge(row)}</td>")
+            flagged = " class=flagged" if watched and _row_warning(row) else ""
+            lines.append(f"<tr{flagged}>" + "".join(html_cells) + "</tr>")
+        lines.append("</tbody>")
+    lines.append("</table></div>")
+    return "\n".join(line for line in lines if line)
+
+
+def _series(rows: Sequence[dict], shown: Sequence[str]) -> list[tuple[str, list[dict]]]:
+    """The rows as series: grouped by every varying parameter but the first, each group headed by
+    its values (``op=read · threads=1``). Empty (no grouping) when only one parameter varies or a
+    group would hold a single row (the parameters then describe points, not series: matrix's tile).
+
+    >>> rows = [{"n": n, "op": op} for op in ("read", "write") for n in (1, 2)]
+    >>> [(heading, len(group)) for heading, group in _series(rows, ["n", "op"])]
+    [('op=read', 2), ('op=write', 2)]
+    >>> _series([{"n": 1, "op": "read"}, {"n": 2, "op": "write"}], ["n", "op"])
+    []
+    """
+    if len(shown) < 2:
+        return []
+    grouped = chart.groups(rows, shown[1:])
+    if any(len(group) < 2 for group in grouped.values()):
+        return []
+    return [(" · ".join(f"{n}={format_param(n, group[0].get(n))}" for n in shown[1:]), group)
+            for group in grouped.values()]
+
+
+def _scaled(value: Any, factor: float) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and factor != 1.0:
+        value = float(value) * factor
+    return format_number(value)
+
+
+def _fixed_params(ds: Dataset, shown: Sequence[str]) -> str:
+    """The parameters every point shares, said once above the table."""
+    fixed = [n for n in ds.param_names if n not in shown]
+    if not fixed or not ds.rows:
+        return ""
+    words = ", ".join(f"{n}={format_param(n, ds.rows[0].get(n))}" for n in fixed)
+    return f"<p class=meta>Every point: {_escape(words)}.</p>"
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["<div class=scroll><table>", "<thead><tr>"]
     lines += [f"<th>{_escape(h)}</th>" for h in header]
     lines.append("</tr></thead><tbody>")
-    for row in ds.rows:
-        low, high = row.get(f"{metric}_min"), row.get(f"{metric}_max")
-        spread = f"{format_number(low)} … {format_number(high)}" if low is not None else "-"
-        cells = [format_param(n, row.get(n)) for n in shown]
-        cells += [format_number(row.get(metric)), spread, format_number(row.get("repeat"))]
-        cells += [format_number(row.get(c)) for c in extras]
-        html_cells = [f"<td>{_escape(c)}</td>" for c in cells]
-        if watched:
-            html_cells.append(f"<td>{_conditions_badge(row)}</td>")
-        flagged = " class=flagged" if watched and _row_warning(row) else ""
-        lines.append(f"<tr{flagged}>" + "".join(html_cells) + "</tr>")
+    for cells in rows:
+        lines.append("<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in cells) + "</tr>")
     lines.append("</tbody></table></div>")
-    return "\n".join(line for line in lines if line)
+    return "\n".join(lines)
 
 
 _CONDITION_COLUMNS = (context_column("on_cpu_fraction"), context_column("steal_fraction"))
@@ -164,15 +237,28 @@ def _check_summary(meta: dict) -> str:
     return ("machine check warnings " + "; ".join(parts)) if parts else ""
 
 
+#: The reason the C core gives for a counter a family did not ask for (csrc/counters.c).
+NOT_REQUESTED = "not requested"
+
+#: Screens at most this wide (CSS px) get the narrow drawing of each figure.
+NARROW_SCREEN_PX = 640
+
+
 def _figure_html(ds: Dataset, title: str) -> str:
+    """The figure as two embedded PNGs: the desktop drawing, and a narrow one with larger type
+    that screens up to :data:`NARROW_SCREEN_PX` wide (phones) show instead."""
     try:
-        png = chart.to_png(plot.figure(ds))
+        fig = plot.figure(ds)
+        wide = chart.to_png(fig)
+        narrow = chart.to_png(chart.narrow(fig))
     except ImportError as error:
         return f"<p class=meta>No figure: {_escape(error)}</p>"
     except (ValueError, TypeError, KeyError) as error:
         return f"<p class=meta>No figure could be drawn: {_escape(error)}</p>"
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="{_escape(title)}: standard figure">'
+    wide_uri = "data:image/png;base64," + base64.b64encode(wide).decode("ascii")
+    narrow_uri = "data:image/png;base64," + base64.b64encode(narrow).decode("ascii")
+    return (f'<picture><source media="(max-width: {NARROW_SCREEN_PX}px)" srcset="{narrow_uri}">'
+            f'<img src="{wide_uri}" alt="{_escape(title)}: standard figure"></picture>')
 
 
 def _section(index: int, item: ReportItem) -> str:
@@ -197,15 +283,19 @@ def _section(index: int, item: ReportItem) -> str:
             facts.append(_check_summary(meta))
         parts.append("<p class=meta>" + "<br>".join(map(_escape, facts)) + "</p>")
         if len(ds):
-            parts.append(_figure_html(ds, item.title))
             family = _family(ds)
+            if family is not None and family.headline is not None:
+                try:
+                    parts.append(f"<p class=headline>{_escape(family.headline(ds))}</p>")
+                except (ValueError, TypeError, KeyError) as error:
+                    parts.append(f"<p class=meta>No result could be read: {_escape(error)}</p>")
+            if family is None or family.has_figure:
+                parts.append(_figure_html(ds, item.title))
             caption = family.caption_for(ds) if family is not None else ""
             if caption:
                 parts.append(f"<p>{_escape(caption)}</p>")
             parts.append(_table(chart.by_machine(ds)))
-            missing = _missing_counters(ds)
-            if missing:
-                parts.append(f"<p class=meta>Counters this machine could not give: {_escape(missing)}</p>")
+            parts += _counters_notes(ds)
         else:
             parts.append("<p>The dataset has no rows.</p>")
     for note in item.notes:
@@ -216,13 +306,29 @@ def _section(index: int, item: ReportItem) -> str:
     return "\n".join(parts)
 
 
-def _missing_counters(ds: Dataset) -> str:
-    names: dict[str, str] = {}
+def _counters_notes(ds: Dataset) -> list[str]:
+    """What the table lacks in counters: those the family did not ask for, and those the machine refused."""
+    refused: dict[str, str] = {}
+    unrequested: set[str] = set()
     for row in ds.rows:
         missing = row.get("counters_missing")
         if isinstance(missing, dict):
-            names.update(missing)
-    return ", ".join(sorted(names))
+            for name, reason in missing.items():
+                if str(reason) == NOT_REQUESTED:
+                    unrequested.add(name)
+                else:
+                    refused[name] = str(reason)
+    notes = []
+    if unrequested:
+        notes.append(f"<p class=meta>Counters: not counted for this family "
+                     f"({_escape(', '.join(sorted(unrequested)))}).</p>")
+    if refused:
+        reasons: dict[str, list[str]] = {}
+        for name, reason in sorted(refused.items()):
+            reasons.setdefault(reason, []).append(name)
+        said = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in reasons.items())
+        notes.append(f"<p class=meta>Counters this machine could not give: {_escape(said)}.</p>")
+    return notes
 
 
 def _machines(items: Sequence[ReportItem]) -> list[dict]:

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from tqdm.auto import tqdm
+
 from memlab import fleet
 from memlab.check import check, largest_bytes, read_cpu_times
 from memlab._version import __version__
@@ -43,14 +45,18 @@ from memlab.grid import Sweep, as_sweeps, grid, parse_shard, shard_points, zippe
 from memlab.machine import collect, fingerprint, identity, machine_id
 from memlab.registry import all_families
 from memlab.registry import family as get_family
+from memlab.units import format_param, suggest
 
 __all__ = [
-    "Progress",
+    "POINT_OVERHEAD_SECONDS",
     "Sweep",
+    "estimate_seconds",
     "grid",
     "load_script",
     "output_path",
     "parse_shard",
+    "progress_bar",
+    "progress_enabled",
     "resolve",
     "run_sweep",
     "shard_points",
@@ -59,66 +65,34 @@ __all__ = [
 ]
 
 
-class Progress:
-    """A progress bar for a terminal, a Jupyter notebook, or a log file."""
+#: Seconds a point costs beyond its samples (process setup, building, first touch), for estimates.
+POINT_OVERHEAD_SECONDS = 0.25
 
-    def __init__(self, total: int, label: str, enabled: bool = True, stream=None) -> None:
-        self.total = total
-        self.label = label
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self.done = 0
-        self.started = time.monotonic()
-        self._display = None
-        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        if enabled and not self._tty and _in_jupyter():
-            from IPython.display import display
 
-            self._display = display(self._text(""), display_id=True)
+def progress_enabled(requested: bool = True, stream=None) -> bool:
+    """Whether to draw progress bars: asked for, and stderr is a terminal or this is a Jupyter kernel.
 
-    def _text(self, detail: str) -> str:
-        width = 28
-        fraction = self.done / self.total if self.total else 1.0
-        filled = int(round(width * fraction))
-        elapsed = time.monotonic() - self.started
-        eta = ""
-        if 0 < self.done < self.total:
-            eta = f" eta {_seconds(elapsed / self.done * (self.total - self.done))}"
-        return (
-            f"{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-            f"{self.done}/{self.total} {_seconds(elapsed)}{eta} {detail}"
-        ).rstrip()
+    Logs, pipes and CI output stay quiet.
 
-    def advance(self, detail: str = "") -> None:
-        self.done += 1
-        self.show(detail)
+    >>> progress_enabled(False)
+    False
+    """
+    if not requested:
+        return False
+    stream = stream or sys.stderr
+    return bool(getattr(stream, "isatty", lambda: False)()) or _in_jupyter()
 
-    def show(self, detail: str = "") -> None:
-        if not self.enabled:
-            return
-        text = self._text(detail)
-        if self._display is not None:
-            self._display.update(text)
-        elif self._tty:
-            self.stream.write("\r\x1b[K" + text[:200])
-            self.stream.flush()
-        else:
-            self.stream.write(text + "\n")
-            self.stream.flush()
 
-    def note(self, text: str) -> None:
-        """Print one line above the bar (whether the bar is shown or not)."""
-        if self._tty and self.enabled:
-            self.stream.write("\r\x1b[K")
-        self.stream.write(text + "\n")
-        self.stream.flush()
-        if self._tty and self.enabled and self.done < self.total:
-            self.show()
+def progress_bar(total: int, label: str, *, enabled: bool = True, position: int = 0, leave: bool = True,
+                 unit: str = "point"):
+    """A tqdm bar (a widget in Jupyter, a line that fits the terminal's width elsewhere).
 
-    def close(self) -> None:
-        if self.enabled and self._tty:
-            self.stream.write("\n")
-            self.stream.flush()
+    Disabled bars accept the same calls and draw nothing.
+
+    >>> bar = progress_bar(3, "demo", enabled=False); bar.update(1); bar.close()
+    """
+    return tqdm(total=total, desc=label, unit=unit, disable=not enabled, position=position, leave=leave,
+                dynamic_ncols=True, file=None if _in_jupyter() else sys.stderr, mininterval=0.2)
 
 
 def _in_jupyter() -> bool:
@@ -132,12 +106,32 @@ def _in_jupyter() -> bool:
     return shell is not None and "ZMQ" in type(shell).__name__
 
 
-def _seconds(value: float) -> str:
-    return f"{value:.0f}s" if value < 120 else f"{value / 60:.1f}min"
+def estimate_seconds(sweep: Sweep) -> float:
+    """About how long ``sweep`` takes to measure (seconds), before it runs.
+
+    Each point costs its warm-up and kept samples, each lasting the sweep's
+    (or family's) target duration or what the family's ``sample_seconds``
+    says, plus :data:`POINT_OVERHEAD_SECONDS`. Machines differ: it is an
+    order of magnitude, not a promise.
+
+    >>> round(estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 50_000_000}], repeat=3, warmup=0)), 2)
+    0.4
+    """
+    family = get_family(sweep.family)
+    target = family.default_target_seconds if sweep.target_seconds is None else sweep.target_seconds
+    total = 0.0
+    for point in sweep.points:
+        try:
+            params = family.params(point)
+        except (ValueError, TypeError):
+            continue
+        sample = family.sample_seconds(params, target) if family.sample_seconds else target
+        total += (sweep.warmup + sweep.repeat) * sample + POINT_OVERHEAD_SECONDS
+    return total
 
 
 def _describe(point: Mapping[str, Any], varying: Sequence[str]) -> str:
-    return " ".join(f"{k}={point[k]}" for k in varying if k in point)
+    return " ".join(f"{k}={format_param(k, point[k])}" for k in varying if k in point)
 
 
 def run_sweep(
@@ -150,6 +144,7 @@ def run_sweep(
     repeat: int | None = None,
     cpu: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    overall: Any = None,
     warn: Callable[[str], None] | None = None,
     client: Any = None,
     each_host: bool = False,
@@ -159,7 +154,11 @@ def run_sweep(
 
     With ``out`` (a .csv path) each row is appended as soon as it is measured;
     with ``resume`` points already in that file are skipped. Ctrl-C stops
-    between samples; the rows measured so far stay on disk.
+    between samples; the rows measured so far stay on disk. ``progress``
+    draws a bar when stderr is a terminal or in Jupyter (never in logs);
+    ``overall``, a bar of :func:`progress_bar` covering several sweeps (the
+    tour), advances by one per point too (in each-host mode, by one per point
+    and host).
 
     The machine check (:func:`memlab.check.check`) runs before the first
     point and after the last; the metadata keeps both as ``check_start`` and
@@ -196,14 +195,15 @@ def run_sweep(
     if mode is not None:
         return _run_on_fleet(sweep, family, points, out, mode=mode, client=client, shard=shard,
                              resume=resume, progress=progress, repeat=repeat, cpu=cpu,
-                             metadata=metadata, warn=warn, varying=varying)
+                             metadata=metadata, overall=overall, warn=warn, varying=varying)
     meta = sweep_metadata(sweep, family, shard, repeat)
     machine = identity(meta["machine"])
     tags = {HOST_COLUMN: machine["host"], FINGERPRINT_COLUMN: machine["fingerprint_id"]}
     meta["machines"] = [{**machine, "facts": meta["machine"]}]
     meta.update(metadata or {})
-    bar = Progress(len(points), f"{sweep.family}:{sweep.name}", enabled=progress)
-    warn = warn or bar.note
+    bar = progress_bar(len(points), f"{sweep.family}:{sweep.name}", enabled=progress_enabled(progress),
+                       position=1 if overall is not None else 0, leave=overall is None)
+    warn = warn or (lambda text: bar.write(text, file=sys.stderr))
     start = check(planned_bytes=largest_bytes(points), steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
     since = (time.monotonic(), read_cpu_times())
     meta["check_start"] = start.to_dict()
@@ -220,9 +220,11 @@ def run_sweep(
         for point in points:
             key = dataset.key({"family": family.name, **point})
             if key in done:
-                bar.advance("(on disk)")
+                bar.update(1)
+                if overall is not None:
+                    overall.update(1)
                 continue
-            bar.show(_describe(point, varying))
+            bar.set_postfix_str(_describe(point, varying), refresh=False)
             measurement = family.run(
                 point,
                 repeat=repeat,
@@ -236,10 +238,12 @@ def run_sweep(
                 writer.append(row)
             dataset.rows.append(row)
             done.add(key)
+            bar.update(1)
+            if overall is not None:
+                overall.update(1)
             if measurement.conditions_warning:
                 warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'}: "
                      f"{measurement.conditions_warning}")
-            bar.advance(_describe(point, varying))
         end = check(steal_since=since).to_dict()  # steal over the whole sweep
         dataset.metadata["check_end"] = end
         if writer is not None:
@@ -285,6 +289,7 @@ def _run_on_fleet(
     repeat: int,
     cpu: int | None,
     metadata: Mapping[str, Any] | None,
+    overall: Any,
     warn: Callable[[str], None] | None,
     varying: Sequence[str],
 ) -> Dataset:
@@ -322,10 +327,19 @@ def _run_on_fleet(
             shared = collections.deque(p for p in points if key(p) not in measured)
             queues = {h.address: shared for h in hosts}
             total, waiting = len(points), len(shared)
-        bar = Progress(total, f"{sweep.family}:{sweep.name} on {len(hosts)} hosts ({mode})", enabled=progress)
-        warn = warn or bar.note
-        for _ in range(total - waiting):
-            bar.advance("(on disk)")
+        bar = progress_bar(total, f"{sweep.family}:{sweep.name} on {len(hosts)} hosts ({mode})",
+                           enabled=progress_enabled(progress), position=1 if overall is not None else 0,
+                           leave=overall is None)
+        warn = warn or (lambda text: bar.write(text, file=sys.stderr))
+
+        def advance(count: int, what: str) -> None:
+            bar.set_postfix_str(what, refresh=False)
+            bar.update(count)
+            if overall is not None:
+                overall.update(count)
+
+        if total > waiting:
+            advance(total - waiting, "(on disk)")
         for host in hosts:
             if host.check_start.get("warnings"):
                 found = "; ".join(str(w) for w in host.check_start["warnings"])
@@ -347,7 +361,7 @@ def _run_on_fleet(
             if outcome.get("warning"):
                 warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'} "
                      f"on {host.host}: {outcome['warning']}")
-            bar.advance(f"{host.host} {_describe(point, varying)}")
+            advance(1, f"{host.host} {_describe(point, varying)}")
 
         try:
             result = fleet.dispatch(dask_client, family.name, hosts, queues, options, record,
@@ -431,7 +445,10 @@ def resolve(name: str, quick: bool = False) -> list[Sweep]:
     if len(owners) > 1:
         names = ", ".join(f"{f.name}.{name}" for f in owners)
         raise ValueError(f"sweep {name!r} is ambiguous: {names}")
-    raise ValueError(f"sweep {name!r} is neither a script nor a named sweep (see `memlab sweep --list`)")
+    known = [f"{fam}.{sweep}" for fam, f in all_families().items() for sweep in f.sweeps]
+    known += sorted({sweep for f in all_families().values() for sweep in f.sweeps})
+    raise ValueError(f"sweep {name!r} is neither a script nor a named sweep{suggest(name, known)} "
+                     "(see `memlab sweep --list`)")
 
 
 def output_path(out: str | None, sweep: Sweep, many: bool) -> Path:

@@ -41,6 +41,7 @@ from memlab.dataset import Dataset
 from memlab.family import Family, check_choice, check_int, check_number
 from memlab.grid import Sweep
 from memlab.measure import Measurement
+from memlab.units import format_bytes, format_number
 
 __all__ = [
     "FAMILY",
@@ -50,7 +51,8 @@ __all__ = [
     "UNIXBENCH_TESTS",
     "UnixBenchTest",
     "execl",
-    "figure",
+    "headline",
+    "table",
     "file_copy",
     "helper_path",
     "index",
@@ -443,14 +445,8 @@ def unixbench_index(row: Mapping[str, Any]) -> tuple[float, float, str]:
     return chart.number(row.get(name)), baseline, unit
 
 
-def figure(data: Dataset | str):
-    """UnixBench's index table: each test's result, its baseline and INDEX = result / baseline x 10.
-
-    The last line is the geometric mean of the indexes (UnixBench's score).
-
-    >>> fig = figure("memlab-tour/system.csv")   # doctest: +SKIP
-    """
-    ds = chart.as_dataset(data)
+def _index_lines(ds: Dataset) -> tuple[list[list[str]], float]:
+    """Each test's line of UnixBench's index table (name, result with its unit, baseline, index) and the score."""
     if not ds.rows:
         raise ValueError("the dataset has no rows")
     lines = []
@@ -464,15 +460,48 @@ def figure(data: Dataset | str):
             indexes.append(score)
         name = str(row.get("test"))
         if row.get("test") == "file_copy":
-            name += f" {row.get('buffer_bytes')} B, {row.get('max_blocks')} blocks"
+            size = row.get("buffer_bytes")
+            shown = format_bytes(size) if isinstance(size, (int, float)) and not isinstance(size, bool) else size
+            name += f" ({shown} buffer, {row.get('max_blocks')} KiB file)"
         if chart.finite(row.get("copies")) and row.get("copies") != 1:
             name += f" ({row['copies']} copies)"
-        lines.append([name, f"{result:,.1f} {unit}", f"{baseline:,.1f}", f"{score:,.1f}"])
+        low, high = (chart.number(row.get(f"{n}_{s}")) for n in [_result_name(row)] for s in ("min", "max"))
+        spread = f"{format_number(low)} … {format_number(high)}" if math.isfinite(low) and math.isfinite(high) else "-"
+        lines.append([name, f"{format_number(result)} {unit}", spread, f"{format_number(baseline)} {unit}",
+                      format_number(score)])
     total = _geometric_mean(indexes) if indexes else math.nan
-    lines.append(["score (geometric mean)", "", "", f"{total:,.1f}"])
-    return chart.table_figure(ds, ["test", "result", "baseline", "index"], lines,
-                              widths=[0.44, 0.24, 0.16, 0.16], bold_last=True,
-                              title="system: UnixBench index (result / baseline x 10)")
+    return lines, total
+
+
+def _result_name(row: Mapping[str, Any]) -> str:
+    return "KB_per_s" if row.get("test") == "file_copy" else "loops_per_s"
+
+
+def table(data: Dataset | str) -> tuple[list[str], list[list[str]]]:
+    """UnixBench's index table, with units: each test's result (median and range), UnixBench's
+    baseline for it and INDEX = result / baseline x 10; the last line is the score, their geometric mean.
+
+    >>> header, lines = table("memlab-tour/system.csv")   # doctest: +SKIP
+    """
+    lines, total = _index_lines(chart.as_dataset(data))
+    lines.append(["score (geometric mean of the indexes)", "", "", "", format_number(total)])
+    return ["test", "result (median)", "min … max", "UnixBench baseline", "index"], lines
+
+
+def headline(data: Dataset | str) -> str:
+    """The UnixBench score of the dataset as one sentence.
+
+    >>> headline("memlab-tour/system.csv")   # doctest: +SKIP
+    'UnixBench index score 412.3 (geometric mean of 5 tests; UnixBench's own machine scores 10).'
+    """
+    lines, total = _index_lines(chart.as_dataset(data))
+    return (f"UnixBench index score {format_number(total)} (geometric mean of {len(lines)} tests; "
+            "UnixBench's baseline machine scores 10).")
+
+
+def _sample_seconds(params: SystemParams, target_seconds: float) -> float:
+    """How long one sample lasts: ``duration_s``, or a guess of 1 ms per loop with ``iterations``."""
+    return params.duration_s if params.iterations == 0 else params.iterations * 1e-3
 
 
 FAMILY = Family(
@@ -487,8 +516,11 @@ FAMILY = Family(
     description="UnixBench's process creation, execl and file copy, with its index",
     default_repeat=3,
     default_warmup=1,
-    figure=figure,
+    figure=None,
+    headline=headline,
+    table=table,
     caption="UnixBench's process creation, execl and file copy, scored as UnixBench does: "
             "index = result / baseline x 10, the score their geometric mean.",
     report_columns=("KB_per_s", "index"),
+    sample_seconds=_sample_seconds,
 )

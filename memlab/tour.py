@@ -31,7 +31,7 @@ from memlab.grid import Sweep, as_sweeps
 from memlab.registry import all_families
 from memlab.registry import family as get_family
 from memlab.report import ReportItem, write_report
-from memlab.sweep import run_sweep
+from memlab.sweep import progress_bar, progress_enabled, run_sweep
 
 __all__ = ["REDUCED_MAX_POINTS", "REDUCED_TARGET_SECONDS", "FamilyRun", "TourResult", "reduce_sweep", "tour"]
 
@@ -113,11 +113,6 @@ def _remove_dataset(path: Path) -> None:
             pass
 
 
-def _say(text: str, enabled: bool) -> None:
-    if enabled:
-        print(text, file=sys.stderr, flush=True)
-
-
 def tour(
     out: str | os.PathLike = "memlab-tour",
     *,
@@ -157,45 +152,86 @@ def tour(
     result = TourResult(out=out)
     started = time.monotonic()
     names = [name for name, fam in selected.items() if "quick" in fam.sweeps]
-    for index, name in enumerate(names, start=1):
-        fam = selected[name]
-        began = time.monotonic()
+    planned: dict[str, list[Sweep] | str] = {}
+    for name in names:
         try:
-            sweeps = _quick_sweeps(fam)
+            sweeps = _quick_sweeps(selected[name])
+            planned[name] = [reduce_sweep(s, repeat=repeat or 1) if reduced else s for s in sweeps]
         except Exception as error:  # a family's own bug must not stop the tour
-            result.runs.append(FamilyRun(name, "quick", None, None, 0.0, f"{type(error).__name__}: {error}"))
-            continue
-        for sweep in sweeps:
-            if reduced:
-                sweep = reduce_sweep(sweep, repeat=repeat or 1)
-            stem = name if len(sweeps) == 1 else f"{name}-{sweep.name}"
-            path = out / f"{stem}.csv"
-            if not resume:
-                _remove_dataset(path)
-            _say(f"[{index}/{len(names)}] {name}: {len(sweep.points)} points "
-                 f"(tour {time.monotonic() - started:.0f}s so far)", progress)
-            began = time.monotonic()
-            try:
-                dataset = run_sweep(sweep, path, resume=resume, progress=progress, repeat=repeat, cpu=cpu)
-            except KeyboardInterrupt:
-                result.interrupted = True
-                partial = Dataset.load(path) if Path(paths_for(path)[0]).exists() else None
-                result.runs.append(FamilyRun(name, sweep.name, path, partial, time.monotonic() - began,
-                                             "interrupted (Ctrl-C); the rows measured so far are kept"))
-                break
-            except Exception as error:  # recorded in the report; the tour goes on
-                partial = Dataset.load(path) if Path(paths_for(path)[0]).exists() else None
-                message = f"{type(error).__name__}: {error}"
-                _say(f"    {name} failed: {message}", True)
-                result.runs.append(FamilyRun(name, sweep.name, path, partial, time.monotonic() - began, message))
+            planned[name] = f"{type(error).__name__}: {error}"
+    total = sum(len(s.points) for sweeps in planned.values() if not isinstance(sweeps, str) for s in sweeps)
+    overall = progress_bar(total, "tour", enabled=progress_enabled(progress), position=0)
+    try:
+        for name in names:
+            sweeps = planned[name]
+            if isinstance(sweeps, str):
+                result.runs.append(FamilyRun(name, "quick", None, None, 0.0, sweeps))
                 continue
-            result.runs.append(FamilyRun(name, sweep.name, path, dataset, time.monotonic() - began))
-        if result.interrupted:
-            break
+            for sweep in sweeps:
+                overall.set_description_str(f"tour: {name}", refresh=True)
+                stem = name if len(sweeps) == 1 else f"{name}-{sweep.name}"
+                path = out / f"{stem}.csv"
+                if not resume:
+                    _remove_dataset(path)
+                began = time.monotonic()
+                warnings: list[str] = []
+                try:
+                    dataset = run_sweep(sweep, path, resume=resume, progress=progress, repeat=repeat, cpu=cpu,
+                                        overall=overall, warn=warnings.append)
+                except KeyboardInterrupt:
+                    result.interrupted = True
+                    partial = Dataset.load(path) if Path(paths_for(path)[0]).exists() else None
+                    result.runs.append(FamilyRun(name, sweep.name, path, partial, time.monotonic() - began,
+                                                 "interrupted (Ctrl-C); the rows measured so far are kept"))
+                    break
+                except Exception as error:  # recorded in the report; the tour goes on
+                    partial = Dataset.load(path) if Path(paths_for(path)[0]).exists() else None
+                    message = f"{type(error).__name__}: {error}"
+                    overall.write(f"    {name} failed: {message}", file=sys.stderr)
+                    result.runs.append(FamilyRun(name, sweep.name, path, partial, time.monotonic() - began,
+                                                 message))
+                    continue
+                finally:
+                    if warnings:
+                        overall.write(summarise_warnings(name, warnings, len(sweep.points)), file=sys.stderr)
+                result.runs.append(FamilyRun(name, sweep.name, path, dataset, time.monotonic() - began))
+            if result.interrupted:
+                break
+    finally:
+        overall.close()
     result.seconds = time.monotonic() - started
     if report:
         result.report = _write_tour_report(result, reduced, command)
     return result
+
+
+_CHECK_PREFIX = "memlab: warning: the machine check found "
+_WARNING_PREFIX = "memlab: warning: "
+
+
+def summarise_warnings(family: str, warnings: Sequence[str], points: int) -> str:
+    """One line for the warnings of one family's sweep in the tour (a sweep prints one per point).
+
+    The machine check's findings stay as they are; the points measured with
+    too little CPU time or too much steal are counted, with the first one's
+    reason as the example. The report flags each of those rows.
+
+    >>> print(summarise_warnings("chase", [
+    ...     "memlab: warning: the machine check found load: 9.1 on 2 CPUs (memlab check for details)",
+    ...     "memlab: warning: chase working_set_bytes=16 KiB: on CPU 39% of its wall time (below 90%)",
+    ...     "memlab: warning: chase working_set_bytes=4 MiB: on CPU 44% of its wall time (below 90%)"], 8))
+    memlab: warning: chase: the machine check found load: 9.1 on 2 CPUs (memlab check for details); 2 of 8 points measured with too little CPU time or too much steal (first: on CPU 39% of its wall time (below 90%)); the report flags them
+    """
+    checks = [w[len(_CHECK_PREFIX) - len("the machine check found "):] for w in warnings
+              if w.startswith(_CHECK_PREFIX)]
+    others = [w for w in warnings if not w.startswith(_CHECK_PREFIX)]
+    parts = list(checks)
+    if others:
+        first = others[0][len(_WARNING_PREFIX):] if others[0].startswith(_WARNING_PREFIX) else others[0]
+        reason = first.split(": ", 1)[1] if ": " in first else first
+        parts.append(f"{len(others)} of {points} points measured with too little CPU time or too much steal "
+                     f"(first: {reason}); the report flags them")
+    return f"{_WARNING_PREFIX}{family}: " + "; ".join(parts)
 
 
 def _write_tour_report(result: TourResult, reduced: bool, command: str | None) -> Path:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -16,6 +19,22 @@ from memlab import _core, machine
 from memlab.sweep import load_script
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+
+
+def interrupt_measure(kernel, after_s: float = 0.3) -> float:
+    """Ctrl-C (SIGINT to this process) ``after_s`` into a 60 s sample of ``kernel``; the seconds
+    until KeyboardInterrupt reached Python. The kernel is closed either way; a sample that
+    ends without the KeyboardInterrupt fails the test."""
+    timer = threading.Timer(after_s, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            kernel.measure(target_ns=60 * 10**9, counters=False)
+    finally:
+        timer.cancel()
+        kernel.close()
+    return time.monotonic() - start
 
 
 def experiment(name: str) -> ModuleType:

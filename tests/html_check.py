@@ -18,6 +18,7 @@ class ReportParser(HTMLParser):
         self.stack: list[str] = []
         self.errors: list[str] = []
         self.images: list[dict] = []
+        self.sources: list[dict] = []
         self.headings: list[str] = []
         self.cells: list[str] = []
         self.meta: list[dict] = []
@@ -36,6 +37,8 @@ class ReportParser(HTMLParser):
             self.ids.append(attributes["id"])
         if tag == "img":
             self.images.append(attributes)
+        elif tag == "source":
+            self.sources.append(attributes)
         elif tag == "meta":
             self.meta.append(attributes)
         elif tag == "a" and "href" in attributes:
@@ -80,6 +83,12 @@ def parse_report(text: str) -> ReportParser:
         data = base64.b64decode(source.split(",", 1)[1], validate=True)
         assert data.startswith(PNG_MAGIC) and len(data) > 2000
         assert image.get("alt")
+    for source in parser.sources:  # a figure's narrow drawing, for phones
+        srcset = source.get("srcset", "")
+        assert srcset.startswith("data:image/png;base64,"), srcset[:60]
+        assert base64.b64decode(srcset.split(",", 1)[1], validate=True).startswith(PNG_MAGIC)
+        assert source.get("media", "").startswith("(max-width:")
+    assert len(parser.sources) == len(parser.images)
     for link in parser.links:
         if link.startswith("#"):
             assert link[1:] in parser.ids, f"link {link} has no target"

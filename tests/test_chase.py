@@ -256,8 +256,9 @@ def test_a_small_thp_list_gets_a_whole_huge_page():
 def test_hugetlb_without_reserved_pages_falls_back_or_fails_when_strict():
     if hugetlb_free_pages(2048) > 0:
         pytest.skip("2 MiB hugetlb pages are reserved here: the refusal path cannot be shown")
-    values = metrics_of(one_sample(pages="hugetlb-2m", working_set_bytes=4 << 20, laps=1))
-    assert values["pages_granted_hugetlb"] == 0
+    m = one_sample(pages="hugetlb-2m", working_set_bytes=4 << 20, laps=1)
+    assert metrics_of(m)["pages_granted_hugetlb"] == 0
+    assert m.facts["pages_requested"] == "hugetlb-2m" and m.facts["pages_obtained"] == "4k"
     with pytest.raises(OSError, match="hugetlb"):
         one_sample(pages="hugetlb-2m", strict_pages=True, working_set_bytes=4 << 20, laps=1)
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import hugetlb_free_pages, python_with_hidden_features, require_populate_write, skip_if_thp_refused, thp_fallbacks_during
+from conftest import experiment, hugetlb_free_pages, python_with_hidden_features, require_populate_write, skip_if_thp_refused, thp_fallbacks_during
 
 from memlab import _core, clear
+from memlab.machine import populate_write_supported
 from memlab.clear import CHUNK_BYTES, METHODS, ORDERS, FaultParams, OrderParams
 from memlab.twins import kernel_order as reference_kernel_order
 
@@ -202,6 +203,17 @@ def test_fault_bulk_paths_raise_no_cpu_faults(populate):
     assert m.median("page_faults") < 16
     assert m.median("faults_handled") == pytest.approx(4096, rel=0.01)
     assert m.median("GB_per_s") > 0
+    assert m.facts == {"pages_requested": "4k", "pages_obtained": "4k", "populate_requested": populate,
+                       "populate_used": populate}
+
+
+def test_fault_map_populate_of_thp_is_done_another_way_and_the_row_says_which():
+    m = clear.fault(region_bytes=8 * MiB, pages="thp", populate="map_populate", repeat=1, warmup=0)
+    row = m.to_row()
+    assert row["populate"] == row["populate_requested"] == "map_populate"
+    assert row["populate_used"] == ("madvise_populate_write" if populate_write_supported() else "touch")
+    assert row["pages_obtained"] == ("thp" if m.median("huge_fraction") >= 0.5 else "4k")
+    assert m.median("resident_fraction") == 1.0
 
 
 def test_fault_rate_counts_the_bytes_resident_after_population():
@@ -224,12 +236,13 @@ def test_hugetlb_lack_is_reported_or_raised():
     m = clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", repeat=1, warmup=0)
     assert m.median("granted_page_bytes") == 4096
     assert m.median("huge_fraction") == 0
+    assert m.facts["pages_requested"] == "hugetlb-2m" and m.facts["pages_obtained"] == "4k"
     with pytest.raises(OSError, match="hugetlb-2m pages refused"):
-        clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict=True, repeat=1, warmup=0)
+        clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict_pages=True, repeat=1, warmup=0)
 
 
 def test_hugetlb_2m_fault_and_clear(reserved_hugetlb_2m):
-    m = clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict=True, repeat=1, warmup=0)
+    m = clear.fault(region_bytes=4 * MiB, pages="hugetlb-2m", strict_pages=True, repeat=1, warmup=0)
     assert m.median("granted_page_bytes") == CHUNK_BYTES
     assert m.median("huge_fraction") == 1
     c = clear.order(region_bytes=4 * MiB, pages="hugetlb-2m", order="kernel", check=True, **QUICK)
@@ -239,7 +252,7 @@ def test_hugetlb_2m_fault_and_clear(reserved_hugetlb_2m):
 def test_hugetlb_1g_skips_without_reserved_pages():
     if hugetlb_free_pages(1048576) < 1:
         pytest.skip("no 1 GiB hugetlb pages are reserved (/sys/kernel/mm/hugepages/hugepages-1048576kB)")
-    m = clear.fault(region_bytes=GiB, pages="hugetlb-1g", strict=True, repeat=1, warmup=0)
+    m = clear.fault(region_bytes=GiB, pages="hugetlb-1g", strict_pages=True, repeat=1, warmup=0)
     assert m.median("huge_fraction") == 1
 
 
@@ -257,6 +270,8 @@ def test_hugetlb_1g_skips_without_reserved_pages():
         ({"populate": "poke"}, r"populate='poke' is not one of"),
         ({"touch_offset": "end"}, r"touch_offset='end' is not one of"),
         ({"pause_s": -1}, r"pause_s=-1 is below the minimum 0"),
+        ({"pages": "thp", "populate": "map_populate", "strict_pages": True},
+         r"populate='map_populate' cannot populate THP pages with strict_pages=True"),
     ],
 )
 def test_fault_rejects_bad_parameters(kwargs, message):
@@ -308,7 +323,7 @@ def test_order_rejects_bad_parameters(kwargs, message):
 def test_order_c_boundary_rejects_bad_parameters(config, message):
     base = {"region_bytes": 4 * MiB, "pages": "4k", "order": "sequential", "method": "memset",
             "extent_bytes": 4096, "target_subpage": 0, "seed": 1, "check": False,
-            "baseline_order": "none", "baseline_extent_bytes": 0}
+            "baseline_order": "none", "baseline_extent_bytes": 0, "strict_pages": False}
     base.update(config)
     with pytest.raises(ValueError, match=re.escape(message)):
         with _core.Kernel("clear_order", base):
@@ -317,7 +332,7 @@ def test_order_c_boundary_rejects_bad_parameters(config, message):
 
 def test_fault_c_boundary_rejects_a_region_off_the_page_size():
     config = {"region_bytes": 3 * MiB, "pages": "thp", "populate": "touch", "touch_offset": "first",
-              "pause_s": 0.0, "strict": False}
+              "pause_s": 0.0, "strict_pages": False}
     with pytest.raises(ValueError, match="region_bytes=3145728 is not a multiple of the 2 MiB page size"):
         with _core.Kernel("clear_fault", config):
             pass
@@ -337,8 +352,8 @@ def test_regions_larger_than_memory_raise_memory_error_before_touching():
 
 
 @pytest.mark.parametrize("family, names", [
-    (clear.FAULT_FAMILY, ["quick", "clear_fault"]),
-    (clear.ORDER_FAMILY, ["quick", "clear_order", "clear_patch", "clear_patch_quick"]),
+    (clear.FAULT_FAMILY, ["quick", "clear_fault", "clear_fault_quick"]),
+    (clear.ORDER_FAMILY, ["quick", "clear_order", "clear_order_quick", "clear_patch", "clear_patch_quick"]),
 ])
 def test_named_sweeps_have_valid_points(family, names):
     for name in names:
@@ -368,3 +383,115 @@ def test_vector_clearing_follows_the_cpu_features(hidden, store_bytes):
     )
     out = python_with_hidden_features(script, hidden).split()
     assert out == ["vector", str(float(store_bytes)), "0.0", "nontemporal", str(float(store_bytes)), "0.0"]
+
+
+# ---- the patch comparison: both orders, converging targets, LLC misses, scripts ---------
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_kernel_order_is_measured_converging_on_three_targets(quick):
+    assert clear.KERNEL_TARGETS == (0, 256, 511)
+    for sweep in (clear.patch_sweep(quick=quick), clear.order_sweep(quick=quick)):
+        kernel = [p for p in sweep.points if "kernel" in (p["order"], p.get("baseline_order"))]
+        assert {p["target_subpage"] for p in kernel} == {0, 256, 511}, sweep.name
+    # every comparison against the kernel order, for every method, at every target
+    patch = clear.patch_sweep(quick=quick)
+    against_kernel = {(p["method"], p["extent_bytes"], p["target_subpage"]) for p in patch.points
+                      if p["baseline_order"] == "kernel"}
+    assert len(against_kernel) == len(METHODS) * 2 * 3
+
+
+def test_the_kernel_order_at_target_0_is_the_reverse_order_and_converges_elsewhere():
+    # why the targets matter: at 0 the old order is a plain reverse sweep; at 256 it converges
+    n = clear.CHUNK_SUBPAGES
+    assert clear.kernel_order(n, 0) == list(range(n - 1, -1, -1))
+    middle = clear.kernel_order(n, 256)
+    assert middle[-1] == 256 and middle[:2] == [0, 511]
+    assert clear.kernel_order(8, 5) == [0, 1, 2, 7, 3, 6, 4, 5]
+
+
+def test_quick_scripts_write_to_different_files():
+    from memlab.sweep import output_path
+    paths = {name: output_path(None, experiment(name).sweep(quick=True), many=False)
+             for name in ("clear_order", "clear_patch", "clear_fault")}
+    assert len(set(paths.values())) == 3, paths
+    full = {name: output_path(None, experiment(name).sweep(quick=False), many=False)
+            for name in ("clear_order", "clear_patch")}
+    assert len(set(full.values()) | set(paths.values())) == 5
+
+
+@pytest.mark.parametrize("name, family, point", [
+    ("clear_order", "clear_order", {"region_bytes": 4 * MiB, "pages": "thp"}),
+    ("clear_patch", "clear_order", {"region_bytes": 4 * MiB, "pages": "thp", "baseline_order": "kernel"}),
+    ("clear_fault", "clear_fault", {"region_bytes": 4 * MiB, "pages": "4k"}),
+])
+def test_clear_scripts_exit_non_zero_when_a_point_fails(name, family, point, tmp_path, monkeypatch, capsys):
+    from memlab.grid import Sweep
+    script = experiment(name)
+    # a point that works, then one larger than this machine's memory: MemoryError before anything is touched
+    too_big = dict(point, region_bytes=1 << 40)
+    monkeypatch.setattr(script, "sweep", lambda quick=False: Sweep("failing", family, [point, too_big], repeat=1,
+                                                                   warmup=0, target_seconds=0.0))
+    out = tmp_path / "failing.csv"
+    assert script.main(["--out", str(out), "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    assert "MemoryError" in captured.err
+    assert "ratio: wall clock" not in captured.out  # clear_patch prints no table from a failed run
+    from memlab.dataset import Dataset
+    assert len(Dataset.load(out)) == 1  # the point measured before the failure stays on disk
+
+
+def test_llc_miss_ratio_from_synthetic_counters():
+    # the cover letter's figures: 10.96% of references missed before, 0.73% after
+    assert clear.llc_miss_ratio(1096, 10_000) == pytest.approx(0.1096)
+    assert clear.llc_miss_ratio(73.0, 10_000.0) == pytest.approx(0.0073)
+    assert clear.llc_miss_ratio(0, 0) != clear.llc_miss_ratio(0, 0)  # NaN: no references, no ratio
+    with pytest.raises(ValueError, match="cache_misses=-1 is below the minimum 0"):
+        clear.llc_miss_ratio(-1, 10)
+    values = {"counter_cache_misses": 73.0, "counter_cache_references": 10_000.0,
+              "baseline_cache_misses": 1096.0, "baseline_cache_references": 10_000.0}
+    derived = clear.ORDER_FAMILY.derive(OrderParams(region_bytes=4 * MiB), values)
+    assert derived == {"llc_miss_ratio": pytest.approx(0.0073), "baseline_llc_miss_ratio": pytest.approx(0.1096)}
+    # a side the PMU did not count gives no ratio at all, never a zero
+    assert clear.ORDER_FAMILY.derive(OrderParams(region_bytes=4 * MiB), {"counter_cache_misses": 5.0}) == {}
+    row = {"llc_miss_ratio": 0.0073, "baseline_llc_miss_ratio": 0.1096, "baseline_order": "kernel"}
+    assert clear.patch_llc_miss(row) == {"llc_miss_ratio": 0.0073, "baseline_llc_miss_ratio": 0.1096}
+
+
+def test_llc_miss_ratio_is_measured_or_said_not_measurable_here():
+    m = clear.order(region_bytes=4 * MiB, order="sequential", extent_bytes=2 * MiB, baseline_order="kernel",
+                    baseline_extent_bytes=4096, target_subpage=256, **QUICK)
+    row = m.to_row()
+    llc = clear.patch_llc_miss(row)
+    if "cache_misses" in m.counters_missing or "cache_references" in m.counters_missing:
+        # this machine's case (no PMU in the VM): the row says why, and has no ratio
+        assert "llc_miss_ratio" not in m.samples[0] and "baseline_llc_miss_ratio" not in m.samples[0]
+        assert llc["not_measurable"].startswith("not measurable here: cache_")
+        assert m.counters_missing.get("cache_misses", m.counters_missing.get("cache_references")) in llc["not_measurable"]
+    else:
+        sample = m.samples[0]
+        assert 0 <= sample["llc_miss_ratio"] and 0 <= sample["baseline_llc_miss_ratio"]
+        assert sample["baseline_cache_references"] > 0
+        assert set(llc) == {"llc_miss_ratio", "baseline_llc_miss_ratio"}
+    # counting off: not measurable, and the reason says so
+    quiet = clear.order(region_bytes=4 * MiB, baseline_order="kernel", counters=False, **QUICK).to_row()
+    assert clear.patch_llc_miss(quiet)["not_measurable"] == (
+        "not measurable here: cache_misses: not requested; cache_references: not requested")
+
+
+def test_patch_figure_shows_both_rates_and_their_ratio():
+    from memlab.dataset import Dataset
+    rows = []
+    for target in (0, 256, 511):
+        m = clear.order(region_bytes=4 * MiB, order="sequential", extent_bytes=2 * MiB, baseline_order="kernel",
+                        baseline_extent_bytes=4096, target_subpage=target, method="rep_stosb", **QUICK)
+        rows.append(m.to_row())
+    fig = clear.ORDER_FAMILY.figure(Dataset(rows))
+    ax = fig.axes[0]
+    bars = [patch.get_width() for patch in ax.patches]
+    assert sorted(bars) == sorted([r["GB_per_s"] for r in rows] + [r["baseline_GB_per_s"] for r in rows])
+    texts = [t.get_text() for t in ax.texts]
+    assert [t.split()[0] for t in texts] == [f"x{r['GB_per_s'] / r['baseline_GB_per_s']:.2f}" for r in rows]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [f"sequential, 2 MiB calls\nvs kernel order -> {t}, 4 KiB calls" for t in (0, 256, 511)]
+    assert sorted(ax.get_legend_handles_labels()[1]) == ["after (the new plan)", "before (the old plan)"]

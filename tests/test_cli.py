@@ -77,9 +77,16 @@ def test_kernel_refusal_exits_1_with_the_reason():
     free = open("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages").read().strip()
     if free != "0":
         pytest.skip("1 GiB hugetlb pages are reserved here; the refusal cannot occur")
-    result = run_cli("run", "region", "region_bytes=1GiB", "pages=hugetlb-1g")
+    result = run_cli("run", "region", "region_bytes=1GiB", "pages=hugetlb-1g", "strict_pages=true")
     assert result.returncode == 1
     assert "OSError" in result.stderr and "pages refused" in result.stderr
+
+
+def test_run_says_which_pages_the_kernel_gave():
+    result = run_cli("run", "region", "region_bytes=2MiB", "pages=4k", "populate=map_populate", "--repeat", "1")
+    assert result.returncode == 0, result.stderr
+    assert ("  asked and obtained: pages_requested=4k pages_obtained=4k populate_requested=map_populate "
+            "populate_used=map_populate\n") in result.stdout
 
 
 def test_sweep_list_and_named_sweep(tmp_path):
@@ -89,3 +96,23 @@ def test_sweep_list_and_named_sweep(tmp_path):
     result = run_cli("sweep", "calibrate.quick", "--out", str(out), "--no-progress")
     assert result.returncode == 0, result.stderr
     assert len(Dataset.load(out)) == 1
+
+
+def test_script_main_prints_the_report_of_the_measured_dataset_and_only_after_success(tmp_path, capsys):
+    from memlab.cli import script_main
+    from memlab.grid import Sweep
+
+    def sweep(quick=False):
+        size = 1 << 20 if quick else 2 << 20
+        return Sweep("tiny", "region", [{"region_bytes": size}], repeat=1, warmup=0)
+
+    def report(dataset, quick):
+        return f"REPORT quick={quick} rows={len(dataset)} region_bytes={dataset.rows[0]['region_bytes']}"
+
+    out = tmp_path / "tiny.csv"
+    assert script_main(sweep, ["--quick", "--out", str(out), "--no-progress"], report=report) == 0
+    assert f"REPORT quick=True rows=1 region_bytes={1 << 20}" in capsys.readouterr().out
+    assert script_main(sweep, ["--help"], report=report) == 0
+    assert "REPORT" not in capsys.readouterr().out
+    assert script_main(sweep, ["--repeat", "0", "--out", str(tmp_path / "x.csv")], report=report) == 2
+    assert "REPORT" not in capsys.readouterr().out

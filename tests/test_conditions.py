@@ -91,7 +91,7 @@ def test_run_and_sweep_warn_under_a_hog_and_flag_the_rows(tmp_path, capsys):
     assert len(flagged) == len(dataset.rows) == 2
     warnings = [line for line in sweep_err.splitlines() if "of its wall time" in line]
     assert len(warnings) == 2
-    assert warnings[0].startswith("memlab: warning: chase working_set_bytes=16384: on CPU ")
+    assert warnings[0].startswith("memlab: warning: chase working_set_bytes=16 KiB: on CPU ")
     for key in ("check_start", "check_end"):
         assert {f["name"] for f in dataset.metadata[key]["findings"]} >= {"load", "steal", "thp"}
     assert dataset.metadata["check_start"]["planned_bytes"] == 65536

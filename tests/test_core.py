@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -27,7 +28,7 @@ MiB = 1 << 20
 
 
 def region_sample(**config):
-    full = {"region_bytes": 8 * MiB, "pages": "4k", "populate": "touch", "allow_fallback": False}
+    full = {"region_bytes": 8 * MiB, "pages": "4k", "populate": "touch", "strict_pages": False}
     full.update(config)
     with _core.Kernel("region", full) as kernel:
         return kernel.measure(counters=True)
@@ -62,7 +63,7 @@ def test_bad_configs_raise_value_error_naming_the_parameter(config, message):
 def test_bad_choice_lists_the_choices():
     with pytest.raises(ValueError, match=r"pages='huge' is not one of \['4k', 'thp'"):
         _core.Kernel("region", {"region_bytes": MiB, "pages": "huge", "populate": "touch",
-                                "allow_fallback": False})
+                                "strict_pages": False})
 
 
 def test_unknown_family_is_a_value_error():
@@ -224,6 +225,8 @@ def test_4k_region_populates_in_every_mode(populate):
     assert sample["metrics"]["huge_bytes"] == 0
     if populate != "none":
         assert sample["metrics"]["populate_ns"] > 0
+    assert sample["facts"] == {"pages_requested": "4k", "pages_obtained": "4k" if populate != "none" else "none",
+                               "populate_requested": populate, "populate_used": populate}
 
 
 @pytest.mark.build
@@ -238,6 +241,64 @@ def test_thp_region_is_backed_by_huge_pages():
     assert fraction == 1.0
     assert sample["metrics"]["huge_bytes"] == 32 * MiB
     assert sample["counters"]["page_faults"] < (32 * MiB // 4096) * 0.5
+    assert sample["facts"]["pages_obtained"] == "thp"
+
+
+# A process may switch THP off for itself (prctl PR_SET_THP_DISABLE, Linux 3.15+): then a
+# THP request gets 4 KiB pages on every host, the fallback the labels must tell.
+THP_DISABLED_RUN = """
+import ctypes, json, sys
+import memlab
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(41, 1, 0, 0, 0) != 0:  # PR_SET_THP_DISABLE
+    print(json.dumps({"skip": "prctl(PR_SET_THP_DISABLE) failed: errno %d" % ctypes.get_errno()}))
+    sys.exit(0)
+family, params = sys.argv[1], json.loads(sys.argv[2])
+m = memlab.run(family, pages="thp", repeat=1, warmup=0, **params)
+try:
+    memlab.run(family, pages="thp", strict_pages=True, repeat=1, warmup=0, **params)
+    refusal = None
+except OSError as error:
+    refusal = str(error)
+print(json.dumps({"facts": m.facts, "refusal": refusal}))
+"""
+
+#: Every family that maps memory of a chosen page kind, with a small point.
+THP_FAMILIES = {
+    "region": {"region_bytes": 8 * MiB, "populate": "touch"},
+    "clear_fault": {"region_bytes": 8 * MiB, "populate": "touch"},
+    "clear_order": {"region_bytes": 8 * MiB},
+    "chase": {"working_set_bytes": 8 * MiB, "target_seconds": 0.005},
+    "bandwidth": {"working_set_bytes": 8 * MiB, "target_seconds": 0.01},
+}
+
+
+@pytest.mark.parametrize("family", sorted(THP_FAMILIES))
+def test_a_thp_request_served_with_4k_pages_says_so_and_strict_refuses_it(family):
+    result = subprocess.run([sys.executable, "-c", THP_DISABLED_RUN, family, json.dumps(THP_FAMILIES[family])],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    if "skip" in answer:
+        pytest.skip(answer["skip"])
+    assert answer["facts"]["pages_requested"] == "thp"
+    assert answer["facts"]["pages_obtained"] == "4k"
+    assert answer["facts"]["populate_used"] == "touch"
+    assert answer["refusal"] is not None
+    assert "pages=thp asked, but the kernel gave 4k pages" in answer["refusal"]
+
+
+def test_map_populate_of_thp_is_replaced_and_says_so_or_refused_when_strict():
+    with pytest.raises(ValueError, match="map_populate cannot populate THP pages"):
+        region_sample(pages="thp", populate="map_populate", strict_pages=True)
+    sample = region_sample(pages="thp", populate="map_populate")
+    used = "madvise_populate_write" if machine.populate_write_supported() else "touch"
+    assert sample["facts"]["populate_requested"] == "map_populate"
+    assert sample["facts"]["populate_used"] == used
+    assert sample["metrics"]["populate_ns"] > 0
+    # What the row says it got is what smaps says backs it.
+    huge = sample["metrics"]["huge_bytes"] >= 4 * MiB
+    assert sample["facts"]["pages_obtained"] == ("thp" if huge else "4k")
 
 
 def test_populate_write_lack_is_reported_with_the_kernel_it_needs(tmp_path):
@@ -252,21 +313,28 @@ def test_populate_write_lack_is_reported_with_the_kernel_it_needs(tmp_path):
     if built.returncode != 0:
         pytest.skip(f"cannot build the madvise shim: {built.stderr.strip()[:200]}")
     preload = " ".join(filter(None, [os.environ.get("LD_PRELOAD"), str(shim)]))
-    script = (
-        "from memlab import _core\n"
-        "config = {'region_bytes': 1 << 20, 'pages': '4k', 'populate': 'madvise_populate_write',"
-        " 'allow_fallback': False}\n"
-        "try:\n"
-        "    with _core.Kernel('region', config) as k:\n"
-        "        k.measure(counters=False)\n"
-        "except OSError as error:\n"
-        "    print('OSError', error.errno, error)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            env={**os.environ, "LD_PRELOAD": preload}, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"OSError {errno.EINVAL} "), result.stdout
-    assert "MADV_POPULATE_WRITE" in result.stdout and "needs Linux 5.14+" in result.stdout
+
+    def on_the_old_kernel(pages: str, populate: str) -> str:
+        script = (
+            "from memlab import _core\n"
+            f"config = {{'region_bytes': 4 << 20, 'pages': {pages!r}, 'populate': {populate!r},"
+            " 'strict_pages': False}\n"
+            "try:\n"
+            "    with _core.Kernel('region', config) as k:\n"
+            "        print(k.measure(counters=False)['facts']['populate_used'])\n"
+            "except OSError as error:\n"
+            "    print('OSError', error.errno, error)\n"
+        )
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                env={**os.environ, "LD_PRELOAD": preload}, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    said = on_the_old_kernel("4k", "madvise_populate_write")
+    assert said.startswith(f"OSError {errno.EINVAL} "), said
+    assert "MADV_POPULATE_WRITE" in said and "needs Linux 5.14+" in said
+    # Before 5.14, map_populate asked of THP is done by touching, and the facts say so.
+    assert on_the_old_kernel("thp", "map_populate") == "touch"
 
 
 OLD_KERNEL_MADVISE = r"""
@@ -298,15 +366,17 @@ def test_hugetlb_region_when_pages_are_reserved(kind, page_kib):
 
 
 @pytest.mark.parametrize("kind, page_kib", [("hugetlb-2m", 2048), ("hugetlb-1g", 1048576)])
-def test_refused_hugetlb_is_an_os_error_or_a_reported_fallback(kind, page_kib):
+def test_refused_hugetlb_is_an_os_error_when_strict_else_a_fallback_labelled_as_such(kind, page_kib):
     if hugetlb_free_pages(page_kib) > 0:
         pytest.skip(f"{kind} pages are reserved here; the refusal path cannot occur")
     with pytest.raises(OSError, match="pages refused") as info:
-        region_sample(region_bytes=page_kib * 1024, pages=kind)
+        region_sample(region_bytes=page_kib * 1024, pages=kind, strict_pages=True)
     assert info.value.errno is not None
-    sample = region_sample(region_bytes=page_kib * 1024, pages=kind, allow_fallback=True)
+    sample = region_sample(region_bytes=page_kib * 1024, pages=kind)
     assert sample["metrics"]["fell_back"] == 1
     assert sample["metrics"]["granted_page_bytes"] == 4096
+    assert sample["facts"] == {"pages_requested": kind, "pages_obtained": "4k",
+                               "populate_requested": "touch", "populate_used": "touch"}
 
 
 def test_too_large_region_is_a_memory_error_before_anything_is_mapped():
@@ -314,7 +384,7 @@ def test_too_large_region_is_a_memory_error_before_anything_is_mapped():
         total_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
     with pytest.raises(MemoryError, match="available"):
         _core.Kernel("region", {"region_bytes": total_kib * 1024 * 2, "pages": "4k",
-                                "populate": "touch", "allow_fallback": False})
+                                "populate": "touch", "strict_pages": False})
 
 
 def test_hugetlb_2m_region_with_pages_reserved_for_the_test(reserved_hugetlb_2m):
@@ -324,6 +394,7 @@ def test_hugetlb_2m_region_with_pages_reserved_for_the_test(reserved_hugetlb_2m)
     assert sample["metrics"]["huge_bytes"] == 4 * MiB
     # Far fewer faults than 4 KiB pages would take (1024); sanitizers add a few of their own.
     assert sample["counters"]["page_faults"] < (4 * MiB // 4096) / 4
+    assert sample["facts"]["pages_obtained"] == "hugetlb-2m"
 
 
 def test_reserving_hugetlb_pages_restores_the_pool():

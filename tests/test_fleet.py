@@ -269,13 +269,20 @@ def test_ctrl_c_keeps_the_rows_measured_cancels_the_rest_and_a_rerun_completes(c
     fake(client, FAKE_A, FAKE_B)
     sweep = calibrate_sweep(4, 20_000_000)
     out = tmp_path / "interrupted.csv"
-    advance = sweep_module.Progress.advance
+    real_bar = sweep_module.progress_bar
 
-    def interrupted(self, detail: str = "") -> None:  # Ctrl-C right after the first row is on disk
-        advance(self, detail)
-        raise KeyboardInterrupt
+    def interrupting_bar(*args, **kwargs):  # Ctrl-C right after the first row is on disk
+        bar = real_bar(*args, **kwargs)
+        update = bar.update
 
-    monkeypatch.setattr(sweep_module.Progress, "advance", interrupted)
+        def update_then_interrupt(count=1):
+            update(count)
+            raise KeyboardInterrupt
+
+        bar.update = update_then_interrupt
+        return bar
+
+    monkeypatch.setattr(sweep_module, "progress_bar", interrupting_bar)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(sweep, out, client=client, each_host=True, progress=False)
     monkeypatch.undo()

@@ -148,9 +148,10 @@ def test_every_figure_kind_draws_one_series_per_machine():
     assert labels == ["machine=a", "machine=b"]
     view = chart.by_machine(ds)
     bars = chart.bars_figure(view, "t_ns", category=["n"])
-    legend = [text.get_text() for text in bars.axes[0].get_legend().get_texts()]
+    legend = [text.get_text() for text in bars.legends[0].get_texts()]  # one legend under the axes
     assert legend == ["machine=a", "machine=b"]
-    assert len(bars.axes[0].containers) == 2 * 2  # two bar series, each with its error bars
+    colors = {patch.get_facecolor() for patch in bars.axes[0].patches}
+    assert len(bars.axes[0].patches) == 2 * 3 and len(colors) == 2  # a bar per machine and n, a colour per machine
     assert "2 machines" in fig._suptitle.get_text()
 
 
@@ -196,12 +197,13 @@ def test_two_fleet_datasets_are_compared_machine_by_machine():
     assert [p["machine"] for p in against_one.only_in_candidate] == ["b", "b"]
 
 
-def test_the_report_has_a_machine_table_and_a_machine_column():
+def test_the_report_has_a_machine_table_and_a_heading_per_machine():
     ds = made_up([("a", "111111111111", [1, 2]), ("b", "222222222222", [1, 2, 3])])
     html = build_report([ds], command="test")
     assert "<td>a</td><td>CPU a</td>" in html and "<td>111111111111</td><td>2</td>" in html
     assert "<td>b</td><td>CPU b</td>" in html and "<td>222222222222</td><td>3</td>" in html
-    assert "<th>machine</th>" in html
+    assert "<tr class=series><td colspan=4>machine=a</td></tr>" in html  # a heading per machine, as the legend
+    assert "<tr class=series><td colspan=4>machine=b</td></tr>" in html
     assert "The datasets come from 2 different machines" in html
 
 

@@ -77,7 +77,7 @@ def test_every_variant_equals_numpy(variant, n):
 
 @pytest.mark.parametrize("tile", TILES)
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("variant", ["tiled", "tiled_simd"])
+@pytest.mark.parametrize("variant", ["tiled", "tiled_sse2", "tiled_simd"])
 def test_tiled_variants_equal_numpy_for_any_tile(variant, n, tile):
     a, b, out, m = _product(n, variant, tile=tile)
     np.testing.assert_allclose(out, a @ b, rtol=0, atol=_tolerance(n))
@@ -127,6 +127,59 @@ def test_a_hidden_isa_is_refused_and_auto_takes_the_next_narrower(isa):
     out = python_with_hidden_features(script, HIDE[isa])
     assert f"refused: isa={isa} is not supported by this CPU" in out, out
     assert f"auto bits: {float(NARROWER[isa])}" in out, out
+def _sse2_or_skip() -> None:
+    try:
+        mx.multiply(2, "tiled_sse2", **FAST)
+    except ValueError as error:
+        pytest.skip(f"this CPU runs no SSE2: {error}")
+
+
+def _offset_matrix(n: int, offset_doubles: int, seed: int) -> np.ndarray:
+    """A C-contiguous (n, n) float64 matrix starting offset_doubles after a 64-byte boundary."""
+    buffer = np.empty(n * n + 16)
+    skip = (-buffer.ctypes.data % 64) // 8 + offset_doubles
+    m = buffer[skip:skip + n * n].reshape(n, n)
+    m[:] = np.random.default_rng(seed).uniform(-1, 1, (n, n))
+    return m
+
+
+@pytest.mark.parametrize("n, offset, aligned", [(64, 0, 1), (64, 1, 0), (63, 0, 0), (100, 2, 1)])
+def test_the_source_listing_uses_aligned_vectors_only_where_every_row_is_aligned(n, offset, aligned):
+    _sse2_or_skip()
+    a, b, out = _offset_matrix(n, offset, 1), _offset_matrix(n, offset, 2), _offset_matrix(n, offset, 3)
+    m = mx.multiply(n, "tiled_sse2", tile=8, a=a, b=b, out=out, **FAST)
+    assert m.median("aligned_vectors") == aligned
+    assert m.median("simd_bits") == 128
+    np.testing.assert_allclose(out, a @ b, rtol=0, atol=_tolerance(n))
+
+
+def test_the_source_listing_is_refused_where_sse2_is_hidden():
+    _sse2_or_skip()
+    script = (
+        "from memlab import matrix as mx\n"
+        "try:\n    mx.multiply(8, 'tiled_sse2', repeat=1, warmup=0, target_seconds=0)\n"
+        "except ValueError as error:\n    print('refused:', error)\n"
+        "print('naive still runs:', mx.multiply(8, 'naive', repeat=1, warmup=0).median('max_abs_error') < 1e-12)\n"
+    )
+    out = python_with_hidden_features(script, "sse2")
+    assert "refused: variant=tiled_sse2 needs SSE2" in out, out
+    assert "naive still runs: True" in out, out
+
+
+@pytest.mark.parametrize("function", ["multiply_tiled_sse2", "multiply_tiled_sse2_unaligned"])
+def test_the_source_listing_is_16_byte_mul_and_add_only(function):
+    instructions = function_instructions(_core.__file__, function)
+    if instructions is None:
+        pytest.skip(f"objdump is missing or {function} is not in the symbol table (stripped build)")
+    packed = packed_instructions(instructions)
+    mnemonics = {line.split()[0] for line in packed}
+    # the listing's _mm_mul_pd and _mm_add_pd on xmm registers: no wider vectors, no fused multiply-add
+    assert mnemonics & {"mulpd", "vmulpd"} and mnemonics & {"addpd", "vaddpd"}, packed
+    assert not [line for line in packed if "ymm" in line or "zmm" in line], packed
+    assert not [m for m in mnemonics if m.startswith("vfmadd")], packed
+    assert any(line.startswith("prefetchnta") for line in instructions)
+
+
 def test_seeded_inputs_are_reproducible_and_checked():
     first = np.empty((50, 50))
     second = np.empty((50, 50))
@@ -403,6 +456,7 @@ def test_table_6_2_quick_has_every_variant_relative_to_naive():
         assert row["max_abs_error"] < 1e-12
         assert math.isfinite(row["percent_of_naive"]) and row["percent_of_naive"] > 0
     assert by_variant["tiled"]["tile"] == mx.default_tile("tiled")
+    assert by_variant["tiled_sse2"]["tile"] == mx.default_tile("tiled_sse2")
 
 
 def test_table_6_1_quick_has_both_orders_and_stores(tmp_path):

@@ -170,9 +170,18 @@ def test_huge_pages_coverage_is_reported():
     assert m.median("writer_buffer_bytes") == 2 << 20
     with open("/sys/kernel/mm/transparent_hugepage/enabled") as handle:
         thp = handle.read()
+    assert m.facts["pages_requested"] == "thp" and m.facts["populate_used"] == "touch"
+    assert m.facts["pages_obtained"] in ("thp", "4k", "mixed")
     if "[never]" in thp:
         pytest.skip("transparent huge pages are disabled here: coverage 0 is the right answer")
     assert fraction == 1.0
+    assert m.facts["pages_obtained"] == "thp"
+
+
+def test_pipe_buffers_of_4k_pages_say_so():
+    m = pipe.run(writer="write", reader="read", total_bytes=1 << 20, **SMALL)
+    assert m.facts == {"pages_requested": "4k", "pages_obtained": "4k", "populate_requested": "touch",
+                       "populate_used": "touch"}
 
 
 def test_busy_loop_without_pinning_runs_on_two_cpus():

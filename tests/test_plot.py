@@ -12,8 +12,9 @@ import pytest
 import dataclasses
 
 import plot_fixtures as fixtures
-from memlab import chase, clear, cli, matrix, pipe, plot, registry, share, system
+from memlab import chase, clear, cli, matrix, pipe, plot, region, registry, share, system
 from memlab.dataset import Dataset
+from memlab.units import metric_label
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
@@ -25,7 +26,10 @@ def png_size(data: bytes) -> tuple[int, int]:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
-@pytest.mark.parametrize("name", sorted(fixtures.ALL))
+WITHOUT_FIGURE = {"calibrate", "system"}  # a number and a table: the report shows them as text
+
+
+@pytest.mark.parametrize("name", sorted(set(fixtures.ALL) - WITHOUT_FIGURE))
 def test_every_fixture_renders_a_nonempty_png(name):
     ds = fixtures.ALL[name]()
     fig = plot.figure(ds)
@@ -47,8 +51,28 @@ def test_figure_dispatches_on_the_family_in_the_metadata(monkeypatch):
 
 def test_every_family_declares_a_figure_and_a_caption():
     for family in registry.all_families().values():
-        assert callable(family.figure), family.name
+        assert callable(family.figure) or family.headline or family.table, family.name
         assert family.caption, family.name
+
+
+@pytest.mark.parametrize("name, shown", [("calibrate", "a number"), ("system", "a table")])
+def test_a_number_or_a_table_is_not_drawn_as_a_figure(name, shown):
+    with pytest.raises(ValueError, match=f"{name}'s result is {shown}, not a figure"):
+        plot.figure(fixtures.ALL[name]())
+
+
+def test_narrow_drawing_stacks_panels_and_enlarges_type():
+    from matplotlib.text import Text
+
+    fig = clear.order_figure(fixtures.clear_order())
+    assert len({ax.get_subplotspec().colspan.start for ax in fig.axes}) == 2  # side by side
+    narrow = plot.narrow(fig)
+    assert narrow.get_size_inches()[0] == pytest.approx(4.4)
+    assert len({ax.get_subplotspec().rowspan.start for ax in fig.axes}) == 2  # one above the other
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text()]
+    assert min(sizes) >= 9.5
+    width, _ = png_size(plot.to_png(narrow, dpi=110))
+    assert width == pytest.approx(4.4 * 110, abs=2)
 
 
 def _code_strings(path: Path) -> set[str]:
@@ -111,7 +135,8 @@ def test_chase_uses_this_machines_caches_when_the_dataset_has_none():
 
 def test_pipe_bars_are_the_ladder_with_ratios_to_the_first_rung():
     ds = fixtures.pipe()
-    ax = pipe.figure(ds).axes[0]
+    fig = pipe.figure(ds)
+    ax = fig.axes[0]
     heights = [p.get_height() for p in ax.patches]
     two_cpus = [rate for *_, rate in fixtures.PIPE_RUNGS]
     one_cpu = [rate * 0.6 for *_, busy, rate in fixtures.PIPE_RUNGS if not busy]
@@ -119,8 +144,23 @@ def test_pipe_bars_are_the_ladder_with_ratios_to_the_first_rung():
     ratios = [t.get_text() for t in ax.texts]
     assert ratios[: len(two_cpus)] == [f"x{rate / 3.5:.1f}" for rate in two_cpus]
     assert ratios[0] == "x1.0" and ratios[len(two_cpus)] == "x1.0"
+    # Each ratio sits above its bar's error bar (min..max), not through it.
+    tops = [t.xy[1] for t in ax.texts]
+    assert all(top >= height for top, height in zip(tops, heights))
     assert [t.get_text() for t in ax.get_xticklabels()][0] == "write/read"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["two CPUs", "one CPU"]
+    assert ax.get_xlabel().startswith("rung")
+    assert "first rung of the same placement" in fig._suptitle.get_text()
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["two CPUs", "one CPU"]
+
+
+def test_a_pipe_huge_page_rung_served_with_4k_pages_says_so():
+    ds = fixtures.pipe()
+    for row in ds.rows:
+        row.update(pages_requested="thp" if row["huge_pages"] else "4k", pages_obtained="4k")
+    labels = [t.get_text() for t in pipe.figure(ds).axes[0].get_xticklabels()]
+    huge = [text for text in labels if "+huge pages" in text]
+    assert huge and all("+huge pages (got 4k pages)" in text for text in huge), labels
+    assert not any("got" in text for text in labels if "+huge pages" not in text)
 
 
 def test_pipe_rungs_are_ordered_whatever_the_row_order():
@@ -137,47 +177,89 @@ def test_clear_order_is_order_by_method_with_a_panel_per_extent():
     for ax in fig.axes:
         assert len(ax.patches) == 2 * 4
         assert [t.get_text() for t in ax.get_xticklabels()] == ["sequential", "kernel"]
-    labels = fig.axes[-1].get_legend_handles_labels()[1]
+        assert ax.get_legend() is None  # the legend is under the plot, not over the bars
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["method=memset", "method=rep_stosb", "method=vector", "method=nontemporal"]
     assert fig.axes[0].get_title() == "extent_bytes=4 KiB"
 
 
-def test_clear_fault_labels_faults_per_page():
-    ax = clear.fault_figure(fixtures.clear_fault()).axes[0]
+def test_clear_fault_panels_per_question_and_explains_the_numbers():
+    fig = clear.fault_figure(fixtures.clear_fault())
+    ax = fig.axes[0]
     assert len(ax.patches) == 6
-    assert "1 f/pg" in [t.get_text() for t in ax.texts]
+    assert "1" in [t.get_text() for t in ax.texts]
+    assert "page faults taken per page" in fig._suptitle.get_text()
+    ds = fixtures.clear_fault()
+    ds.rows.append({**ds.rows[0], "pause_s": 1.0})
+    titles = [a.get_title() for a in clear.fault_figure(ds).axes]
+    assert titles == ["populate mode", "pause first"]
+
+
+def test_bars_leave_no_gap_for_a_missing_series():
+    rows = [{"family": "f", "k": "a", "s": "x", "v": 1.0}, {"family": "f", "k": "a", "s": "y", "v": 2.0},
+            {"family": "f", "k": "b", "s": "y", "v": 3.0}]
+    ax = plot.bars_figure(Dataset(rows, {"family": "f", "param_names": ["k", "s"]}), "v",
+                          category=["k"], series=["s"]).axes[0]
+    centres = [p.get_x() + p.get_width() / 2 for p in ax.patches]
+    assert centres[-1] == pytest.approx(1.0)  # category b's only bar is centred on its tick
+
+
+def test_clear_fault_says_what_populate_call_was_made_and_what_it_stands_for():
+    fig = clear.fault_figure(fixtures.clear_fault())
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["touch", "map_populate", "madvise_populate_write",
+                     "map_populate\npopulate_used=madvise_populate_write"]
+    titles = [t.get_text() for t in fig.texts] + [a.get_title() for a in fig.axes]
+    assert any("bulk page allocator" in t for t in titles), titles
+
+
+def test_region_bars_group_by_the_pages_obtained_and_say_what_was_asked():
+    ax = region.figure(fixtures.region()).axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["pages=4k", "pages=thp", "pages=hugetlb-2m pages_obtained=4k"]
+
+
+def test_a_fallback_is_named_even_where_every_row_got_the_same_pages():
+    ds = fixtures.region()
+    ds = Dataset([r for r in ds.rows if r["pages"] != "thp"], ds.metadata)  # pages_obtained is 4k throughout
+    labels = region.figure(ds).axes[0].get_legend_handles_labels()[1]
+    assert labels == ["pages=4k", "pages=hugetlb-2m pages_obtained=4k"]
 
 
 def test_matrix_bars_by_variant_with_blas_as_a_reference_line():
     ax = matrix.figure(fixtures.matrix()).axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["naive", "transposed", "tiled\ntile 8",
-                                                            "tiled_simd\ntile 256"]
-    assert [p.get_height() for p in ax.patches] == pytest.approx([0.3, 1.4, 1.8, 3.4])
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "naive", "transposed", "tiled\ntile 8", "tiled_sse2\n(the source's SSE2)\ntile 8",
+        "tiled_simd\n(memlab, beyond it)\ntile 256"]
+    assert [p.get_height() for p in ax.patches] == pytest.approx([0.3, 1.4, 1.8, 2.6, 3.4])
     reference = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert len(reference) == 1 and reference[0].get_ydata()[0] == pytest.approx(40.0)
     assert "BLAS" in reference[0].get_label()
     texts = [t.get_text() for t in ax.texts]
     assert texts[0] == "100% of naive time"
-    assert texts[1] == f"{100 * 0.3 / 1.4:.3g}% of naive time"
+    assert texts[1] == f"{100 * 0.3 / 1.4:.3g}% of naive time\n(source: 23.4%)"
+    assert texts[3] == f"{100 * 0.3 / 2.6:.3g}% of naive time\n(source: 9.47%)"  # the source's SSE2 listing
+    assert texts[4] == f"{100 * 0.3 / 3.4:.3g}% of naive time"  # memlab's own: the source has no number
 
 
-def test_system_table_has_unixbench_indexes_and_the_geometric_mean():
-    fig = system.figure(fixtures.system())
-    table = fig.axes[0].tables[0]
-    cells = {(r, c): cell.get_text().get_text() for (r, c), cell in table.get_celld().items()}
-    assert [cells[(0, c)] for c in range(4)] == ["test", "result", "baseline", "index"]
-    indexes = [float(cells[(r, 3)].replace(",", "")) for r in range(1, 6)]
+def test_system_table_has_unixbench_indexes_units_and_the_geometric_mean():
+    header, lines = system.table(fixtures.system())
+    assert header == ["test", "result (median)", "min … max", "UnixBench baseline", "index"]
+    assert all(line[1].endswith(("lps", "KBps")) for line in lines[:-1])
+    indexes = [float(line[4].replace(",", "")) for line in lines[:5]]
     assert indexes == pytest.approx([100.0, 100.0, 1000.0, 1000.0, 1000.0])
-    assert cells[(6, 0)] == "score (geometric mean)"
-    assert float(cells[(6, 3)].replace(",", "")) == pytest.approx(10 ** ((2 * 2 + 3 * 3) / 5), rel=1e-3)
+    assert lines[5][0].startswith("score (geometric mean")
+    assert float(lines[5][4].replace(",", "")) == pytest.approx(10 ** ((2 * 2 + 3 * 3) / 5), rel=1e-3)
+    assert system.headline(fixtures.system()).startswith("UnixBench index score ")
 
 
 def test_system_table_computes_the_index_when_rows_lack_it():
     ds = fixtures.system()
     for r in ds.rows:
         del r["index"]
-    cells = {k: c.get_text().get_text() for k, c in system.figure(ds).axes[0].tables[0].get_celld().items()}
-    assert [cells[(r, 3)] for r in range(1, 6)] == ["100.0", "100.0", "1,000.0", "1,000.0", "1,000.0"]
+    _, lines = system.table(ds)
+    assert [line[4] for line in lines[:5]] == ["100.0", "100.0", "1,000", "1,000", "1,000"]
 
 
 def test_unixbench_index_uses_the_baseline_of_the_same_buffer():
@@ -189,10 +271,25 @@ def test_unixbench_index_uses_the_baseline_of_the_same_buffer():
     assert result == 1.0 and math.isnan(baseline)
 
 
-def test_share_plots_ns_per_increment_by_disp():
-    ax = share.figure(fixtures.share()).axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "4", "8", "16"]
-    assert sorted(ax.get_legend_handles_labels()[1]) == ["atomic=no", "atomic=yes"]
+def test_share_plots_time_per_thread_by_threads_one_curve_per_placement():
+    fig = share.figure(fixtures.share())
+    plain, atomic = fig.axes[0], fig.axes[1]
+    assert plain.get_xlabel().startswith("threads")
+    assert [t.get_text() for t in plain.get_xticklabels()] == ["1", "2", "3", "4"]
+    assert plain.get_ylabel() == metric_label("ns_per_increment_per_thread")
+    assert sorted(plain.get_legend_handles_labels()[1]) == sorted(
+        ["one counter", "one cache line (false sharing)", "a cache line each"])
+    assert "plain" in plain.get_title() and "lock_add" in atomic.get_title()
+    # the source's penalty, one line / own lines, written over each thread count from 2 on
+    assert [t.get_text() for t in plain.texts] == ["400%", "600%", "800%"]
+
+
+def test_share_atomic_forms_give_figure_6_12():
+    fig = share.figure(fixtures.share_atomic_ops())
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(share.ATOMIC_OPS)
+    assert sorted(ax.get_legend_handles_labels()[1]) == ["threads=1", "threads=4"]
+    assert "2.91x" in [t.get_text() for t in ax.texts]  # cas over sync_add_and_fetch
 
 
 def test_unknown_family_gets_a_generic_line_figure():
@@ -234,7 +331,7 @@ def test_plot_command_writes_the_figure(tmp_path, capsys):
 
 
 def test_plot_command_errors(tmp_path, capsys):
-    assert cli.main(["plot", str(tmp_path / "absent.csv")]) == 1
+    assert cli.main(["plot", str(tmp_path / "absent.csv")]) == 2  # a bad argument
     assert "absent.csv" in capsys.readouterr().err
     fixtures.pipe().save(tmp_path / "pipe.csv")
     assert cli.main(["plot", str(tmp_path / "pipe.csv"), "--dpi", "1"]) == 2
@@ -269,4 +366,6 @@ def test_pipe_latency_bars_by_placement_and_wait_mode():
     ax = plot.figure(fixtures.pipe_latency()).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["two CPUs, blocking", "two CPUs, busy loop",
                                                             "one CPU, blocking"]
-    assert [p.get_height() for p in ax.patches] == pytest.approx([14000.0, 1800.0, 7600.0])
+    assert [p.get_height() for p in ax.patches] == pytest.approx([14.0, 1.8, 7.6])  # µs
+    assert ax.get_yscale() == "log" and ax.get_ylabel().startswith("µs per round trip")
+    assert [t.get_text() for t in ax.texts] == ["14.00 µs", "1.800 µs", "7.600 µs"]

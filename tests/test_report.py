@@ -11,6 +11,7 @@ import plot_fixtures as fixtures
 from html_check import parse_report
 from memlab import __version__, cli, registry, report
 from memlab.dataset import Dataset
+from memlab.units import format_number, format_param
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
@@ -34,15 +35,76 @@ def test_report_embeds_one_png_per_dataset_and_parses():
 def test_report_table_shows_the_varying_parameters_and_the_spread():
     parsed = parse_report(report.build_report([fixtures.matrix()], command="x"))
     width = 7
-    assert parsed.cells[:width] == ["variant", "tile", "GFLOP_per_s (median)", "min … max", "n", "seconds",
-                                    "max_abs_error"]
-    rows = [parsed.cells[i : i + width] for i in range(width, width * 6, width)]
-    assert [r[0] for r in rows] == ["naive", "transposed", "tiled", "tiled_simd", "blas"]
-    assert [r[1] for r in rows] == ["-", "-", "8", "256", "-"]
+    # The measured value right after the first parameter (a phone shows it without scrolling).
+    assert parsed.cells[:width] == ["variant", "GFLOP per s (median)", "tile", "min … max", "n", "seconds",
+                                    "max abs error"]
+    rows = [parsed.cells[i : i + width] for i in range(width, width * 7, width)]
+    assert [r[0] for r in rows] == ["naive", "transposed", "tiled", "tiled_sse2", "tiled_simd", "blas"]
+    assert [r[2] for r in rows] == ["-", "-", "8", "8", "256", "-"]
     naive = fixtures.matrix().rows[0]
-    assert rows[0][2] == f"{naive['GFLOP_per_s']:.4g}"
-    assert rows[0][3] == f"{naive['GFLOP_per_s_min']:.4g} … {naive['GFLOP_per_s_max']:.4g}"
+    assert rows[0][1] == format_number(naive["GFLOP_per_s"])
+    assert rows[0][3] == f"{format_number(naive['GFLOP_per_s_min'])} … {format_number(naive['GFLOP_per_s_max'])}"
     assert rows[0][4] == "3"
+
+
+def test_report_table_says_which_pages_the_kernel_gave():
+    ds = fixtures.region()
+    ds = Dataset([r for r in ds.rows if r["pages"] != "thp"], ds.metadata)  # every row got 4 KiB pages
+    text = report.build_report([ds], command="x")
+    parsed = parse_report(text)
+    assert parsed.cells[:5] == ["pages", "GB per s (median)", "min … max", "n", "huge fraction"]
+    # what the kernel gave heads each series (populate mode), beside what was asked in the rows
+    headings = [c for c in parsed.cells if c.startswith("populate=")]
+    assert sorted(headings) == ["populate=madvise_populate_write · pages_obtained=4k",
+                                "populate=touch · pages_obtained=4k"]
+    for heading in headings:
+        start = parsed.cells.index(heading)
+        asked = [parsed.cells[start + 1], parsed.cells[start + 6]]
+        assert sorted(asked) == ["4k", "hugetlb-2m"], parsed.cells
+
+
+def test_report_table_heads_each_series_once_instead_of_repeating_it_in_columns():
+    """chase varies npad and order besides the size: one heading per (npad, order), as the legend."""
+    ds = fixtures.chase()
+    text = report.build_report([ds], command="x")
+    parsed = parse_report(text)
+    assert parsed.cells[:5] == ["working_set_bytes", "ns per element (median)", "min … max", "n",
+                                "cycles per element"]
+    headings = [c for c in parsed.cells if c.startswith("npad=")]
+    assert headings == ["npad=0 · order=sequential", "npad=7 · order=sequential",
+                        "npad=0 · order=random", "npad=7 · order=random"]
+    table = next(part for part in text.split("<section") if "<tr class=series>" in part)  # not the machine table
+    assert table.count("<tr class=series>") == 4 and table.count("<tbody>") == 4
+    # Under each heading its own rows, in the dataset's order.
+    start = parsed.cells.index("npad=7 · order=random")
+    first = next(r for r in ds.rows if r["npad"] == 7 and r["order"] == "random")
+    assert parsed.cells[start + 1:start + 3] == [format_param("working_set_bytes", first["working_set_bytes"]),
+                                                 format_number(first["ns_per_element"])]
+
+
+def test_report_says_the_shared_parameters_once_and_scales_times_per_column():
+    text = report.build_report([fixtures.pipe_latency()], command="x")
+    parsed = parse_report(text)
+    assert "Every point: message_bytes=" in text
+    header = [c for c in parsed.cells if c.endswith("(median)")]
+    assert header == ["µs per round trip (median)"]
+
+
+def test_counters_not_requested_are_not_blamed_on_the_machine():
+    ds = fixtures.region()
+    for row in ds.rows:
+        row["counters_missing"] = {"cycles": "not requested", "instructions": "event not supported (ENOENT)"}
+    text = report.build_report([ds], command="x")
+    assert "Counters: not counted for this family (cycles)." in text
+    assert "Counters this machine could not give: instructions (event not supported (ENOENT))." in text
+
+
+def test_a_number_and_a_table_are_shown_as_text_not_images():
+    text = report.build_report([fixtures.calibrate(), fixtures.system()], command="x")
+    parsed = parse_report(text)
+    assert parsed.images == []
+    assert "<p class=headline>Core clock " in text and "<p class=headline>UnixBench index score " in text
+    assert "UnixBench baseline" in parsed.cells and any(c.endswith(" lps") for c in parsed.cells)
 
 
 def test_report_escapes_what_the_data_says():
@@ -82,7 +144,7 @@ def test_report_without_matplotlib_still_writes_tables(monkeypatch):
     parsed = parse_report(text)
     assert parsed.images == []
     assert "pip install &#x27;memlab[plot]&#x27;" in text
-    assert "ns_per_element (median)" in parsed.cells
+    assert "ns per element (median)" in parsed.cells
 
 
 def test_report_command_writes_one_file(tmp_path, capsys):
@@ -94,14 +156,15 @@ def test_report_command_writes_one_file(tmp_path, capsys):
     assert cli.main(argv) == 0
     text = out.read_text(encoding="utf-8")
     parsed = parse_report(text)
-    assert len(parsed.images) == 3
+    assert len(parsed.images) == 2  # system's result is a table
+    assert "UnixBench index score" in text
     assert "memlab report " + str(tmp_path / "chase.csv") in text
     assert f"3 datasets -> {out}" in capsys.readouterr().out
     assert [p.name for p in out.parent.iterdir()] == ["report.html"]
 
 
 def test_report_command_errors(tmp_path, capsys):
-    assert cli.main(["report", str(tmp_path / "nothing.csv"), "-o", str(tmp_path / "r.html")]) == 1
+    assert cli.main(["report", str(tmp_path / "nothing.csv"), "-o", str(tmp_path / "r.html")]) == 2
     assert "nothing.csv" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
     assert cli.main(["report"]) == 2

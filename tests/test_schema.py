@@ -173,7 +173,8 @@ def test_an_old_region_sweep_resumes_on_the_renamed_parameter(tmp_path):
     sweep = memlab.Sweep("sizes", "region", memlab.grid(region_bytes=[1 << 20, 2 << 20], populate=["touch"]),
                          repeat=1, warmup=0)
     old = memlab.run("region", region_bytes=1 << 20, populate="touch", repeat=1, warmup=0).to_row()
-    old = {("bytes" if k == "region_bytes" else k): v for k, v in old.items()}
+    old = {("bytes" if k == "region_bytes" else k): v for k, v in old.items() if k != "strict_pages"}
+    old["allow_fallback"] = True  # the old name said the opposite: True is strict_pages=False
     old["GB_per_s"] = -1.0  # a marker: re-measuring the point would replace it
     names = ["bytes", "pages", "populate", "allow_fallback"]
     Dataset([old], {"family": "region", "sweep": "sizes", "param_names": names}).save(path)
@@ -187,7 +188,7 @@ def test_an_old_region_sweep_resumes_on_the_renamed_parameter(tmp_path):
 @pytest.mark.parametrize("family, old, new, value", [
     ("pipe", "buffer_size", "buffer_bytes", 65536), ("pipe", "pipe_size", "pipe_size_bytes", 65536),
     ("system", "buffer_size", "buffer_bytes", 1024), ("share", "disp", "disp_longs", 8),
-    ("region", "bytes", "region_bytes", 4096)])
+    ("region", "bytes", "region_bytes", 4096), ("clear_fault", "strict", "strict_pages", True)])
 def test_renamed_parameters_load_under_their_new_names(tmp_path, family, old, new, value):
     Dataset([{"family": family, old: value, "t": 1.0, "t_samples": [1.0]}],
             {"family": family, "param_names": [old]}).save(tmp_path / "old.csv")
@@ -195,6 +196,19 @@ def test_renamed_parameters_load_under_their_new_names(tmp_path, family, old, ne
     assert loaded.rows[0][new] == value and old not in loaded.rows[0]
     assert loaded.param_names == [new]
     assert new in registry.family(family).param_names
+
+
+@pytest.mark.parametrize("allow_fallback", [True, False])
+def test_region_allow_fallback_loads_as_its_negation_strict_pages(tmp_path, allow_fallback):
+    """The old name said the opposite of the new one: allow_fallback=True is strict_pages=False."""
+    row = {"family": "region", "region_bytes": 4096, "allow_fallback": allow_fallback, "t": 1.0, "t_samples": [1.0]}
+    Dataset([row], {"family": "region", "param_names": ["region_bytes", "allow_fallback"]}).save(tmp_path / "old.csv")
+    for path in (tmp_path / "old.csv", tmp_path / "old.json"):
+        loaded = Dataset.load(path)
+        assert loaded.rows[0]["strict_pages"] is (not allow_fallback)
+        assert "allow_fallback" not in loaded.rows[0] and loaded.param_names == ["region_bytes", "strict_pages"]
+    (tmp_path / "old.json").unlink()  # the CSV alone: the booleans are read from their text
+    assert Dataset.load(tmp_path / "old.csv").rows[0]["strict_pages"] is (not allow_fallback)
 
 
 def test_every_alias_points_at_a_legal_name():
@@ -208,7 +222,7 @@ def test_every_alias_points_at_a_legal_name():
 # ---- the examples in the docstrings of the pure modules ----------------------------------------
 
 
-@pytest.mark.parametrize("name", ["memlab.units", "memlab.grid", "memlab.dataset"])
+@pytest.mark.parametrize("name", ["memlab.units", "memlab.grid", "memlab.dataset", "memlab.chart"])
 def test_docstring_examples(name, tmp_path, monkeypatch):
     module = importlib.import_module(name)  # memlab.grid the attribute is the grid() function
     monkeypatch.chdir(tmp_path)

@@ -72,7 +72,8 @@ def test_pinning_more_threads_than_cpus_is_valueerror():
     with pytest.raises(ValueError, match=f"threads={CPUS + 1} is above the {CPUS} CPUs"):
         share.ShareParams(threads=CPUS + 1, pin=True)
     # the C core checks it too
-    config = {"threads": CPUS + 1, "disp_longs": 8, "atomic": True, "increments": 10, "pin": True}
+    config = {"threads": CPUS + 1, "disp_longs": 8, "atomic": True, "atomic_op": "lock_add", "increments": 10,
+              "pin": True}
     with pytest.raises(ValueError, match="threads="):
         _core.Kernel("share", config)
 
@@ -121,3 +122,123 @@ def test_on_cpu_time_is_reported():
 def test_quick_sweep_is_declared():
     sweep = share.FAMILY.sweep("quick")
     assert {p["disp_longs"] for p in sweep.points} == {0, 1, 8}
+
+
+# ---- figure 6.12: the atomic increment forms -----------------------------------------
+
+
+@pytest.mark.parametrize("op", share.ATOMIC_OPS)
+@pytest.mark.parametrize("disp", [0, 1, 8])
+def test_every_atomic_form_counts_exactly(op, disp):
+    sample = one(threads=THREADS, disp_longs=disp, atomic=True, atomic_op=op, increments=100_000)
+    assert sample["final_count"] == THREADS * 100_000
+    assert sample["lost_updates"] == 0
+    if op != "lock_add":
+        # on one counter the threads together were handed 0 .. 2n-1 (1 .. 2n) once each
+        assert sample["returned_values_exact"] == 1
+    else:
+        assert "returned_values_exact" not in sample
+
+
+@pytest.mark.parametrize("op", share.ATOMIC_OPS)
+def test_atomic_forms_stay_exact_with_more_threads_than_cpus(op):
+    # preempted mid-loop, threads interleave at random points: an atomic form still loses nothing
+    threads = CPUS + 2
+    sample = one(threads=threads, disp_longs=0, atomic=True, atomic_op=op, increments=30_000, pin=False)
+    assert sample["final_count"] == threads * 30_000
+    assert sample.get("returned_values_exact", 1) == 1
+
+
+@pytest.mark.parametrize("op", ["cas", "sync_cas"])
+def test_compare_and_swap_reports_its_retries(op):
+    sample = one(threads=1, disp_longs=0, atomic=True, atomic_op=op, increments=50_000)
+    assert sample["cas_failures_per_increment"] == 0  # alone, a swap never finds the counter changed
+    sample = one(threads=THREADS, disp_longs=0, atomic=True, atomic_op=op, increments=50_000)
+    assert sample["cas_failures_per_increment"] >= 0
+
+
+def test_plain_increments_read_as_atomic_op_plain():
+    assert share.ShareParams(atomic=False).atomic_op == "plain"
+    assert share.ShareParams(atomic=True).atomic_op == "lock_add"
+    assert share.ShareParams(atomic_op="cas").atomic_op == "cas"
+    with pytest.raises(ValueError, match="atomic_op='cas' needs atomic=True"):
+        share.ShareParams(atomic=False, atomic_op="cas")
+    with pytest.raises(ValueError, match="atomic_op='plain' needs atomic=False"):
+        share.ShareParams(atomic=True, atomic_op="plain")
+    with pytest.raises(ValueError, match="atomic_op='xadd' is not one of"):
+        share.ShareParams(atomic_op="xadd")
+    # the C core refuses the same mismatches
+    config = {"threads": 1, "disp_longs": 8, "increments": 10, "pin": False}
+    with pytest.raises(ValueError, match="atomic_op=cas needs atomic=True"):
+        _core.Kernel("share", dict(config, atomic=False, atomic_op="cas"))
+    with pytest.raises(ValueError, match="atomic_op=plain needs atomic=False"):
+        _core.Kernel("share", dict(config, atomic=True, atomic_op="plain"))
+
+
+def _symbol(name):
+    from disasm import function_instructions
+    instructions = function_instructions(_core.__file__, name)
+    if instructions is None:
+        pytest.skip(f"objdump or the symbol {name} is missing (a stripped build)")
+    return instructions
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86-64 instruction names")
+@pytest.mark.parametrize("function, instruction", [
+    ("lock_add_increments", "lock add"),
+    ("add_fetch_increments", "lock xadd"),
+    ("fetch_add_increments", "lock xadd"),
+    ("sync_add_and_fetch_increments", "lock xadd"),
+    ("sync_fetch_and_add_increments", "lock xadd"),
+    ("cas_increments", "lock cmpxchg"),
+    ("sync_cas_increments", "lock cmpxchg"),
+])
+def test_each_form_compiles_to_the_instruction_the_source_names(function, instruction):
+    locked = [line.split()[1] for line in _symbol(function) if line.startswith("lock ")]
+    # exactly one kind of locked instruction in the loop: the form's own
+    assert {mnemonic.rstrip("lq") for mnemonic in locked} == {instruction.split()[1]}, locked
+
+
+def test_compare_forms_interleaves_and_pairs_rounds():
+    result = share.compare_forms(threads=1, forms=("fetch_add", "cas"), base="fetch_add", rounds=3,
+                                 increments=20_000, warmup=0)
+    assert set(result) == {"fetch_add", "cas"}
+    assert result["fetch_add"]["ratio"] == 1.0
+    for r in result.values():
+        assert r["min"] <= r["median"] <= r["max"] and r["rounds"] == 3
+        assert r["ratio_min"] <= r["ratio"] <= r["ratio_max"]
+    with pytest.raises(ValueError, match="atomic_op='plain' is not one of"):
+        share.compare_forms(forms=("plain",))
+
+
+# ---- figures 6.10/6.11: threads on x ---------------------------------------------------
+
+
+def test_false_sharing_sweep_runs_threads_one_to_the_cpus_per_placement():
+    sweep = share.FAMILY.sweep("false_sharing")
+    assert sorted({p["threads"] for p in sweep.points}) == list(range(1, min(4, CPUS) + 1))
+    assert {p["disp_longs"] for p in sweep.points} >= {0, 1, 8}
+    assert {p["atomic"] for p in sweep.points} == {False, True}
+    quick = share.FAMILY.sweep("false_sharing_quick")
+    assert sorted({p["threads"] for p in quick.points}) == share.thread_counts()
+
+
+def test_atomic_ops_sweep_has_every_form_on_one_counter():
+    sweep = share.FAMILY.sweep("atomic_ops")
+    assert {p["atomic_op"] for p in sweep.points} == set(share.ATOMIC_OPS)
+    assert {p["disp_longs"] for p in sweep.points} == {0}
+    assert {p["threads"] for p in sweep.points} == {1, min(4, CPUS)}
+
+
+def test_sharing_ratios_and_placements():
+    from memlab.dataset import Dataset
+    rows = [{"family": "share", "threads": t, "disp_longs": d, "atomic": True, "atomic_op": "lock_add",
+             "ns_per_increment_per_thread": v} for t, d, v in ((2, 1, 9.0), (2, 8, 3.0), (3, 1, 5.0))]
+    assert share.sharing_ratios(Dataset(rows)) == {("lock_add", 2): 3.0}
+    # rows written before atomic_op existed read their form from atomic
+    old = [{k: v for k, v in r.items() if k != "atomic_op"} for r in rows]
+    assert share.sharing_ratios(Dataset(old)) == {("lock_add", 2): 3.0}
+    assert share.placement(2) == "one cache line, 2 longs apart"
+    assert share.placement(16) == "a line each, 16 longs apart"
+    with pytest.raises(ValueError, match="disp_longs"):
+        share.placement(-1)

@@ -56,7 +56,7 @@ def test_sweep_writes_rows_with_metadata(tmp_path):
     assert len(dataset) == 2
     loaded = Dataset.load(out)
     assert [r["region_bytes"] for r in loaded.rows] == [MiB, 2 * MiB]
-    assert loaded.metadata["param_names"] == ["region_bytes", "pages", "populate", "allow_fallback"]
+    assert loaded.metadata["param_names"] == ["region_bytes", "pages", "populate", "strict_pages"]
     assert loaded.metadata["machine"]["cpu_count"] >= 1
     row = loaded.rows[0]
     assert row["GB_per_s"] > 0 and len(row["GB_per_s_samples"]) == 1
@@ -107,10 +107,10 @@ def test_shards_merge_to_the_unsharded_result(tmp_path):
     assert sum(len(p) for p in parts) == len(whole) == 5
 
 
-def test_progress_bar_reaches_the_total(tmp_path, capsys):
+def test_progress_is_quiet_when_stderr_is_not_a_terminal(capsys):
     run_sweep(region_sweep(2), progress=True)
     err = capsys.readouterr().err
-    assert "2/2" in err and "region:test" in err
+    assert "region:test" not in err and "2/2" not in err  # warnings about the machine may be there
 
 
 def test_real_sigint_leaves_rows_on_disk_and_resume_finishes(tmp_path):

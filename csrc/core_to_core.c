@@ -1,0 +1,336 @@
+/* Core-to-core latency: the round trip of one cache line bounced between two
+ * threads pinned to two CPUs (the method of multichase's `pingpong` and of
+ * the public core-to-core latency tools).
+ *
+ * The line holds a counter.  Thread A (on cpu_a) turns an even value 2k into
+ * 2k + 1, thread B (on cpu_b) turns 2k + 1 into 2k + 2: every step needs the
+ * line in the writer's cache in exclusive state, so one round trip is two
+ * transfers of the line, A -> B -> A.  Two ways to take a step:
+ *   cas:   a locked compare-and-swap retried until it succeeds (each attempt
+ *          asks for the line exclusively);
+ *   store: spin reading the line until it holds the expected value, then a
+ *          plain store (the reads share the line; the store takes it).
+ *
+ * A times chunks of CHUNK_ROUND_TRIPS round trips; the metric is the median
+ * over chunks, so that a chunk in which the scheduler took either CPU away
+ * (two loaded CPUs) does not set the result.  The calling thread only starts
+ * the two threads, sleeps in 10 ms steps checking for Ctrl-C and raises the
+ * stop flag at the sample's target time; every way out joins both threads. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "memlab.h"
+
+#define C2C_MAX_CPU 4095
+#define C2C_CHUNK_ROUND_TRIPS 200u
+#define C2C_MAX_CHUNKS 65536u
+#define C2C_SPINS_PER_STOP_CHECK 1024u
+#define C2C_DEFAULT_TARGET_NS 100000000ull
+#define C2C_WAIT_NS 10000000L
+#define C2C_MIN_CHUNKS 5u
+#define C2C_MIN_DEADLINE_NS 2000000000ull
+
+static const char *const c2c_methods[] = {"cas", "store", NULL};
+enum { C2C_CAS = 0, C2C_STORE = 1 };
+
+typedef struct c2c_config {
+    int64_t cpu_a;
+    int64_t cpu_b;
+    int method;
+} c2c_config;
+
+static const ml_param c2c_params[] = {
+    {.name = "cpu_a", .kind = ML_PARAM_INT, .offset = offsetof(c2c_config, cpu_a), .min = 0,
+     .max = C2C_MAX_CPU},
+    {.name = "cpu_b", .kind = ML_PARAM_INT, .offset = offsetof(c2c_config, cpu_b), .min = 0,
+     .max = C2C_MAX_CPU},
+    {.name = "method", .kind = ML_PARAM_CHOICE, .offset = offsetof(c2c_config, method),
+     .choices = c2c_methods},
+    {0},
+};
+
+/* The bounced line and the stop flag live on lines of their own, two lines
+ * apart (the adjacent-line prefetcher pairs lines). */
+typedef struct c2c_shared {
+    _Alignas(128) _Atomic uint64_t line;
+    char pad0[128 - sizeof(uint64_t)];
+    _Alignas(128) atomic_int stop;
+    atomic_int ready;
+    atomic_int go;
+} c2c_shared;
+
+typedef struct c2c_side {
+    struct c2c_state *state;
+    int cpu;
+    int starts; /* 1: A (turns even into odd), 0: B */
+    uint64_t round_trips;
+    uint64_t start_ns, end_ns, cpu_ns;
+    int ran_on_cpu;
+} c2c_side;
+
+typedef struct c2c_state {
+    c2c_config cfg;
+    c2c_shared *shared;
+    double *chunk_ns; /* ns per round trip of each chunk, A's */
+    size_t chunks;
+    c2c_side side[2];
+} c2c_state;
+
+static inline void c2c_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Move the counter from `from` to from + 1; 0 when done, -1 when asked to stop. */
+static inline int c2c_step(c2c_shared *s, int method, uint64_t from)
+{
+    unsigned spins = 0;
+    if (method == C2C_CAS) {
+        for (;;) {
+            uint64_t expected = from;
+            if (atomic_compare_exchange_strong_explicit(&s->line, &expected, from + 1,
+                                                        memory_order_acq_rel, memory_order_acquire))
+                return 0;
+            if (++spins == C2C_SPINS_PER_STOP_CHECK) {
+                spins = 0;
+                if (atomic_load_explicit(&s->stop, memory_order_relaxed))
+                    return -1;
+            }
+        }
+    }
+    while (atomic_load_explicit(&s->line, memory_order_acquire) != from) {
+        c2c_relax();
+        if (++spins == C2C_SPINS_PER_STOP_CHECK) {
+            spins = 0;
+            if (atomic_load_explicit(&s->stop, memory_order_relaxed))
+                return -1;
+        }
+    }
+    atomic_store_explicit(&s->line, from + 1, memory_order_release);
+    return 0;
+}
+
+static void *c2c_thread(void *arg)
+{
+    c2c_side *side = arg;
+    c2c_state *st = side->state;
+    c2c_shared *s = st->shared;
+    int method = st->cfg.method;
+    atomic_fetch_add(&s->ready, 1);
+    while (!atomic_load_explicit(&s->go, memory_order_acquire))
+        c2c_relax();
+    uint64_t cpu_start = ml_thread_cpu_ns();
+    side->start_ns = ml_now_ns();
+    uint64_t value = side->starts ? 0 : 1; /* A moves 2k -> 2k+1, B 2k+1 -> 2k+2 */
+    if (side->starts) {
+        while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+            uint64_t t0 = ml_now_ns();
+            unsigned done = 0;
+            for (; done < C2C_CHUNK_ROUND_TRIPS; done++, value += 2)
+                if (c2c_step(s, method, value) < 0)
+                    break;
+            uint64_t t1 = ml_now_ns();
+            side->round_trips += done;
+            side->end_ns = t1;
+            /* From before A's first step to after its last: n steps of A,
+             * each but the first waiting for B's answer to the one before,
+             * which is n round trips to within half of one. */
+            if (done < C2C_CHUNK_ROUND_TRIPS)
+                break;
+            if (st->chunks < C2C_MAX_CHUNKS) {
+                st->chunk_ns[st->chunks] = (double)(t1 - t0) / done;
+                __atomic_store_n(&st->chunks, st->chunks + 1, __ATOMIC_RELAXED);
+            }
+        }
+        atomic_store_explicit(&s->stop, 1, memory_order_relaxed);
+    } else {
+        while (c2c_step(s, method, value) == 0) {
+            value += 2;
+            side->round_trips++;
+        }
+        side->end_ns = ml_now_ns();
+    }
+    side->cpu_ns = ml_thread_cpu_ns() - cpu_start;
+    side->ran_on_cpu = sched_getcpu();
+    return NULL;
+}
+
+static int c2c_cpu_allowed(int64_t cpu, const char *name, ml_error *err)
+{
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return ml_fail(err, ML_ERR_OS, errno, "sched_getaffinity failed");
+    if (cpu < CPU_SETSIZE && CPU_ISSET((int)cpu, &allowed))
+        return 0;
+    char list[256] = "";
+    size_t used = 0;
+    for (int c = 0; c < CPU_SETSIZE && used + 8 < sizeof list; c++)
+        if (CPU_ISSET(c, &allowed))
+            used += (size_t)snprintf(list + used, sizeof list - used, used ? ",%d" : "%d", c);
+    return ml_fail(err, ML_ERR_VALUE, 0,
+                   "%s=%lld is not a CPU this process may use (allowed: %s)", name,
+                   (long long)cpu, list);
+}
+
+static int c2c_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
+{
+    (void)ctx;
+    const c2c_config *cfg = config;
+    if (cfg->cpu_a == cfg->cpu_b)
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "cpu_a=%lld and cpu_b=%lld are one CPU: bouncing a line needs two CPUs "
+                       "(two threads sharing one CPU would measure the scheduler's switches)",
+                       (long long)cfg->cpu_a, (long long)cfg->cpu_b);
+    if (c2c_cpu_allowed(cfg->cpu_a, "cpu_a", err) || c2c_cpu_allowed(cfg->cpu_b, "cpu_b", err))
+        return -1;
+    c2c_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return ml_fail(err, ML_ERR_MEMORY, 0, "no memory for the core_to_core state");
+    st->cfg = *cfg;
+    st->chunk_ns = malloc(C2C_MAX_CHUNKS * sizeof *st->chunk_ns);
+    if (posix_memalign((void **)&st->shared, 4096, sizeof *st->shared) != 0 || !st->chunk_ns) {
+        free(st->chunk_ns);
+        free(st);
+        return ml_fail(err, ML_ERR_MEMORY, 0, "no memory for the bounced line");
+    }
+    *state = st;
+    return 0;
+}
+
+/* Raise the stop flag and join the threads that were created. */
+static void c2c_stop_join(c2c_state *st, pthread_t *tids, int created)
+{
+    atomic_store(&st->shared->stop, 1);
+    atomic_store(&st->shared->go, 1);
+    for (int i = 0; i < created; i++)
+        pthread_join(tids[i], NULL);
+}
+
+static int c2c_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
+{
+    c2c_state *st = state;
+    c2c_shared *s = st->shared;
+    memset(s, 0, sizeof *s);
+    st->chunks = 0;
+    int cpus[2] = {(int)st->cfg.cpu_a, (int)st->cfg.cpu_b};
+    for (int i = 0; i < 2; i++)
+        st->side[i] = (c2c_side){.state = st, .cpu = cpus[i], .starts = i == 0, .ran_on_cpu = -1};
+    uint64_t target = ctx && ctx->target_ns ? ctx->target_ns : C2C_DEFAULT_TARGET_NS;
+
+    pthread_t tids[2];
+    int created = 0;
+    for (int i = 1; i >= 0; i--) { /* B first: it waits for A's first step */
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpus[i], &set);
+        int rc = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+        if (rc == 0)
+            rc = pthread_create(&tids[created], &attr, c2c_thread, &st->side[i]);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+            c2c_stop_join(st, tids, created);
+            if (rc == EINVAL)
+                return ml_fail(err, ML_ERR_VALUE, 0, "%s=%d: a thread cannot be pinned there",
+                               i ? "cpu_b" : "cpu_a", cpus[i]);
+            return ml_fail(err, ML_ERR_OS, rc, "pthread_create of the thread on %s=%d failed",
+                           i ? "cpu_b" : "cpu_a", cpus[i]);
+        }
+        created++;
+    }
+    while (atomic_load(&s->ready) < 2) {
+        struct timespec pause = {0, 1000000L};
+        nanosleep(&pause, NULL);
+        if (ml_interrupted(ctx)) {
+            c2c_stop_join(st, tids, created);
+            return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
+        }
+    }
+    ml_counting counting;
+    ml_counting_start(&counting, ctx);
+    uint64_t start = ml_now_ns();
+    atomic_store_explicit(&s->go, 1, memory_order_release);
+    /* Past the target, wait for C2C_MIN_CHUNKS chunks (on loaded CPUs the
+     * two threads run together only now and then), up to the deadline. */
+    uint64_t deadline = target * 20 > C2C_MIN_DEADLINE_NS ? target * 20 : C2C_MIN_DEADLINE_NS;
+    for (;;) {
+        uint64_t now = ml_now_ns();
+        size_t chunks = __atomic_load_n(&st->chunks, __ATOMIC_RELAXED);
+        if ((now - start >= target && chunks >= C2C_MIN_CHUNKS) || now - start >= deadline)
+            break;
+        uint64_t left = now - start < target ? target - (now - start) : C2C_WAIT_NS;
+        struct timespec pause = {0, left < (uint64_t)C2C_WAIT_NS ? (long)left : C2C_WAIT_NS};
+        nanosleep(&pause, NULL);
+        if (ml_interrupted(ctx)) {
+            c2c_stop_join(st, tids, created);
+            ml_counting_stop(&counting, out);
+            return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
+        }
+    }
+    c2c_stop_join(st, tids, created);
+    ml_counting_stop(&counting, out);
+
+    c2c_side *a = &st->side[0], *b = &st->side[1];
+    if (st->chunks < C2C_MIN_CHUNKS)
+        return ml_fail(err, ML_ERR_TIMEOUT, 0,
+                       "only %zu chunks of %u round trips between cpu_a=%d and cpu_b=%d finished "
+                       "in %.3g s (%u needed): the two CPUs hardly ran the threads at the same time",
+                       st->chunks, C2C_CHUNK_ROUND_TRIPS, cpus[0], cpus[1], deadline / 1e9,
+                       C2C_MIN_CHUNKS);
+    uint64_t window = a->end_ns > a->start_ns ? a->end_ns - a->start_ns : 1;
+    out->elapsed_ns = window;
+    out->units = (double)a->round_trips;
+    out->bytes = 0;
+    double fastest = st->chunk_ns[0];
+    for (size_t i = 1; i < st->chunks; i++)
+        if (st->chunk_ns[i] < fastest)
+            fastest = st->chunk_ns[i];
+    size_t chunks = st->chunks;
+    double median = ml_median(st->chunk_ns, chunks);
+    uint64_t b_window = b->end_ns > b->start_ns ? b->end_ns - b->start_ns : 1;
+    ml_metric_add(out, "round_trip_ns", median);
+    ml_metric_add(out, "one_way_ns", median / 2);
+    ml_metric_add(out, "fastest_chunk_round_trip_ns", fastest);
+    ml_metric_add(out, "chunks", (double)chunks);
+    ml_metric_add(out, "round_trips_per_chunk", C2C_CHUNK_ROUND_TRIPS);
+    ml_metric_add(out, "cpu_fraction_a", (double)a->cpu_ns / (double)window);
+    ml_metric_add(out, "cpu_fraction_b", (double)b->cpu_ns / (double)b_window);
+    ml_metric_add(out, "ran_on_cpu_a", a->ran_on_cpu);
+    ml_metric_add(out, "ran_on_cpu_b", b->ran_on_cpu);
+    ml_metric_add(out, "answered_round_trips", (double)b->round_trips);
+    return 0;
+}
+
+static void c2c_teardown(void *state)
+{
+    c2c_state *st = state;
+    if (!st)
+        return;
+    free(st->shared);
+    free(st->chunk_ns);
+    free(st);
+}
+
+ML_FAMILY(core_to_core) = {
+    .name = "core_to_core",
+    .description = "round trip of one cache line bounced between two pinned threads (ns)",
+    .config_size = sizeof(c2c_config),
+    .params = c2c_params,
+    .setup = c2c_setup,
+    .measure = c2c_measure,
+    .teardown = c2c_teardown,
+};

@@ -1,0 +1,93 @@
+"""Benchmark: memlab's core-to-core round trip against a bare ping-pong loop (multichase style).
+
+The target of issue 20: for every ordered pair of CPUs, memlab's
+``round_trip_ns`` agrees within 5% with experiments/core_to_core_bare.c, a
+separate program that pins two threads and times a fixed number of round
+trips of one token as a whole (no chunks, no stop flag). The bare program's
+sample is as long as one of memlab's chunks (200 round trips), and the
+median over its samples is compared with memlab's median over chunks; both
+run alternately, pair by pair, so that a noisy neighbour hits both alike.
+
+Run: python experiments/core_to_core_vs_bare.py [--method cas] [--rounds 5]
+                                                 [--out results/core_to_core_vs_bare.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from memlab import core_to_core
+from memlab.dataset import Dataset
+
+HERE = Path(__file__).resolve().parent
+ROUND_TRIPS_PER_SAMPLE = 200  # memlab's chunk
+
+
+def compile_bare(directory: str) -> str:
+    """Compile core_to_core_bare.c; the binary's path."""
+    compiler = os.environ.get("CC") or shutil.which("gcc") or "cc"
+    binary = os.path.join(directory, "core_to_core_bare")
+    subprocess.run([compiler, "-O2", "-Wall", "-Wextra", "-pthread", "-o", binary,
+                    str(HERE / "core_to_core_bare.c")], check=True)
+    return binary
+
+
+def bare_samples(binary: str, cpu_a: int, cpu_b: int, method: str, round_trips: int,
+                 samples: int) -> list[float]:
+    """ns per round trip of each sample of the bare loop."""
+    result = subprocess.run([binary, str(cpu_a), str(cpu_b), method, str(round_trips), str(samples)],
+                            check=True, capture_output=True, text=True, timeout=600)
+    return [float(line) for line in result.stdout.split()]
+
+
+def compare(method: str, rounds: int, samples: int, target_seconds: float) -> Dataset:
+    """One row per ordered pair: memlab and bare medians, their ratio and spreads."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = compile_bare(tmp)
+        for cpu_a, cpu_b in core_to_core.pairs():
+            ours: list[float] = []
+            theirs: list[float] = []
+            for _ in range(rounds):
+                theirs.append(statistics.median(
+                    bare_samples(binary, cpu_a, cpu_b, method, ROUND_TRIPS_PER_SAMPLE, samples)))
+                m = core_to_core.run(cpu_a=cpu_a, cpu_b=cpu_b, method=method, repeat=1, warmup=0,
+                                     target_seconds=target_seconds, counters=False)
+                ours.append(m.median("round_trip_ns"))
+            row = {"family": "core_to_core_vs_bare", "cpu_a": cpu_a, "cpu_b": cpu_b, "method": method,
+                   "memlab_round_trip_ns": statistics.median(ours),
+                   "bare_round_trip_ns": statistics.median(theirs),
+                   "memlab_spread_ns": max(ours) - min(ours), "bare_spread_ns": max(theirs) - min(theirs)}
+            row["ratio"] = row["memlab_round_trip_ns"] / row["bare_round_trip_ns"]
+            rows.append(row)
+            print(f"cpu {cpu_a} -> {cpu_b} {method}: memlab {row['memlab_round_trip_ns']:.1f} ns "
+                  f"(spread {row['memlab_spread_ns']:.1f}), bare {row['bare_round_trip_ns']:.1f} ns "
+                  f"(spread {row['bare_spread_ns']:.1f}), ratio {row['ratio']:.3f}", flush=True)
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
+    return Dataset(rows, {"load_average": load, "rounds": rounds})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--method", choices=core_to_core.METHODS, default="cas")
+    parser.add_argument("--rounds", type=int, default=5, help="alternations per pair")
+    parser.add_argument("--samples", type=int, default=400, help="bare samples per round")
+    parser.add_argument("--target-seconds", type=float, default=0.2, help="memlab's sample")
+    parser.add_argument("--out", help="write the rows here (.csv or .jsonl)")
+    args = parser.parse_args(argv)
+    ds = compare(args.method, args.rounds, args.samples, args.target_seconds)
+    print("load average:", " ".join(ds.metadata["load_average"]))
+    if args.out:
+        ds.save(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

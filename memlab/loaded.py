@@ -1,0 +1,228 @@
+"""Loaded latency: the pointer chase's latency while other cores generate a throttled memory load.
+
+One thread walks the chase family's random list (one element per line,
+beyond the last cache, huge pages when THP gives them) while ``load_threads``
+other threads run a bandwidth kernel (``load_op``: ``read``; ``write``;
+``copy``, one read per write like Intel MLC's 1:1 mix) over working sets of
+their own, each resting ``delay_ns`` after every 64 KiB chunk: the knob,
+from 0 (as fast as they can) to idle. A point reports the chaser's
+``ns_per_element`` and the load's ``load_GB_per_s`` (bytes passed over, as
+the bandwidth family counts them) and ``load_traffic_GB_per_s`` (bytes read
+plus written: copy counts twice), each load thread measured between its
+first and last chunk inside the chaser's timed window, so that every thread
+is measured over the same interval. Sweeping the delay draws the curve of
+latency against achieved bandwidth: flat at low load, a knee, then queueing.
+
+The threads are placed on distinct cores (``memlab.machine.placement_cpus``,
+the chaser first): on a 2-CPU machine that is one load thread, which the
+rows say (``load_threads``).
+
+>>> m = run(working_set_bytes=1 << 20, load_working_set_bytes=1 << 20, load_threads=0,
+...         repeat=1, warmup=0, target_seconds=0.01)
+>>> m.median("ns_per_element") > 0
+True
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from memlab import chart, machine
+from memlab.dataset import Dataset
+from memlab.family import Family, check_choice, check_int
+from memlab.grid import Sweep, grid
+from memlab.measure import Measurement
+
+__all__ = ["FAMILY", "LoadedParams", "LOAD_OPS", "beyond_caches_bytes", "figure", "run"]
+
+LOAD_OPS = ("read", "write", "copy")
+PAGE_KINDS = ("4k", "thp", "hugetlb-2m")
+MAX_DELAY_NS = 10_000_000
+#: The delay knob of the named sweeps (ns of rest after every 64 KiB chunk of a load thread).
+DELAYS_NS = (0, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000, 400000)
+QUICK_DELAYS_NS = (0, 8000, 64000, 400000)
+
+
+def _allowed() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def beyond_caches_bytes() -> int:
+    """A working set past the last cache: twice the largest data cache as a power of two,
+    at least 64 MiB and at most an eighth of the memory available.
+
+    >>> beyond_caches_bytes() >= 64 << 20
+    True
+    """
+    sizes = machine.cache_sizes()
+    largest = max([size for name, size in sizes.items() if not name.endswith("i")] or [32 << 20])
+    facts: dict[str, Any] = {}
+    machine.collect_meminfo(facts)
+    available = facts.get("memory_available_bytes") or (4 << 30)
+    top = max(26, math.ceil(math.log2(2 * largest)))
+    return 1 << max(20, min(top, int(math.log2(max(available // 8, 1 << 20)))))
+
+
+@dataclass(frozen=True)
+class LoadedParams:
+    """The chaser's list, and the load beside it.
+
+    - ``working_set_bytes``, ``pages``: the chaser's random list (chase with
+      npad=7: one element per 64-byte line).
+    - ``load_threads``: threads generating load, each on a core of its own
+      (default: every allowed CPU but the chaser's); 0 measures the idle
+      latency.
+    - ``load_op``: ``read``, ``write`` or ``copy`` (1 read : 1 write).
+    - ``load_working_set_bytes``: each load thread's own set (a multiple of 64).
+    - ``delay_ns``: busy rest after every 64 KiB chunk of a load thread
+      (0: unthrottled; 400 000: nearly idle).
+    """
+
+    working_set_bytes: int = field(default_factory=beyond_caches_bytes)
+    pages: str = "thp"
+    load_threads: int = field(default_factory=lambda: max(0, _allowed() - 1))
+    load_op: str = "read"
+    load_working_set_bytes: int = field(default_factory=beyond_caches_bytes)
+    delay_ns: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("working_set_bytes", self.working_set_bytes, 1024, 1 << 46)
+        check_choice("pages", self.pages, PAGE_KINDS)
+        check_int("load_threads", self.load_threads, 0, 1023)
+        check_choice("load_op", self.load_op, LOAD_OPS)
+        check_int("load_working_set_bytes", self.load_working_set_bytes, 64 << 10, 1 << 46)
+        if self.load_working_set_bytes % 64:
+            raise ValueError(f"load_working_set_bytes={self.load_working_set_bytes} is not a multiple of 64")
+        check_int("delay_ns", self.delay_ns, 0, MAX_DELAY_NS)
+        allowed = _allowed()
+        if self.load_threads + 1 > allowed:
+            raise ValueError(
+                f"load_threads={self.load_threads} needs {self.load_threads + 1} CPUs with the chaser's: "
+                f"this process may use {allowed} (a load thread sharing a CPU would take turns with it)")
+
+
+def _to_core(params: LoadedParams) -> dict[str, Any]:
+    config = dataclasses.asdict(params)
+    cpus = machine.placement_cpus("cores", params.load_threads + 1)
+    config["cpus"] = array.array("i", cpus)
+    return config
+
+
+def _derive(params: LoadedParams, values: dict[str, float]) -> dict[str, float]:
+    """The chaser's latency over its CPU time: what it was while the walk ran."""
+    ns, elapsed, cpu = values.get("ns_per_element"), values.get("elapsed_ns"), values.get("thread_cpu_ns")
+    if ns and elapsed and cpu:
+        return {"on_cpu_ns_per_element": cpu / (elapsed / ns)}
+    return {}
+
+
+class _LoadedFamily(Family):
+    """``cpu=`` does not apply: the chaser and the load threads get a core each."""
+
+    def run(self, params: Any = None, *, cpu: int | None = None, **options: Any) -> Measurement:
+        if cpu is not None:
+            raise ValueError(f"cpu={cpu!r} does not apply to loaded: the chaser and each load thread "
+                             "are placed on a core of their own")
+        return super().run(params, **options)
+
+
+def run(params: LoadedParams | dict | None = None, **options: Any) -> Measurement:
+    """Measure the chaser's ns per element and the load's GB/s over the same window.
+
+    Keywords not taken by :meth:`memlab.family.Family.run` (repeat, warmup,
+    target_seconds, counters) are parameters of :class:`LoadedParams`.
+
+    >>> m = run(working_set_bytes=1 << 20, load_working_set_bytes=1 << 20, load_threads=0,
+    ...         repeat=1, warmup=0, target_seconds=0.01)
+    >>> m.median("load_GB_per_s")
+    0.0
+    """
+    return FAMILY.run(params, **options)
+
+
+def figure(data: Dataset | str | os.PathLike, metric: str = "ns_per_element"):
+    """The chaser's latency (y, ns per element) against the load's traffic (x, GB/s), one curve per load_op.
+
+    Points with no load thread (the idle latency) start every curve at 0 GB/s;
+    vertical bars are the latency's min..max over the repetitions.
+
+    >>> fig = figure("results/loaded.csv")   # doctest: +SKIP
+    """
+    ds = chart.as_dataset(data)
+    rows = [r for r in chart.rows_with(ds, metric) if chart.finite(r.get("load_traffic_GB_per_s"))]
+    if not rows:
+        raise ValueError("no row of the dataset has a finite load_traffic_GB_per_s")
+    idle = [r for r in rows if chart.number(r.get("load_threads")) == 0]
+    loaded = [r for r in rows if chart.number(r.get("load_threads")) != 0]
+    ops = list(dict.fromkeys(r.get("load_op") for r in loaded)) or ["read"]
+    fig, ax = chart.new_figure()
+    for op in ops:
+        members = sorted(idle + [r for r in loaded if r.get("load_op") == op],
+                         key=lambda r: float(r["load_traffic_GB_per_s"]))
+        xs = [float(r["load_traffic_GB_per_s"]) for r in members]
+        ys = [float(r[metric]) for r in members]
+        threads = sorted({int(chart.number(r["load_threads"])) for r in members if chart.number(r["load_threads"])})
+        label = f"load_op={op}" + (f" ({', '.join(map(str, threads))} load thread{'s' if threads != [1] else ''})"
+                                   if threads else "")
+        bars = chart.spread(members, metric)
+        ax.errorbar(xs, ys, yerr=bars, marker="o", capsize=2, label=label)
+    ax.set_xlabel("load traffic (GB/s, read + written, over the chaser's window)")
+    ax.set_ylabel(metric.replace("_per_", " per ").replace("_", " "))
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    chart.set_title(fig, ds, "loaded: chase latency against the bandwidth other cores draw")
+    return fig
+
+
+def _curve(name: str, ops: tuple[str, ...], delays: tuple[int, ...], repeat: int, target: float,
+           working_set: int | None = None) -> Sweep:
+    threads = max(0, _allowed() - 1)
+    if threads == 0:
+        raise ValueError(f"sweep {name!r} needs two CPUs (the chaser and a load thread): this process "
+                         f"may use {_allowed()}")
+    sizes = {} if working_set is None else {"working_set_bytes": working_set,
+                                            "load_working_set_bytes": working_set}
+    base = {"load_threads": threads, **sizes}
+    points = [{"load_op": "read", "delay_ns": 0, **base, "load_threads": 0}]
+    points += [{**base, **p} for p in grid(load_op=list(ops), delay_ns=list(delays))]
+    return Sweep(name, "loaded", points, repeat=repeat, warmup=1, target_seconds=target,
+                 description=f"latency against load: {', '.join(ops)} x delays {delays[0]}..{delays[-1]} ns, "
+                             f"{threads} load thread{'s' if threads > 1 else ''}")
+
+
+def _curve_sweep() -> Sweep:
+    return _curve("curve", LOAD_OPS, DELAYS_NS, 5, 0.2)
+
+
+def _curve_quick_sweep() -> Sweep:
+    return _curve("curve_quick", ("read", "copy"), QUICK_DELAYS_NS, 3, 0.1)
+
+
+def _quick_sweep() -> Sweep:
+    return _curve("quick", ("read",), (0, 400000), 2, 0.05, working_set=64 << 20)
+
+
+FAMILY = _LoadedFamily(
+    name="loaded",
+    params_type=LoadedParams,
+    core="loaded",
+    to_core=_to_core,
+    derive=_derive,
+    unit="element",
+    primary_metric="ns_per_element",
+    sweeps={"quick": _quick_sweep, "curve": _curve_sweep, "curve_quick": _curve_quick_sweep},
+    description="chase latency while other cores load memory with a throttled bandwidth kernel",
+    default_repeat=5,
+    default_warmup=1,
+    default_target_seconds=0.2,
+    figure=figure,
+    caption="Latency of a random pointer chase beyond the caches (ns per element) against the memory "
+            "traffic the load threads achieved in the same window (GB/s), one curve per load op; each "
+            "point is one delay of the throttle, the leftmost the idle latency.",
+    report_columns=("load_traffic_GB_per_s", "on_cpu_ns_per_element", "load_cpu_fraction"),
+)

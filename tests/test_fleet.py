@@ -9,6 +9,8 @@ when the fleet extra is not installed (``pip install 'memlab[fleet]'``).
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import json
 import multiprocessing.resource_tracker
@@ -76,8 +78,9 @@ def fake(client, *facts: dict) -> dict[str, dict]:
     return dict(zip(addresses, facts))
 
 
-@pytest.fixture(scope="module")
-def client():
+@contextlib.contextmanager
+def local_cluster():
+    """Two worker processes (one thread and the memlab resource each) and a client of them."""
     tracker = multiprocessing.resource_tracker._resource_tracker
     running_before = tracker._pid is not None
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -88,6 +91,35 @@ def client():
     # process that would outlive the cluster (other tests check that they leave no child behind).
     if not running_before and hasattr(tracker, "_stop"):
         tracker._stop()
+
+
+@pytest.fixture(scope="module")
+def client():
+    with local_cluster() as dask_client:
+        yield dask_client
+
+
+@pytest.fixture
+def own_client():
+    """A cluster of this test alone: one whose worker it kills (the nanny's restart of that
+    worker is never waited for, and no other test meets the restarted worker)."""
+    with local_cluster() as dask_client:
+        yield dask_client
+
+
+def kill_after_first_row(pid: int, out: Path, host: str) -> threading.Thread:
+    """A thread that SIGKILLs worker process ``pid`` once ``out`` holds a row measured by ``host``."""
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if out.exists() and host in out.read_text():
+                os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=watch)
+    killer.start()
+    return killer
 
 
 def small_chase() -> Sweep:
@@ -222,9 +254,9 @@ def test_spread_splits_the_points_of_identical_machines(client, tmp_path):
     assert len(again) == len(sweep.points)
 
 
-def test_a_killed_worker_loses_only_its_point_and_a_rerun_completes(client, tmp_path, capsys):
-    victim, survivor = fake(client, FAKE_A, FAKE_B)
-    pids = client.run(os.getpid)
+def test_a_killed_worker_loses_only_its_point_and_a_rerun_completes(own_client, tmp_path, capsys):
+    victim, survivor = fake(own_client, FAKE_A, FAKE_B)
+    pids = own_client.run(os.getpid)
     sweep = calibrate_sweep(5, 100_000_000)
     out = tmp_path / "calibrate.csv"
     script = tmp_path / "fleet_sweep.py"
@@ -232,29 +264,24 @@ def test_a_killed_worker_loses_only_its_point_and_a_rerun_completes(client, tmp_
                       "def sweep(quick=False):\n"
                       f"    return Sweep('fleet', 'calibrate', grid(budget_ns={[p['budget_ns'] for p in sweep.points]}),"
                       " repeat=1, warmup=0)\n")
-
-    def kill_after_first_row() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if out.exists() and "fake-a" in out.read_text():
-                os.kill(pids[victim], signal.SIGKILL)
-                return
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_after_first_row)
-    killer.start()
+    killer = kill_after_first_row(pids[victim], out, "fake-a")
     notes: list[str] = []
-    first = run_sweep(sweep, out, client=client, each_host=True, progress=False, warn=notes.append)
-    killer.join()
+    try:
+        first = run_sweep(sweep, out, client=own_client, each_host=True, progress=False, warn=notes.append)
+    finally:
+        killer.join()
     measured_a = [r for r in first.rows if r[HOST_COLUMN] == "fake-a"]
     assert 1 <= len(measured_a) < 5
     assert [r for r in first.rows if r[HOST_COLUMN] == "fake-b"].__len__() == 5
     assert first.metadata["fleet"]["lost"] == {"fake-a": 5 - len(measured_a)}
     assert any("fake-a left the cluster" in note for note in notes)
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts the worker, fake facts and all
-    command = ["sweep", str(script), "--out", str(out), "--scheduler", client.scheduler.address,
-               "--each-host", "--no-progress"]
-    assert cli.main(command) == 0
+    # The host comes back (here: a new cluster whose workers have the same fake facts); the same
+    # command measures what is missing.
+    with local_cluster() as again:
+        fake(again, FAKE_A, FAKE_B)
+        command = ["sweep", str(script), "--out", str(out), "--scheduler", again.scheduler.address,
+                   "--each-host", "--no-progress"]
+        assert cli.main(command) == 0
     assert "10 rows from 2 hosts" in capsys.readouterr().out
     final = Dataset.load(out)
     for host in ("fake-a", "fake-b"):
@@ -263,6 +290,47 @@ def test_a_killed_worker_loses_only_its_point_and_a_rerun_completes(client, tmp_
     kept = {r["context_started_unix"] for r in final.rows}
     assert {r["context_started_unix"] for r in measured_a} <= kept  # the rows before the kill stay
     assert sorted(machine_key(r) for r in final.rows).count(("fake-a", _fake_id(FAKE_A))) == 5
+
+
+class CountingDeque(collections.deque):
+    """A queue of points that counts the points put back at its front (fleet.dispatch's requeue)."""
+
+    requeued = 0
+
+    def appendleft(self, item) -> None:
+        self.requeued += 1
+        super().appendleft(item)
+
+
+def test_spread_gives_the_points_of_a_killed_worker_to_the_others(own_client, tmp_path, monkeypatch):
+    victim, _ = fake(own_client, FAKE_A, {**FAKE_A, "hostname": "twin-b"})
+    pids = own_client.run(os.getpid)
+    sweep = calibrate_sweep(8, 200_000_000)
+    out = tmp_path / "spread.csv"
+    real_dispatch = fleet.dispatch
+    shared: list[CountingDeque] = []
+
+    def counting_dispatch(client, family_name, hosts, queues, *args, **kwargs):
+        assert kwargs["requeue"] is True
+        shared.append(CountingDeque(next(iter(queues.values()))))  # spread: one queue for every host
+        return real_dispatch(client, family_name, hosts, {address: shared[0] for address in queues},
+                             *args, **kwargs)
+
+    monkeypatch.setattr(fleet, "dispatch", counting_dispatch)
+    killer = kill_after_first_row(pids[victim], out, "fake-a")
+    notes: list[str] = []
+    try:
+        dataset = run_sweep(sweep, out, client=own_client, spread=True, progress=False, warn=notes.append)
+    finally:
+        killer.join()
+    # fake-a held two points (one measuring, one waiting) when it was killed: they went back to the queue.
+    assert shared[0].requeued >= 1
+    keys = sorted(point_key(r, ["budget_ns"]) for r in Dataset.load(out).rows)
+    assert keys == sorted(point_key({"family": "calibrate", **p}, ["budget_ns"]) for p in sweep.points)
+    assert dataset.metadata["fleet"]["lost"] == {}
+    assert not [note for note in notes if "left the cluster" in note]
+    hosts = collections.Counter(r[HOST_COLUMN] for r in dataset.rows)
+    assert set(hosts) == {"fake-a", "twin-b"} and sum(hosts.values()) == len(sweep.points)
 
 
 def test_ctrl_c_keeps_the_rows_measured_cancels_the_rest_and_a_rerun_completes(client, tmp_path, monkeypatch):

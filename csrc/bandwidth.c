@@ -65,6 +65,19 @@ static inline void cpu_relax(void)
 #define BW_KEEP_WORD(w) __asm__ volatile("" ::"r"(w))
 #define BW_KEEP_VECTOR(v) __asm__ volatile("" ::"x"(v))
 
+/* clang merges neighbouring scalar (or 16-byte) accesses into wider vector
+ * moves even with loop vectorization disabled (the SLP vectorizer and the
+ * store merger are not loop passes): a compiler barrier between the accesses
+ * of a turn keeps each kernel at its width.  It emits no instruction; gcc,
+ * whose kernels are built with vectorization off, does not need it. */
+#if defined(__clang__)
+#define BW_APART() __asm__ volatile("" ::: "memory")
+#define BW_IN_GPR(w) __asm__ volatile("" : "+r"(w))
+#else
+#define BW_APART() ((void)0)
+#define BW_IN_GPR(w) ((void)0)
+#endif
+
 BW_KERNEL static uint64_t read_scalar(void *dst, const void *src, size_t bytes, uint64_t passes,
                                       uint64_t value)
 {
@@ -101,8 +114,8 @@ BW_KERNEL static uint64_t sum_scalar(void *dst, const void *src, size_t bytes, u
         const uint64_t *p = src;
         BW_PLAIN_LOOP
         for (; p < end8; p += ML_BW_UNROLL) {
-            a0 += p[0], a1 += p[1], a2 += p[2], a3 += p[3];
-            a0 += p[4], a1 += p[5], a2 += p[6], a3 += p[7];
+            a0 += p[0]; BW_APART(); a1 += p[1]; BW_APART(); a2 += p[2]; BW_APART(); a3 += p[3]; BW_APART();
+            a0 += p[4]; BW_APART(); a1 += p[5]; BW_APART(); a2 += p[6]; BW_APART(); a3 += p[7]; BW_APART();
         }
         BW_PLAIN_LOOP
         for (; p < end; ++p)
@@ -122,8 +135,8 @@ BW_KERNEL static uint64_t write_scalar(void *dst, const void *src, size_t bytes,
         uint64_t *p = dst;
         BW_PLAIN_LOOP
         for (; p < end8; p += ML_BW_UNROLL) {
-            p[0] = value, p[1] = value, p[2] = value, p[3] = value;
-            p[4] = value, p[5] = value, p[6] = value, p[7] = value;
+            p[0] = value; BW_APART(); p[1] = value; BW_APART(); p[2] = value; BW_APART(); p[3] = value; BW_APART();
+            p[4] = value; BW_APART(); p[5] = value; BW_APART(); p[6] = value; BW_APART(); p[7] = value; BW_APART();
         }
         BW_PLAIN_LOOP
         for (; p < end; ++p)
@@ -146,10 +159,10 @@ BW_KERNEL static uint64_t copy_scalar(void *dst, const void *src, size_t bytes, 
         uint64_t *d = dst;
         BW_PLAIN_LOOP
         for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {
-            uint64_t w0 = s[0], w1 = s[1], w2 = s[2], w3 = s[3];
-            uint64_t w4 = s[4], w5 = s[5], w6 = s[6], w7 = s[7];
-            d[0] = w0, d[1] = w1, d[2] = w2, d[3] = w3;
-            d[4] = w4, d[5] = w5, d[6] = w6, d[7] = w7;
+            uint64_t w0 = s[0]; BW_APART(); uint64_t w1 = s[1]; BW_APART(); uint64_t w2 = s[2]; BW_APART(); uint64_t w3 = s[3]; BW_APART();
+            uint64_t w4 = s[4]; BW_APART(); uint64_t w5 = s[5]; BW_APART(); uint64_t w6 = s[6]; BW_APART(); uint64_t w7 = s[7]; BW_APART();
+            d[0] = w0; BW_APART(); d[1] = w1; BW_APART(); d[2] = w2; BW_APART(); d[3] = w3; BW_APART();
+            d[4] = w4; BW_APART(); d[5] = w5; BW_APART(); d[6] = w6; BW_APART(); d[7] = w7; BW_APART();
         }
         BW_PLAIN_LOOP
         for (; s < end; ++s, ++d)
@@ -173,6 +186,7 @@ BW_KERNEL static uint64_t write_nt_scalar(void *dst, const void *src, size_t byt
         long long *p = dst;
         BW_PLAIN_LOOP
         for (; p < end8; p += ML_BW_UNROLL) {
+            BW_IN_GPR(v);
             _mm_stream_si64(p + 0, v), _mm_stream_si64(p + 1, v);
             _mm_stream_si64(p + 2, v), _mm_stream_si64(p + 3, v);
             _mm_stream_si64(p + 4, v), _mm_stream_si64(p + 5, v);
@@ -198,8 +212,8 @@ BW_KERNEL static uint64_t copy_nt_scalar(void *dst, const void *src, size_t byte
         long long *d = dst;
         BW_PLAIN_LOOP
         for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {
-            long long w0 = s[0], w1 = s[1], w2 = s[2], w3 = s[3];
-            long long w4 = s[4], w5 = s[5], w6 = s[6], w7 = s[7];
+            long long w0 = s[0]; BW_APART(); long long w1 = s[1]; BW_APART(); long long w2 = s[2]; BW_APART(); long long w3 = s[3]; BW_APART();
+            long long w4 = s[4]; BW_APART(); long long w5 = s[5]; BW_APART(); long long w6 = s[6]; BW_APART(); long long w7 = s[7]; BW_APART();
             _mm_stream_si64(d + 0, w0), _mm_stream_si64(d + 1, w1);
             _mm_stream_si64(d + 2, w2), _mm_stream_si64(d + 3, w3);
             _mm_stream_si64(d + 4, w4), _mm_stream_si64(d + 5, w5);
@@ -312,10 +326,10 @@ BW_KERNEL static uint64_t copy_nt_scalar(void *dst, const void *src, size_t byte
             const VEC *s = src;                                                            \
             VEC *d = dst;                                                                  \
             for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
-                VEC w0 = LOAD(s + 0), w1 = LOAD(s + 1), w2 = LOAD(s + 2), w3 = LOAD(s + 3); \
-                VEC w4 = LOAD(s + 4), w5 = LOAD(s + 5), w6 = LOAD(s + 6), w7 = LOAD(s + 7); \
-                STORE(d + 0, w0), STORE(d + 1, w1), STORE(d + 2, w2), STORE(d + 3, w3);     \
-                STORE(d + 4, w4), STORE(d + 5, w5), STORE(d + 6, w6), STORE(d + 7, w7);     \
+                VEC w0 = LOAD(s + 0); BW_APART(); VEC w1 = LOAD(s + 1); BW_APART(); VEC w2 = LOAD(s + 2); BW_APART(); VEC w3 = LOAD(s + 3); BW_APART(); \
+                VEC w4 = LOAD(s + 4); BW_APART(); VEC w5 = LOAD(s + 5); BW_APART(); VEC w6 = LOAD(s + 6); BW_APART(); VEC w7 = LOAD(s + 7); BW_APART(); \
+                STORE(d + 0, w0); BW_APART(); STORE(d + 1, w1); BW_APART(); STORE(d + 2, w2); BW_APART(); STORE(d + 3, w3); BW_APART(); \
+                STORE(d + 4, w4); BW_APART(); STORE(d + 5, w5); BW_APART(); STORE(d + 6, w6); BW_APART(); STORE(d + 7, w7); BW_APART(); \
             }                                                                              \
             for (; s < end; ++s, ++d)                                                      \
                 STORE(d, LOAD(s));                                                         \
@@ -333,8 +347,8 @@ BW_KERNEL static uint64_t copy_nt_scalar(void *dst, const void *src, size_t byte
             const VEC *s = src;                                                            \
             VEC *d = dst;                                                                  \
             for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
-                VEC w0 = LOAD(s + 0), w1 = LOAD(s + 1), w2 = LOAD(s + 2), w3 = LOAD(s + 3); \
-                VEC w4 = LOAD(s + 4), w5 = LOAD(s + 5), w6 = LOAD(s + 6), w7 = LOAD(s + 7); \
+                VEC w0 = LOAD(s + 0); BW_APART(); VEC w1 = LOAD(s + 1); BW_APART(); VEC w2 = LOAD(s + 2); BW_APART(); VEC w3 = LOAD(s + 3); BW_APART(); \
+                VEC w4 = LOAD(s + 4); BW_APART(); VEC w5 = LOAD(s + 5); BW_APART(); VEC w6 = LOAD(s + 6); BW_APART(); VEC w7 = LOAD(s + 7); BW_APART(); \
                 STREAM(d + 0, w0), STREAM(d + 1, w1), STREAM(d + 2, w2), STREAM(d + 3, w3); \
                 STREAM(d + 4, w4), STREAM(d + 5, w5), STREAM(d + 6, w6), STREAM(d + 7, w7); \
             }                                                                              \

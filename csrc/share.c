@@ -16,8 +16,11 @@
  * from 0 to threads x increments - 1 is returned exactly once.
  *
  * The calling thread only starts, waits for and checks the workers, so that
- * it can notice Ctrl-C; workers run C only and look at a stop flag between
- * chunks of increments. */
+ * it can notice Ctrl-C (also between thread creations); workers run C only
+ * and look at a stop flag between chunks of increments.  Workers wait for
+ * the start asleep on a condition variable (a thousand spinning threads on
+ * two CPUs would take seconds to get going), then line up yielding the CPU
+ * until every one is awake, so that they start within microseconds. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -36,15 +39,6 @@
 #define SHARE_FIRST_INCREMENTS (UINT64_C(1) << 16)
 #define SHARE_DEFAULT_TARGET_NS 100000000ull
 #define SHARE_WAIT_NS 20000000L
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
 
 /* The increment forms; "plain" is atomic=False. */
 enum {
@@ -89,8 +83,12 @@ typedef struct share_state {
     int adaptive;
     share_worker *workers;
     pthread_t *tids;
-    atomic_int ready;
-    atomic_int go;
+    pthread_mutex_t lock; /* guards ready, go and released */
+    pthread_cond_t changed;
+    int ready;    /* workers waiting for the start */
+    int go;       /* the start (or, with stop, the end before any work) */
+    int released; /* how many workers were started */
+    atomic_int awake;
     atomic_int stop;
     atomic_int finished;
 } share_state;
@@ -267,9 +265,16 @@ static void *share_thread(void *arg)
 {
     share_worker *w = arg;
     share_state *s = w->state;
-    atomic_fetch_add(&s->ready, 1);
-    while (!atomic_load_explicit(&s->go, memory_order_acquire))
-        cpu_relax();
+    pthread_mutex_lock(&s->lock);
+    s->ready++;
+    pthread_cond_broadcast(&s->changed);
+    while (!s->go)
+        pthread_cond_wait(&s->changed, &s->lock);
+    int released = s->released;
+    pthread_mutex_unlock(&s->lock);
+    atomic_fetch_add(&s->awake, 1);
+    while (atomic_load(&s->awake) < released && !atomic_load_explicit(&s->stop, memory_order_relaxed))
+        sched_yield();
     uint64_t cpu_start = ml_thread_cpu_ns();
     w->start_ns = ml_now_ns();
     uint64_t left = s->increments;
@@ -290,6 +295,8 @@ static void share_teardown(void *state)
     share_state *s = state;
     if (!s)
         return;
+    pthread_cond_destroy(&s->changed);
+    pthread_mutex_destroy(&s->lock);
     free(s->memory);
     free(s->workers);
     free(s->tids);
@@ -330,9 +337,15 @@ static int share_setup(const void *config, void **state, ml_context *ctx, ml_err
     s->cfg = *c;
     s->adaptive = c->increments == 0;
     s->increments = s->adaptive ? SHARE_FIRST_INCREMENTS : (uint64_t)c->increments;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->changed, NULL);
     size_t longs = (size_t)(c->threads - 1) * (size_t)c->disp + 1;
     size_t bytes = (longs * sizeof(long) + 4095) & ~(size_t)4095;
     s->memory_longs = longs;
+    if (ml_check_memory(bytes, "the counters (threads - 1) x disp longs apart", err) < 0) {
+        share_teardown(s);
+        return -1;
+    }
     s->workers = calloc((size_t)c->threads, sizeof *s->workers);
     s->tids = calloc((size_t)c->threads, sizeof *s->tids);
     void *memory = NULL;
@@ -363,12 +376,16 @@ static void short_sleep(void)
 static int run_threads(share_state *s, ml_context *ctx, ml_error *err)
 {
     int threads = (int)s->cfg.threads, started = 0, rc = 0;
-    atomic_store(&s->ready, 0);
-    atomic_store(&s->go, 0);
+    s->ready = s->go = s->released = 0;
+    atomic_store(&s->awake, 0);
     atomic_store(&s->stop, 0);
     atomic_store(&s->finished, 0);
     memset(s->memory, 0, s->memory_longs * sizeof(long));
     for (int i = 0; i < threads; i++) {
+        if (ml_interrupted(ctx)) {
+            rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
+            break;
+        }
         share_worker *w = &s->workers[i];
         w->done = 0;
         w->returned_sum = 0;
@@ -391,12 +408,30 @@ static int run_threads(share_state *s, ml_context *ctx, ml_error *err)
         }
         started++;
     }
-    if (rc == 0)
-        while (atomic_load(&s->ready) < threads)
-            sched_yield();
+    /* wait asleep for every started worker to be ready, looking at Ctrl-C */
+    pthread_mutex_lock(&s->lock);
+    while (rc == 0 && s->ready < started) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += SHARE_WAIT_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->changed, &s->lock, &until);
+        if (s->ready < started) {
+            pthread_mutex_unlock(&s->lock);
+            if (ml_interrupted(ctx))
+                rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
+            pthread_mutex_lock(&s->lock);
+        }
+    }
     if (rc)
-        atomic_store(&s->stop, 1);
-    atomic_store_explicit(&s->go, 1, memory_order_release);
+        atomic_store(&s->stop, 1); /* released workers leave before any increment */
+    s->released = started;
+    s->go = 1;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
     while (rc == 0 && atomic_load(&s->finished) < threads) {
         short_sleep();
         if (ml_interrupted(ctx)) {

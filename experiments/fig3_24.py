@@ -1,4 +1,4 @@
-"""Fig. 3.24 (seed 004): read, write and copy bandwidth in bytes per cycle, one thread (Pentium 4 in the seed).
+"""Fig. 3.24 (Drepper): read, write and copy bandwidth in bytes per cycle, one thread (Pentium 4 in Drepper's paper).
 
 Run: python experiments/fig3_24.py [--quick] [--out results/fig3_24.csv]
 """
@@ -9,7 +9,7 @@ from memlab.grid import Sweep
 
 
 def sweep(quick: bool = False) -> Sweep:
-    """Fig. 3.24 (seed 004): read, write and copy bandwidth in bytes per cycle, one thread (Pentium 4 in the seed)."""
+    """Fig. 3.24 (Drepper): read, write and copy bandwidth in bytes per cycle, one thread (Pentium 4 in Drepper's paper)."""
     return bandwidth.FAMILY.sweep("fig3_24" + ("_quick" if quick else ""))
 
 

@@ -1,4 +1,4 @@
-"""Fig. 3.25 (seed 004): the same with two threads on the SMT siblings of one core (needs SMT).
+"""Fig. 3.25 (Drepper): the same with two threads on the SMT siblings of one core (needs SMT).
 
 Run: python experiments/fig3_25.py [--quick] [--out results/fig3_25.csv]
 """
@@ -9,7 +9,7 @@ from memlab.grid import Sweep
 
 
 def sweep(quick: bool = False) -> Sweep:
-    """Fig. 3.25 (seed 004): the same with two threads on the SMT siblings of one core (needs SMT)."""
+    """Fig. 3.25 (Drepper): the same with two threads on the SMT siblings of one core (needs SMT)."""
     return bandwidth.FAMILY.sweep("fig3_25" + ("_quick" if quick else ""))
 
 

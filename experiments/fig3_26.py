@@ -1,4 +1,4 @@
-"""Fig. 3.26 (seed 004): read, write and copy, one thread (Core 2 in the seed: reads near 16 B/cycle everywhere).
+"""Fig. 3.26 (Drepper): read, write and copy, one thread (Core 2 in Drepper's paper: reads near 16 B/cycle everywhere).
 
 Run: python experiments/fig3_26.py [--quick] [--out results/fig3_26.csv]
 """
@@ -9,7 +9,7 @@ from memlab.grid import Sweep
 
 
 def sweep(quick: bool = False) -> Sweep:
-    """Fig. 3.26 (seed 004): read, write and copy, one thread (Core 2 in the seed: reads near 16 B/cycle everywhere)."""
+    """Fig. 3.26 (Drepper): read, write and copy, one thread (Core 2 in Drepper's paper: reads near 16 B/cycle everywhere)."""
     return bandwidth.FAMILY.sweep("fig3_26" + ("_quick" if quick else ""))
 
 

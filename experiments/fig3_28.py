@@ -1,4 +1,4 @@
-"""Fig. 3.28 (seed 004): read, write and copy, one thread (AMD Family 10h in the seed: two loads per cycle in L1).
+"""Fig. 3.28 (Drepper): read, write and copy, one thread (AMD Family 10h in Drepper's paper: two loads per cycle in L1).
 
 Run: python experiments/fig3_28.py [--quick] [--out results/fig3_28.csv]
 """
@@ -9,7 +9,7 @@ from memlab.grid import Sweep
 
 
 def sweep(quick: bool = False) -> Sweep:
-    """Fig. 3.28 (seed 004): read, write and copy, one thread (AMD Family 10h in the seed: two loads per cycle in L1)."""
+    """Fig. 3.28 (Drepper): read, write and copy, one thread (AMD Family 10h in Drepper's paper: two loads per cycle in L1)."""
     return bandwidth.FAMILY.sweep("fig3_28" + ("_quick" if quick else ""))
 
 

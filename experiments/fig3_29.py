@@ -1,4 +1,4 @@
-"""Fig. 3.29 (seed 004): two threads on two cores, one shared working set (Family 10h: shared writes go through L3).
+"""Fig. 3.29 (Drepper): two threads on two cores, one shared working set (Family 10h: shared writes go through L3).
 
 Run: python experiments/fig3_29.py [--quick] [--out results/fig3_29.csv]
 """
@@ -9,7 +9,7 @@ from memlab.grid import Sweep
 
 
 def sweep(quick: bool = False) -> Sweep:
-    """Fig. 3.29 (seed 004): two threads on two cores, one shared working set (Family 10h: shared writes go through L3)."""
+    """Fig. 3.29 (Drepper): two threads on two cores, one shared working set (Family 10h: shared writes go through L3)."""
     return bandwidth.FAMILY.sweep("fig3_29" + ("_quick" if quick else ""))
 
 

@@ -1,4 +1,4 @@
-"""Fig. 3.31 (seed 004): one thread reads or writes while a worker on another core reads or writes its own set of half the shared cache.
+"""Fig. 3.31 (Drepper): one thread reads or writes while a worker on another core reads or writes its own set of half the shared cache.
 
 Run: python experiments/fig3_31.py [--quick] [--out results/fig3_31.csv]
 """
@@ -9,7 +9,7 @@ from memlab.grid import Sweep
 
 
 def sweep(quick: bool = False) -> Sweep:
-    """Fig. 3.31 (seed 004): one thread reads or writes while a worker on another core reads or writes its own set of half the shared cache."""
+    """Fig. 3.31 (Drepper): one thread reads or writes while a worker on another core reads or writes its own set of half the shared cache."""
     return bandwidth.FAMILY.sweep("fig3_31" + ("_quick" if quick else ""))
 
 

@@ -18,6 +18,8 @@ from memlab.grid import Sweep, grid, zipped
 from memlab.measure import Measurement, core_ghz
 from memlab.registry import FAMILY_MODULES, all_families
 from memlab.registry import family as get_family
+# As for compare: memlab.reproduce is the function; the module is memlab.reproduce in sys.modules.
+from memlab.reproduce import reproduce
 from memlab.sweep import run_sweep
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "core_ghz",
     "get_family",
     "grid",
+    "reproduce",
     "run",
     "run_sweep",
     "zipped",

@@ -60,7 +60,7 @@ import numpy as np
 from memlab import chart, machine
 from memlab._core import Kernel
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 
@@ -69,6 +69,7 @@ __all__ = [
     "CAPTION",
     "FAMILY",
     "LINE_BYTES",
+    "MAX_PASS_TRAFFIC_BYTES",
     "OPS",
     "PAGE_KINDS",
     "PASS_OPS",
@@ -139,6 +140,7 @@ class BandwidthParams:
     check: bool = False
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_choice("op", self.op, OPS)
         _check_working_set("working_set_bytes", self.working_set_bytes, self.op)
         check_choice("width", self.width, WIDTHS)
@@ -282,6 +284,20 @@ def run(params: BandwidthParams | dict | None = None, **options: Any) -> Measure
 PASS_OPS = (*OPS, "sum")
 
 
+#: The most bytes one run_pass call may move (passes x buffer): about ten seconds at 8 GB/s.
+MAX_PASS_TRAFFIC_BYTES = 1 << 36
+
+
+def _nbytes(buffer: Any) -> int:
+    """Bytes of a buffer (0 for None; what the C core refuses, it refuses with its own message)."""
+    if buffer is None:
+        return 0
+    try:
+        return memoryview(buffer).nbytes
+    except TypeError:
+        return 0
+
+
 def run_pass(op: str, src: Any = None, dst: Any = None, *, width: str = "auto",
              stores: str = "normal", value: int = 0, passes: int = 1, chunk_bytes: int = 0) -> int:
     """Run one kernel over numpy arrays (or any C-contiguous buffers); returns the sum for ``sum``.
@@ -289,22 +305,34 @@ def run_pass(op: str, src: Any = None, dst: Any = None, *, width: str = "auto",
     ``read`` loads every vector of src (and returns 0); ``sum`` walks src the
     same way adding up its 64-bit words and returns their sum over all
     passes (mod 2**64); ``write`` stores ``value`` into every 64-bit word of
-    dst; ``copy`` copies src into dst (same size). Buffers start on a 64-byte
+    dst (0 to 2**64 - 1; a negative int64 is its two's complement); ``copy``
+    copies src into dst (same size). Buffers start on a 64-byte
     boundary and hold a multiple of 64 bytes (see :func:`aligned_array`).
     ``chunk_bytes`` > 0 runs the passes in chunks of that size, as a team
-    worker does.
+    worker does. More than one pass moves at most
+    :data:`MAX_PASS_TRAFFIC_BYTES` (passes times the buffer's bytes): a call
+    cannot be interrupted.
 
     >>> words = aligned_array(16); words[:] = 3
     >>> run_pass("sum", words, passes=2)
     96
     """
     check_choice("op", op, PASS_OPS)
+    check_choice("stores", stores, STORES)
     if op == "sum" and stores != "normal":
         raise ValueError("stores='nontemporal' applies to write and copy: op='sum' makes no stores")
     if op in ("read", "sum", "copy") and src is None:
         raise ValueError(f"op={op!r} needs src")
     if op in ("write", "copy") and dst is None:
         raise ValueError(f"op={op!r} needs dst")
+    value = check_int("value", value, -(1 << 63), (1 << 64) - 1)
+    passes = check_int("passes", passes, 1)
+    chunk_bytes = check_int("chunk_bytes", chunk_bytes, 0, MAX_BYTES)
+    traffic = passes * max(_nbytes(src), _nbytes(dst))
+    if passes > 1 and traffic > MAX_PASS_TRAFFIC_BYTES:
+        raise ValueError(f"passes={passes} over {max(_nbytes(src), _nbytes(dst))} bytes is {traffic} bytes, "
+                         f"above the maximum {MAX_PASS_TRAFFIC_BYTES} (2^36) for one call: run_pass cannot be "
+                         "interrupted (Ctrl-C acts after it returns)")
     empty = np.zeros(0, dtype=np.uint8)
     config = {"op": op, "width": width, "stores": stores,
               "src": empty if src is None else src, "dst": empty if dst is None else dst,
@@ -322,8 +350,8 @@ def aligned_array(count: int, dtype: Any = np.uint64) -> np.ndarray:
     >>> aligned_array(8).ctypes.data % 64
     0
     """
-    check_int("count", count, 0)
     itemsize = np.dtype(dtype).itemsize
+    check_int("count", count, 0, MAX_BYTES // itemsize)
     raw = np.zeros(count * itemsize + LINE_BYTES, dtype=np.uint8)
     start = -raw.ctypes.data % LINE_BYTES
     return raw[start : start + count * itemsize].view(dtype)
@@ -362,7 +390,7 @@ def figure(data: Dataset | str | os.PathLike, metric: str = "bytes_per_cycle"):
     return fig
 
 
-# ---- named sweeps: the seed's figures -------------------------------------------
+# ---- named sweeps: Drepper's figures -------------------------------------------
 
 
 def _largest_cache_bytes() -> int:
@@ -510,7 +538,7 @@ def _quick() -> Sweep:
                  target_seconds=0.03, description=_quick.__doc__)
 
 
-#: The seed's figures (and two more) by name; each also has a ``<name>_quick`` variant.
+#: Drepper's figures (and two more) by name; each also has a ``<name>_quick`` variant.
 SWEEPS = {
     "fig3_24": one_thread,
     "fig3_25": two_threads_smt,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from memlab import chart
 from memlab.dataset import Dataset
-from memlab.family import Family, check_int
+from memlab.family import Family, check_int, coerce_fields
 from memlab.grid import Sweep
 from memlab.measure import Measurement
 from memlab.units import format_number
@@ -27,6 +27,7 @@ class CalibrateParams:
     budget_ns: int = 100_000_000
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("budget_ns", self.budget_ns, 1_000_000, 60_000_000_000)
 
 

@@ -445,9 +445,13 @@ def log2_axis(ax, values: Sequence[float]) -> None:
     """A log2 x axis labelled 2^n, about a dozen ticks across ``values``."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+    positive = [v for v in values if v > 0 and math.isfinite(v)]  # a log axis shows no other x
+    if not positive:
+        raise ValueError(f"no x value is a positive size for a log2 axis (they run from {min(values)} "
+                         f"to {max(values)}): the dataset's sizes are damaged")
     ax.set_xscale("log", base=2)
-    low = math.floor(math.log2(min(values)))
-    high = math.ceil(math.log2(max(values)))
+    low = math.floor(math.log2(min(positive)))
+    high = math.ceil(math.log2(max(positive)))
     step = max(1, math.ceil((high - low + 1) / 12))
     ax.xaxis.set_major_locator(FixedLocator([2.0**e for e in range(low, high + 1, step)]))
     ax.xaxis.set_minor_locator(NullLocator())

@@ -34,7 +34,7 @@ import numpy
 from memlab import twins
 from memlab._core import Kernel
 from memlab.chase_analysis import cache_levels, caption, figure, format_cache_levels
-from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.family import Family, check_bool, check_choice, check_cpu, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.machine import cache_sizes, numa_nodes, smt_siblings
 from memlab.measure import Measurement
@@ -173,6 +173,7 @@ class ChaseParams:
     memory_node: int = -1
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("working_set_bytes", self.working_set_bytes, 8, 1 << 46)
         self._resolve_npad()
         check_choice("order", self.order, ORDERS)
@@ -184,6 +185,14 @@ class ChaseParams:
         check_bool("helper_thread", self.helper_thread)
         check_int("helper_distance", self.helper_distance, 1, 1 << 24)
         check_int("helper_cpu", self.helper_cpu, -1, 1023)
+        if self.helper_thread:
+            if self.helper_cpu != -1:
+                check_cpu("helper_cpu", self.helper_cpu)
+            elif len(os.sched_getaffinity(0)) < 2:
+                raise ValueError(
+                    "helper_thread=True needs a second CPU, and this process may run on one only "
+                    f"(CPU {min(os.sched_getaffinity(0))}): the helper would run where its caller may not"
+                )
         check_choice("pages", self.pages, PAGE_KINDS)
         check_bool("strict_pages", self.strict_pages)
         check_int("chains", self.chains, 1, MAX_CHAINS)

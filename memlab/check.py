@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy  # noqa: F401  (loads its BLAS, so that threadpoolctl sees it)
 
 from memlab._core import counters_probe
+from memlab.files import atomic_write
 from memlab.machine import _bracketed, _cpu_list_count, _listdir, _path, _read, _read_int
 from memlab.machine import collect_cpu, collect_kernel, collect_meminfo
 from memlab.units import format_bytes as _format_bytes
@@ -925,28 +926,43 @@ def _state_file(root: str, state_path: str | None) -> str:
     return state_path if state_path is not None else _path(root, DEFAULT_STATE_PATH)
 
 
-def _load_state(path: str) -> dict[str, Any]:
+#: What a saved setting may be: a governor's name or a number (no path, newline or NUL).
+_SAVED_VALUE = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
+
+
+def _load_state(path: str, root: str) -> dict[str, Any]:
+    """The tune state at ``path``; ValueError if it is not one :func:`tune` wrote for this machine.
+
+    ``reset`` writes what the file says as root, so every entry must name a
+    file :func:`tune` itself would write (a tunable setting of ``root``) and
+    hold a plain value: a state file changed by someone else cannot make a
+    root ``memlab check --reset`` write elsewhere or write anything else.
+    """
     try:
         with open(path, encoding="utf-8") as handle:
             state = json.load(handle)
     except FileNotFoundError:
         return {"saved": {}}
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:
         raise ValueError(f"tune state file {path} cannot be read: {error}; "
-                         f"check it, then delete it") from error
+                         f"check it, then delete it") from None
     if not isinstance(state, dict) or not isinstance(state.get("saved"), dict):
         raise ValueError(f"tune state file {path} is not a memlab tune state; check it, then delete it")
+    tunable = {file for setting in TUNABLE_SETTINGS for file, _ in _targets(setting, root)}
+    for file, value in state["saved"].items():
+        if file not in tunable:
+            raise ValueError(f"tune state file {path} names {file[:200]!r}, which is not a setting memlab "
+                             f"tunes on this machine; check the file, then delete it")
+        if not isinstance(value, str) or not _SAVED_VALUE.fullmatch(value):
+            raise ValueError(f"tune state file {path} holds {json.dumps(value)[:80]} for {file}, not a "
+                             f"setting's value; check the file, then delete it")
     return state
 
 
 def _write_state(path: str, state: Mapping[str, Any]) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, indent=2, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    """Write the state atomically (an exclusive, unpredictable temporary file), readable by root only."""
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    atomic_write(path, json.dumps(state, indent=2, sort_keys=True), mode=0o600)
 
 
 def _write_setting(root: str, path: str, value: str) -> None:
@@ -983,7 +999,7 @@ def tune(
         if setting not in TUNABLE_SETTINGS:
             raise ValueError(f"setting={setting!r} is not one of {', '.join(TUNABLE_SETTINGS)}")
     path = _state_file(root, state_path)
-    state = _load_state(path)
+    state = _load_state(path, root)
     saved: dict[str, str] = state["saved"]
     plan: list[tuple[str, str, str, str]] = []
     changes: list[TuneChange] = []
@@ -998,6 +1014,10 @@ def tune(
                 changes.append(TuneChange(setting, file, None, None, skipped="unreadable"))
                 continue
             current = _bracketed(current) or current
+            if file not in saved and not _SAVED_VALUE.fullmatch(current):
+                changes.append(TuneChange(setting, file, None, None,
+                                          skipped=f"its value {current[:40]!r} is not one reset could restore"))
+                continue
             saved.setdefault(file, current)
             plan.append((setting, file, current, value))
     state.setdefault("created", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
@@ -1024,7 +1044,7 @@ def reset(root: str = "/", *, state_path: str | None = None) -> list[TuneChange]
     """
     _require_root(root, "reset")
     path = _state_file(root, state_path)
-    state = _load_state(path)
+    state = _load_state(path, root)
     saved: dict[str, str] = state["saved"]
     changes = []
     failures = []

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 from memlab import chart
 from memlab._core import Kernel
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int, check_number
+from memlab.family import Family, check_bool, check_choice, check_int, check_number, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.machine import populate_write_supported
 from memlab.measure import Measurement
@@ -112,6 +112,7 @@ class FaultParams:
     strict_pages: bool = False
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("region_bytes", self.region_bytes, SUBPAGE_BYTES, MAX_REGION_BYTES)
         check_choice("pages", self.pages, PAGE_KINDS)
         check_choice("populate", self.populate, POPULATE_MODES)
@@ -159,6 +160,7 @@ class OrderParams:
     strict_pages: bool = False
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("region_bytes", self.region_bytes, CHUNK_BYTES, MAX_REGION_BYTES)
         check_choice("pages", self.pages, PAGE_KINDS)
         check_choice("order", self.order, ORDERS)
@@ -608,7 +610,9 @@ FAULT_FAMILY = Family(
     figure=fault_figure,
     sample_seconds=lambda params, target: target + params.pause_s,
     caption="The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
-            "faults taken per page (the huge-page clearing patches, bulk page allocation).",
+            "faults taken per page (the huge-page clearing patches). MAP_POPULATE and "
+            "MADV_POPULATE_WRITE populate a range in one call: the nearest user-space analogue of the "
+            "kernel's bulk page allocator, which user space cannot call.",
     report_columns=("faults_per_page", "huge_fraction"),
 )
 

@@ -1,42 +1,58 @@
 """The `memlab` command: one argparse tree with every subcommand.
 
-``memlab info | check | run | sweep | merge | compare | plot | report | tour`` (and
+``memlab info | check | run | sweep | merge | compare | plot | report | tour | reproduce`` (and
 ``python -m memlab ...``); an experiment script's command line
 (:func:`script_main`) is ``memlab sweep`` applied to the script's sweeps.
 
-Exit status: 0 on success; 2 for a bad argument, with one line naming it;
-1 when the machine refuses (a kernel error, a missing file) or, for
-``compare``, when a significant regression exists; 130 after Ctrl-C.
+Exit status, one rule for every subcommand (:data:`EXIT_STATUS`):
+
+- 0: done;
+- 2: a bad argument or an input that cannot be read (a missing or corrupt
+  dataset, an output path memlab will not write), said in one line, before
+  anything is measured;
+- 1: the kernel refused, a measurement failed or a write failed once the
+  work was done (a full disk) (and, for ``compare``, a
+  significant regression exists; for ``tour``, a family failed; for
+  ``reproduce --check``, a claim not reproduced);
+- 130: interrupted by Ctrl-C (the rows measured so far are on disk).
+
+No subcommand prints a traceback for these; an unexpected error (a bug) is
+one line too, with ``MEMLAB_DEBUG=1`` showing its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import math
 import os
 import re
 import shlex
 import shutil
+import signal
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memlab import machine, measure, plot, registry
+from memlab import catalogue, machine, measure, plot, registry
 from memlab._core import build_info
 from memlab._version import __version__
 from memlab.chart import outcome_note, require_matplotlib
 from memlab.check import TUNABLE_SETTINGS, largest_bytes, read_cpu_times, reset, tune
 from memlab.check import check as machine_check
 from memlab.compare import compare, compare_machines, load_dataset, parse_fraction
-from memlab.dataset import Dataset, machine_key
+from memlab.dataset import Dataset, DatasetWriter, check_compatible, machine_key, paths_for
 from memlab.family import Family, ParamSpec
+from memlab.files import atomic_write, check_output_directory, check_output_file
 from memlab.grid import Sweep, as_sweeps, parse_shard, shard_points
-from memlab.measure import Measurement
+from memlab.measure import MAX_REPEAT, MAX_WARMUP, Measurement
 from memlab.report import as_items, write_report
+from memlab.reproduce import format_seconds, listing, reproduce
 from memlab.sweep import (
     estimate_seconds,
     output_path,
@@ -49,7 +65,22 @@ from memlab.sweep import (
 from memlab.tour import REDUCED_MAX_POINTS, tour
 from memlab.units import format_duration, suggest
 
-__all__ = ["UsageError", "build_parser", "main", "parse_assignment", "parse_value", "script_main"]
+__all__ = [
+    "EXIT_STATUS",
+    "UsageError",
+    "build_parser",
+    "main",
+    "parse_assignment",
+    "parse_value",
+    "script_main",
+]
+
+#: The exit statuses of every subcommand (see the module's docstring).
+EXIT_STATUS = {"ok": 0, "failed": 1, "usage": 2, "interrupted": 130}
+#: Largest exponent b of ``a^b`` with a >= 2 worth computing: 2^64 is beyond every parameter.
+MAX_POWER_BITS = 64
+#: The resolution bounds of ``memlab plot --dpi`` (1200 dpi is print quality; 10000 made a 12 GB image).
+DPI_RANGE = (10, 1200)
 
 _SIZE_SUFFIXES = {
     "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
@@ -71,9 +102,15 @@ class UsageError(Exception):
 def parse_value(text: str) -> Any:
     """'42' -> 42, '1.5' -> 1.5, '64MiB' -> 67108864, '2^20' -> 1048576, 'true' -> True.
 
+    Numbers are written with ASCII digits ('１０' is a UsageError, not 10),
+    and ``a^b`` is refused before it is computed when the result would
+    exceed 64 bits (``10^100000000`` would take minutes).
+
     >>> parse_value("64MiB"), parse_value("2^10"), parse_value("random")
     (67108864, 1024, 'random')
     """
+    if any(c.isdigit() and not c.isascii() for c in text):
+        raise UsageError(f"{text!r} holds non-ASCII digits: write numbers with the digits 0-9")
     lowered = text.strip().lower()
     if lowered in ("true", "yes", "on"):
         return True
@@ -83,7 +120,7 @@ def parse_value(text: str) -> Any:
         return None
     power = re.fullmatch(r"(\d+)\^(\d+)", lowered)
     if power:
-        return int(power.group(1)) ** int(power.group(2))
+        return _power(power.group(1), power.group(2))
     sized = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]i?b?)", lowered)
     if sized and sized.group(2) in _SIZE_SUFFIXES:
         value = float(sized.group(1)) * _SIZE_SUFFIXES[sized.group(2)]
@@ -97,6 +134,34 @@ def parse_value(text: str) -> Any:
             break
         return value
     return text
+
+
+def _power(base_text: str, exponent_text: str) -> int:
+    """a^b, refused (UsageError) before computing when it exceeds 64 bits."""
+    if len(base_text) > 20 or len(exponent_text) > 20:
+        raise UsageError(f"{base_text}^{exponent_text} is beyond 64 bits")
+    base, exponent = int(base_text), int(exponent_text)
+    if base >= 2 and exponent * math.log2(base) > MAX_POWER_BITS:
+        raise UsageError(f"{base}^{exponent} is beyond 64 bits (at most 2^{MAX_POWER_BITS}); "
+                         "no parameter takes a value that large")
+    return base**exponent
+
+
+def _bounded_int(name: str, minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse type: an ASCII decimal integer in [minimum, maximum]."""
+
+    def convert(text: str) -> int:
+        if not re.fullmatch(r"[-+]?[0-9]+", text.strip(), re.ASCII):
+            raise argparse.ArgumentTypeError(f"{name}={text!r} must be an integer (digits 0-9)")
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name}={value} is below the minimum {minimum}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{name}={value} is above the maximum {maximum}")
+        return value
+
+    convert.__name__ = name
+    return convert
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
@@ -178,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--working-set", metavar="BYTES",
                        help="largest working set you plan to measure, e.g. 8GiB "
                        "(judged against the available memory)")
-    check.add_argument("--steal-window", type=float, default=0.25, metavar="SECONDS",
+    check.add_argument("--steal-window", type=_ascii_float, default=0.25, metavar="SECONDS",
                        help="how long to keep a CPU busy while watching steal time (default 0.25)")
     action = check.add_mutually_exclusive_group()
     action.add_argument("--tune", action="store_true",
@@ -203,7 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--list", action="store_true",
                        help="list the named sweeps: points, estimated duration, description")
     sweep.add_argument("--shard", help="run only shard i/n of the points")
-    sweep.add_argument("--no-resume", action="store_true", help="re-measure points already on disk")
+    sweep.add_argument("--no-resume", action="store_true",
+                       help="start a fresh dataset (an existing one is refused unless --force)")
+    sweep.add_argument("--force", action="store_true",
+                       help="with --no-resume: move an existing dataset aside (NAME.replaced-TIME.csv)")
     _progress_options(sweep)
     _measure_options(sweep, "CSV path (one sweep) or folder (several); default results/")
     fleet_options = sweep.add_argument_group(
@@ -234,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
                               description="draw a dataset's standard figure")
     plot_cmd.add_argument("dataset", help="a dataset (.csv, .json or stem)")
     plot_cmd.add_argument("-o", "--out", help="image file (.png, .svg, .pdf); default: DATASET.png")
-    plot_cmd.add_argument("--dpi", type=int, default=120, help="resolution of raster images")
+    plot_cmd.add_argument("--dpi", type=_bounded_int("--dpi", *DPI_RANGE), default=120,
+                          help=f"resolution of raster images ({DPI_RANGE[0]}..{DPI_RANGE[1]})")
     plot_cmd.set_defaults(handler=cmd_plot)
 
     report = sub.add_parser("report", help="write one self-contained HTML report",
@@ -252,11 +321,31 @@ def build_parser() -> argparse.ArgumentParser:
     tour_cmd.add_argument("--reduced", action="store_true",
                           help=f"at most {REDUCED_MAX_POINTS} points per family, one repetition (for CI)")
     tour_cmd.add_argument("--family", action="append", metavar="NAME", help="only this family (repeatable)")
-    tour_cmd.add_argument("--repeat", type=int, help="repetitions per point")
-    tour_cmd.add_argument("--cpu", type=int, help="pin the measuring process to this CPU")
+    tour_cmd.add_argument("--repeat", type=_bounded_int("--repeat", 1, MAX_REPEAT), help="repetitions per point")
+    tour_cmd.add_argument("--cpu", type=_bounded_int("--cpu", 0, 1 << 20),
+                          help="pin the measuring process to this CPU")
     tour_cmd.add_argument("--resume", action="store_true", help="keep rows already in --out")
     _progress_options(tour_cmd)
     tour_cmd.set_defaults(handler=cmd_tour)
+
+    repro = sub.add_parser(
+        "reproduce", help="re-measure every source figure here, beside the source's numbers, with verdicts",
+        description="Run the catalogue of source items (Drepper's figures and tables, the pipe ladder, the "
+                    "clearing patches, LWN's bulk allocation, UnixBench) on this machine: one dataset per "
+                    "sweep in --out, and report.html with the source's numbers beside this machine's and a "
+                    "verdict per claim (reproduced / not reproduced / not measurable here). Resumable. Exit "
+                    "status 0 when it ran, whatever the verdicts; 1 when a sweep failed or, with --check, a "
+                    "claim was not reproduced; 2 for a bad argument.",
+    )
+    repro.add_argument("items", nargs="*", metavar="ITEM",
+                       help="items (fig3.15, pipes-ladder ...), sources (drepper, pipes, clearing, lwn-bulk, "
+                            "unixbench) or families; default: all")
+    repro.add_argument("--quick", action="store_true", help="the quick variant of every sweep (minutes)")
+    repro.add_argument("--out", help="folder for the datasets, report.html and verdicts.json")
+    repro.add_argument("--list", action="store_true", help="list the items with their estimated time")
+    repro.add_argument("--check", action="store_true", help="exit 1 when a claim is not reproduced")
+    _progress_options(repro)
+    repro.set_defaults(handler=cmd_reproduce)
     return parser
 
 
@@ -322,8 +411,12 @@ def _progress_options(parser: argparse.ArgumentParser) -> None:
 
 def _measure_options(parser: argparse.ArgumentParser, out_help: str) -> None:
     parser.add_argument("--out", help=out_help)
-    parser.add_argument("--repeat", type=int, help="repetitions kept per point")
-    parser.add_argument("--cpu", type=int, help="pin the measuring process to this CPU")
+    parser.add_argument("--repeat", type=_bounded_int("--repeat", 1, MAX_REPEAT),
+                        help=f"repetitions kept per point (1..{MAX_REPEAT})")
+    parser.add_argument("--warmup", type=_bounded_int("--warmup", 0, MAX_WARMUP),
+                        help=f"warm-up repetitions per point, not kept (0..{MAX_WARMUP})")
+    parser.add_argument("--cpu", type=_bounded_int("--cpu", 0, 1 << 20),
+                        help="pin the measuring process to this CPU")
 
 
 def _compare_parser(sub) -> None:
@@ -353,8 +446,8 @@ def _compare_parser(sub) -> None:
     parser.add_argument("--fail-above", default=None,
                         help="exit 1 when a significant regression of at least this much exists "
                              "(default: the threshold)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    parser.add_argument("--confidence", type=float, default=0.95,
+    parser.add_argument("--alpha", type=_ascii_float, default=0.05, help="significance level (default 0.05)")
+    parser.add_argument("--confidence", type=_ascii_float, default=0.95,
                         help="confidence of the ratio interval (default 0.95)")
     parser.add_argument("--fail-on-noise", action="store_true",
                         help="also exit 1 when a point gets no verdict (too noisy or too few samples)")
@@ -413,32 +506,68 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``memlab run FAMILY key=value ...``: one point, printed (and saved with --out)."""
+    """``memlab run FAMILY key=value ...``: one point, printed (and saved with --out).
+
+    ``--out`` is checked before anything is measured: a new file, or a
+    dataset of single runs of the same family and parameters that does not
+    hold this point yet (the row is appended); anything else is exit 2.
+    """
     if args.family is None:
         raise UsageError("memlab run needs a FAMILY (one of "
                          f"{', '.join(registry.all_families())}); `memlab run FAMILY --help` lists its parameters")
     fam = registry.family(args.family)
     assignments = typed_assignments(fam.params_type, args.assignments)
     params = dataclasses.asdict(fam.params(assignments))
-    start = machine_check(planned_bytes=largest_bytes([params]), steal_window_seconds=0.15) if args.out else None
+    meta = None
+    start = None
+    if args.out:
+        meta = sweep_metadata(Sweep("run", fam.name, [params]), fam, None, args.repeat or fam.default_repeat)
+        _check_run_output(args.out, meta, fam, params)
+        start = machine_check(planned_bytes=largest_bytes([params]), steal_window_seconds=0.15)
     since = (time.monotonic(), read_cpu_times())
-    measurement = fam.run(assignments, repeat=args.repeat, cpu=args.cpu)
+    measurement = fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)
     row = measurement.to_row()
     if args.out:
-        meta = sweep_metadata(Sweep("run", fam.name, [params]), fam, None, len(measurement.samples))
+        meta["repeat"] = len(measurement.samples)
         meta["check_start"] = start.to_dict()
         meta["check_end"] = machine_check(steal_since=since).to_dict()
-        Dataset([row], meta).save(args.out)
+        with DatasetWriter(args.out, meta, defaults=fam.defaults()) as writer:
+            writer.append(row)
     if args.json:
         print(json.dumps(row, default=str))
     else:
         print(_summary(measurement))
         if args.out:
-            print(f"1 row -> {args.out}")
+            print(f"1 row -> {paths_for(args.out)[0]}")
     if measurement.conditions_warning:
         print(f"memlab: warning: {measurement.family}: {measurement.conditions_warning}",
               file=sys.stderr)
     return 0
+
+
+def _check_run_output(out: str, meta: dict, fam: Any, params: dict) -> None:
+    """Refuse (ValueError) an --out that ``memlab run`` must not write, before measuring."""
+    csv_path, json_path = paths_for(out)
+    if Path(csv_path).parent != Path(""):
+        check_output_directory(Path(csv_path).parent, "--out's directory")
+    check_output_file(csv_path, "--out")
+    check_output_file(json_path, "--out")
+    if not os.path.lexists(csv_path):
+        return
+    existing = Dataset.load(csv_path)
+    filled = check_compatible(existing, {**meta, "sweep": existing.metadata.get("sweep", "run")},
+                              csv_path, fam.defaults())
+    if existing.metadata.get("sweep", "run") != "run":
+        raise UsageError(
+            f"{csv_path} holds the sweep {existing.metadata['sweep']!r}; memlab run adds points only to "
+            "datasets of single runs: choose another --out"
+        )
+    key = Dataset([], meta).key({"family": fam.name, **params})
+    for row in existing.rows:
+        for name, value in filled.items():
+            row[name] = value
+        if Dataset([], meta).key(row) == key:
+            raise UsageError(f"{csv_path} already holds this point; choose another --out")
 
 
 def _summary(measurement: Measurement) -> str:
@@ -484,18 +613,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError("--scheduler needs --each-host (the whole sweep on every host) "
                          "or --spread (its points split over identical hosts)")
     incomplete = False
+    if args.force and not args.no_resume:
+        raise UsageError("--force goes with --no-resume (it moves an existing dataset aside)")
+    paths = [output_path(args.out, sweep, len(sweeps) > 1) for sweep in sweeps]
+    for path in paths:  # every output checked before the first point is measured
+        if path.parent != Path(""):
+            check_output_directory(path.parent, "--out")
+        check_output_file(path, "--out")
     overall = None
     if len(sweeps) > 1 and not args.each_host:  # each-host: points times hosts, unknown before connecting
         total = sum(len(shard_points(s.points, parse_shard(args.shard))) for s in sweeps)
         overall = progress_bar(total, f"{len(sweeps)} sweeps", enabled=progress_enabled(not args.no_progress))
     try:
-        for sweep in sweeps:
-            path = output_path(args.out, sweep, len(sweeps) > 1)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            dataset = run_sweep(sweep, path, shard=args.shard, resume=not args.no_resume,
-                                progress=not args.no_progress, repeat=args.repeat, cpu=args.cpu,
-                                overall=overall, client=args.scheduler, each_host=args.each_host,
-                                spread=args.spread)
+        for sweep, path in zip(sweeps, paths):
+            dataset = run_sweep(sweep, path, shard=args.shard, resume=not args.no_resume, force=args.force,
+                                progress=not args.no_progress, repeat=args.repeat, warmup=args.warmup,
+                                cpu=args.cpu, overall=overall, client=args.scheduler,
+                                each_host=args.each_host, spread=args.spread)
             hosts = ""
             if args.scheduler is not None:
                 count = len({machine_key(row) for row in dataset.rows})
@@ -523,6 +657,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     measured twice by one machine without ``--dedupe``; 1: the merged file
     cannot be written.
     """
+    out = Path(args.out)
+    if out.parent != Path(""):
+        check_output_directory(out.parent, "OUT")
+    check_output_file(out, "OUT")
     datasets = []
     for path in args.datasets:
         try:
@@ -533,9 +671,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
         merged = Dataset.merge(*datasets, dedupe=args.dedupe)
     except ValueError as error:
         return _error("merge", error, 2)
-    out = Path(args.out)
-    if out.parent != Path(""):
-        out.parent.mkdir(parents=True, exist_ok=True)
     merged.save(out)
     machines = len({machine_key(row) for row in merged.rows})
     print(f"{len(datasets)} datasets, {len(merged)} rows from {machines} "
@@ -655,24 +790,27 @@ def _compare_machines(args: argparse.Namespace, threshold: float, fail_above: fl
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """``memlab plot DATASET [-o fig.png]``: draw the dataset's standard figure to a file."""
-    if args.dpi < 10:
-        return _error("plot", f"--dpi={args.dpi} is below the minimum 10", 2)
     out = Path(args.out) if args.out else Path(os.path.splitext(args.dataset)[0] + ".png")
+    check_output_file(out, "--out")
     try:
         dataset = Dataset.load(args.dataset)
     except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
         return _error("plot", error if isinstance(error, OSError) else f"{args.dataset}: {error}", 2)
     try:
+        require_matplotlib()
         fig = plot.figure(dataset)
     except ImportError as error:
         print(f"memlab plot: {error}", file=sys.stderr)
         return 1
     except ValueError as error:  # e.g. a family whose result is a number, not a figure
         return _error("plot", f"{args.dataset}: {error}", 2)
+    image = io.BytesIO()
     try:
-        fig.savefig(out, dpi=args.dpi)
+        fig.savefig(image, dpi=args.dpi, format=out.suffix.lstrip(".").lower() or "png")
     except ValueError as error:  # an image format matplotlib does not write
         return _error("plot", error, 2)
+    try:
+        atomic_write(out, image.getvalue())
     except OSError as error:
         return _error("plot", f"cannot write {out}: {error}", 1)
     print(f"{args.dataset} -> {out}")
@@ -681,22 +819,29 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``memlab report DATASET... -o report.html``: one self-contained HTML file."""
+    out = Path(args.out)
+    if out.parent != Path(""):
+        check_output_directory(out.parent, "--out's directory")
+    check_output_file(out, "--out")
     items = []
     for path in args.datasets:
         try:
             items.extend(as_items([path]))
+        except FileNotFoundError as error:
+            return _error("report", f"{path}: no such dataset ({error.filename or path})", 2)
         except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
             return _error("report", f"{path}: {error}", 2)
-    out = write_report(items, args.out, title=args.title, command=_command_line(args))
+    out = write_report(items, out, title=args.title, command=_command_line(args))
     print(f"{len(items)} datasets -> {out}")
     return 0
 
 
 def cmd_tour(args: argparse.Namespace) -> int:
     """``memlab tour [--out DIR] [--reduced]``: quick sweep of every family + report.html."""
-    if args.repeat is not None and args.repeat < 1:
-        return _error("tour", f"--repeat={args.repeat} is below the minimum 1", 2)
     try:
+        for name in args.family or ():  # a misspelt family creates no --out folder
+            registry.family(name)
+        check_output_directory(args.out, "--out")
         result = tour(args.out, reduced=args.reduced, families=args.family, repeat=args.repeat,
                       cpu=args.cpu, progress=not args.no_progress, resume=args.resume,
                       command=_command_line(args))
@@ -706,13 +851,48 @@ def cmd_tour(args: argparse.Namespace) -> int:
         status = f"FAILED: {run.error}" if run.error else f"{len(run.dataset)} rows -> {run.path}"
         print(f"{run.family:<14} {run.seconds:6.1f} s  {status}")
     print(f"tour: {result.seconds:.0f} s; report -> {result.report}")
-    try:
-        require_matplotlib()
-    except ImportError as error:
-        print(f"memlab tour: the report has no figures: {error}", file=sys.stderr)
+    _say_if_no_figures("tour")
     if result.interrupted:
         return 130
     return 1 if result.failed else 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """``memlab reproduce [ITEM ...] [--quick] --out DIR [--list] [--check]``."""
+    chosen = catalogue.select(args.items)
+    if args.list:
+        print(listing(chosen, quick=args.quick, out=args.out))
+        return 0
+    if not args.out:
+        raise UsageError("reproduce needs --out DIR (the folder for the datasets and report.html)")
+    result = reproduce(
+        [i.key for i in chosen], quick=args.quick, out=args.out, progress=not args.no_progress,
+        command=_command_line(args), say=lambda text: print(text, file=sys.stderr),
+    )
+    for judged in result.items:
+        counts = judged.counts()
+        summary = ", ".join(f"{counts[s]} {s}" for s in catalogue.VERDICTS if counts[s])
+        print(f"{judged.item.key:<20} {summary}" + (f"  [{judged.error}]" if judged.error else ""))
+    totals = ", ".join(f"{result.count(s)} {s}" for s in catalogue.VERDICTS)
+    print(f"reproduce: {len(result.items)} items in {format_seconds(result.seconds)}: {totals}; "
+          f"report -> {result.report}")
+    _say_if_no_figures("reproduce")
+    if result.interrupted:
+        return 130
+    if result.failed:
+        return 1
+    if args.check and result.not_reproduced:
+        print(f"memlab reproduce: {len(result.not_reproduced)} claim(s) not reproduced and --check",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _say_if_no_figures(command: str) -> None:
+    try:
+        require_matplotlib()
+    except ImportError as error:
+        print(f"memlab {command}: the report has no figures: {error}", file=sys.stderr)
 
 
 def _command_line(args: argparse.Namespace) -> str:
@@ -755,6 +935,13 @@ def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None,
 
 
 def _run(argv: list[str], script: SweepFactory | None = None) -> int:
+    try:
+        return _dispatch(argv, script)
+    except KeyboardInterrupt:  # a Ctrl-C outside the handler (while it reported the first one)
+        return EXIT_STATUS["interrupted"]
+
+
+def _dispatch(argv: list[str], script: SweepFactory | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -765,8 +952,6 @@ def _run(argv: list[str], script: SweepFactory | None = None) -> int:
         return _usage("name a command (listed above); `memlab COMMAND --help` says what it takes")
     args.argv = argv
     args.script = script
-    if getattr(args, "repeat", None) is not None and args.repeat < 1 and args.command != "tour":
-        return _usage(f"--repeat={args.repeat} is below the minimum 1")
     try:
         return args.handler(args)
     except (UsageError, ValueError) as error:
@@ -774,15 +959,48 @@ def _run(argv: list[str], script: SweepFactory | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (memlab info | head)
         return 0
-    except ImportError as error:  # an optional extra asked for and missing (fleet)
-        print(f"memlab: error: {error}", file=sys.stderr)
-        return 1
-    except (OSError, MemoryError, TimeoutError) as error:
-        print(f"memlab: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
-        print("memlab: interrupted; rows measured so far are on disk", file=sys.stderr)
-        return 130
+        with _sigint_ignored():  # a second Ctrl-C while this is printed changes nothing
+            print("memlab: interrupted; rows measured so far are on disk", file=sys.stderr)
+        return EXIT_STATUS["interrupted"]
+    except ImportError as error:  # an optional dependency (matplotlib, the fleet extra) is missing
+        print(f"memlab {args.command}: {error}", file=sys.stderr)
+        return EXIT_STATUS["failed"]
+    except (OSError, MemoryError, TimeoutError, RuntimeError) as error:
+        print(f"memlab: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_STATUS["failed"]
+    except Exception as error:
+        if os.environ.get("MEMLAB_DEBUG"):
+            raise
+        print(f"memlab {args.command}: internal error, a bug in memlab: {type(error).__name__}: {error} "
+              "(MEMLAB_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return EXIT_STATUS["failed"]
+
+
+class _sigint_ignored:
+    """Ignore SIGINT for the duration (main thread only; elsewhere it changes nothing)."""
+
+    def __enter__(self) -> None:
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def _ascii_float(text: str) -> float:
+    """An argparse type: a float written with ASCII digits."""
+    if any(c.isdigit() and not c.isascii() for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} holds non-ASCII digits: write numbers with the digits 0-9")
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def _error(command: str, message: object, status: int) -> int:

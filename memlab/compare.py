@@ -36,6 +36,7 @@ from memlab.dataset import (
     SAMPLES,
     MACHINE_PARAM,
     Dataset,
+    DatasetError,
     key_value,
     machine_key,
     paths_for,
@@ -421,7 +422,9 @@ def load_dataset(path: str | os.PathLike[str], role: str = "dataset") -> Any:
         raise DatasetReadError(text, f"{role} dataset {text} does not exist")
     try:
         return Dataset.load(text)
-    except Exception as error:  # any parse failure of a corrupt file
+    except DatasetError as error:  # says the file and what is wrong with it
+        raise DatasetReadError(text, f"{role} dataset {text} cannot be read: {error}") from error
+    except Exception as error:  # any other failure of a corrupt file
         raise DatasetReadError(
             text, f"{role} dataset {text} cannot be read: {type(error).__name__}: {error}"
         ) from error

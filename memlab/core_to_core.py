@@ -32,7 +32,7 @@ from typing import Any
 
 from memlab import chart, machine
 from memlab.dataset import Dataset
-from memlab.family import Family, check_choice, check_int
+from memlab.family import Family, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep
 from memlab.measure import Measurement
 from memlab.units import metric_label
@@ -57,6 +57,7 @@ class CoreToCoreParams:
     method: str = "cas"
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("cpu_a", self.cpu_a, 0, MAX_CPU)
         check_int("cpu_b", self.cpu_b, 0, MAX_CPU)
         check_choice("method", self.method, METHODS)

@@ -31,6 +31,19 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from memlab.files import (
+    atomic_write,
+    check_output_file,
+    check_readable_file,
+    open_append,
+    remove_stale_temporaries,
+)
+from memlab.table import TYPE_NAMES, Row, read_table
+from memlab.table import is_number as _is_number
+from memlab.table import is_numbers as _is_numbers
+from memlab.table import is_object as _is_object
+from memlab.table import is_text as _is_text
+from memlab.table import guess as _guess
 from memlab.units import is_missing
 
 __all__ = [
@@ -46,7 +59,9 @@ __all__ = [
     "FORMAT_VERSION",
     "STATISTICS",
     "Dataset",
+    "DatasetError",
     "DatasetWriter",
+    "check_compatible",
     "check_metric_name",
     "check_param_name",
     "check_fact_name",
@@ -72,7 +87,11 @@ __all__ = [
 FORMAT_NAME = "memlab-dataset"
 FORMAT_VERSION = 1
 
-_TYPE_NAMES = ("int", "float", "bool", "str", "json")
+_TYPE_NAMES = TYPE_NAMES
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be read or written as asked; the message names the file and why."""
 
 
 # --------------------------------------------------------------------------
@@ -186,6 +205,21 @@ def _renamed_metadata(metadata: dict, renames: Mapping[str, str]) -> dict:
     if isinstance(metadata.get("primary_metric"), str):
         metadata["primary_metric"] = renames.get(metadata["primary_metric"], metadata["primary_metric"])
     return metadata
+
+
+def _fresh(row: Mapping[str, Any]) -> dict:
+    """A row of one's own: a Row view copied as a view, anything else as a dict."""
+    return row.copy() if isinstance(row, Row) else dict(row)
+
+
+def _check_family(metadata: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], path: str) -> None:
+    family = metadata.get("family")
+    if not family:
+        return
+    for number, row in enumerate(rows, start=2):
+        if "family" in row and row["family"] != family:
+            raise DatasetError(f"{path}: record {number} would hold family={row['family']!r} in a dataset "
+                               f"whose metadata says family={family!r}")
 
 
 def _only_family(rows: Sequence[Mapping[str, Any]]) -> str | None:
@@ -551,6 +585,8 @@ def _plain(value: Any) -> Any:
         return tolist()
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, Row):
+        return dict(value)
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, str):
@@ -615,41 +651,6 @@ def _encode(value: Any, type_name: str | None) -> str:
     return json.dumps(value, default=_json_default, separators=(",", ":"))
 
 
-def _decode(text: str, type_name: str | None) -> Any:
-    if text == "":
-        return math.nan if type_name == "float" else None
-    if type_name == "int":
-        return int(text)
-    if type_name == "float":
-        return float(text)
-    if type_name == "bool":
-        if text not in ("true", "false"):
-            raise ValueError(f"bool column holds {text!r}, expected true or false")
-        return text == "true"
-    if type_name == "str":
-        return text
-    if type_name == "json":
-        return json.loads(text)
-    return _guess(text)
-
-
-def _guess(text: str) -> Any:
-    """Decode a cell whose column type is unknown (sidecar missing)."""
-    if text in ("true", "false"):
-        return text == "true"
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    if text[:1] in ("[", "{", '"'):
-        try:
-            return json.loads(text)
-        except ValueError:
-            pass
-    return text
-
-
 def column_types(rows: Iterable[dict], columns: Iterable[str]) -> dict[str, str]:
     """Infer the sidecar type of each column ("int", "float", "bool", "str", "json").
 
@@ -703,12 +704,7 @@ def _csv_text(rows: list[dict], columns: list[str], types: dict[str, str]) -> st
 
 
 def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, text)
 
 
 def _sidecar_text(metadata: dict, types: dict[str, str]) -> str:
@@ -719,60 +715,177 @@ def _sidecar_text(metadata: dict, types: dict[str, str]) -> str:
     return json.dumps(document, indent=2, default=_json_default, sort_keys=False) + "\n"
 
 
+#: The sidecar keys memlab reads, with the JSON type each must have (None is allowed
+#: for all but ``format``, ``format_version`` and ``column_types``). Other keys are kept as they are.
+_SIDECAR_KEYS: dict[str, tuple[type, ...]] = {
+    "format": (str,),
+    "format_version": (int,),
+    "column_types": (dict,),
+    "created": (str,),
+    "family": (str,),
+    "sweep": (str,),
+    "description": (str,),
+    "param_names": (list,),
+    "primary_metric": (str,),
+    "machine": (dict,),
+    "machine_id": (str,),
+    "machine_fingerprint": (dict,),
+    "check_start": (dict,),
+    "check_end": (dict,),
+    "memlab_version": (str,),
+    "command": (str,),
+    "shard": (str,),
+    "repeat": (int,),
+    "warmup": (int,),
+    "merged_from": (list,),
+    "load_warnings": (list,),
+}
+_JSON_TYPE_NAMES = {str: "a string", int: "an integer", dict: "a JSON object", list: "a JSON array"}
+
+
 def _read_sidecar(json_path: str) -> tuple[dict, dict[str, str]]:
-    """Return (metadata, column_types); ({}, {}) when there is no sidecar."""
+    """Return (metadata, column_types); ({}, {}) when there is no sidecar.
+
+    Every problem is a :class:`DatasetError` naming the file: not a regular
+    file, not UTF-8, not JSON (or nested too deeply), another format or
+    version, a known key of the wrong type, an unknown column type.
+    """
     try:
-        with open(json_path, encoding="utf-8") as handle:
-            document = json.load(handle)
+        check_readable_file(json_path, "sidecar")
+        with open(json_path, "rb") as handle:
+            data = handle.read()
     except FileNotFoundError:
         return {}, {}
+    except OSError as error:
+        raise DatasetError(f"{json_path}: cannot be read: {error.strerror or error}") from None
+    except ValueError as error:
+        raise DatasetError(str(error)) from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte order mark (spreadsheets, editors) is skipped
+    except UnicodeDecodeError as error:
+        raise DatasetError(f"{json_path}: not UTF-8 text (byte {error.start}: {error.reason})") from None
+    try:
+        document = json.loads(text)
+    except RecursionError:
+        raise DatasetError(f"{json_path}: JSON nested too deeply to be a memlab sidecar") from None
+    except ValueError as error:
+        raise DatasetError(f"{json_path}: not valid JSON: {error}") from None
     if not isinstance(document, dict):
-        raise ValueError(f"{json_path}: sidecar is not a JSON object")
+        raise DatasetError(f"{json_path}: sidecar is not a JSON object")
     name = document.get("format", FORMAT_NAME)
     if name != FORMAT_NAME:
-        raise ValueError(f"{json_path}: format={name!r} is not {FORMAT_NAME!r}")
+        raise DatasetError(f"{json_path}: format={name!r} is not {FORMAT_NAME!r}")
     version = document.get("format_version")
-    if version != FORMAT_VERSION:
-        raise ValueError(
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        raise DatasetError(
             f"{json_path}: format_version={version!r} is not supported "
             f"(this memlab reads format_version {FORMAT_VERSION})"
         )
-    types = document.pop("column_types", {}) or {}
+    for key, allowed in _SIDECAR_KEYS.items():
+        value = document.get(key)
+        if value is None and key not in ("format", "format_version"):
+            continue
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            shown = json.dumps(value)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise DatasetError(f"{json_path}: {key}={shown} must be {_JSON_TYPE_NAMES[allowed[0]]}")
+    names = document.get("param_names")
+    if names is not None and not all(isinstance(n, str) and n for n in names):
+        raise DatasetError(f"{json_path}: param_names must be a list of column names")
+    types = document.pop("column_types", None) or {}
     for column, kind in types.items():
         if kind not in _TYPE_NAMES:
-            raise ValueError(f"{json_path}: column_types[{column!r}]={kind!r} is not one of {_TYPE_NAMES}")
+            raise DatasetError(f"{json_path}: column_types[{column!r}]={kind!r} is not one of {_TYPE_NAMES}")
     return document, types
 
 
-def _read_csv(csv_path: str, types: dict[str, str]) -> tuple[list[dict], list[str], list[str]]:
-    """Return (rows, header, warnings); a truncated last record is dropped."""
-    with open(csv_path, encoding="utf-8", newline="") as handle:
-        text = handle.read()
-    warnings: list[str] = []
-    if not text:
-        return [], [], warnings
-    truncated = not text.endswith("\n")
-    records: list[list[str]] = []
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+def _column_roles(header: Sequence[str]) -> dict[str, tuple[tuple[str, ...], Callable[[Any], str | None]]]:
+    """What the row schema says of each column it knows: (allowed types, check of a JSON value)."""
+    present = set(header)
+    metrics = set(metric_names([dict.fromkeys(header)]))
+    roles: dict[str, tuple[tuple[str, ...], Callable[[Any], str | None]]] = {}
+    numeric = (("int", "float", "json"), _is_number)
+    for column in header:
+        base, _, suffix = column.rpartition("_")
+        if column in ("family", "counters_scope"):
+            roles[column] = (("str", "json"), _is_text)
+        elif column == "counters_missing":
+            roles[column] = (("json",), _is_object)
+        elif column == "repeat":
+            roles[column] = numeric
+        elif column == "warmup_samples" or (suffix == SAMPLES and base in metrics):
+            roles[column] = (("json",), _is_numbers)
+        elif column in metrics or column.startswith(COUNTER_PREFIX):
+            roles[column] = numeric
+        elif suffix in STATISTICS and base in metrics and base in present:
+            roles[column] = numeric
+    return roles
+
+
+def _schema_problems(header: Sequence[str], types: Mapping[str, str], json_path: str) -> dict:
+    """The checks of JSON cells by column; DatasetError for a type the row schema rules out."""
+    checks = {}
+    for column, (allowed, check) in _column_roles(header).items():
+        kind = types.get(column)
+        if kind is None:
+            continue
+        if kind not in allowed:
+            raise DatasetError(
+                f"{json_path}: column_types[{column!r}]={kind!r}, but the row schema says {column!r} "
+                f"holds {'numbers' if check in (_is_number, _is_numbers) else 'other values'} "
+                f"(allowed: {', '.join(allowed)}): the sidecar does not describe this CSV"
+            )
+        checks[column] = check
+    return checks
+
+
+def _read_header(csv_path: str) -> list[str]:
+    table, _ = read_table(csv_path, {}, header_only=True)
+    return table.names
+
+
+def _load_table(csv_path: str, json_path: str, metadata: dict, types: dict[str, str]):
+    """The CSV's table (checked against the sidecar) and the load warnings."""
     try:
-        for record in reader:
-            records.append(record)
-    except csv.Error as error:
-        if not truncated:
-            raise ValueError(f"{csv_path}: line {reader.line_num}: {error}") from None
-        records.append([])  # the partial record, dropped below
-    if truncated:
-        records.pop()
-        warnings.append(f"{csv_path}: dropped a truncated last line (the file did not end with a newline)")
-    if not records:
-        return [], [], warnings
-    header, body = records[0], records[1:]
-    rows = []
-    for number, record in enumerate(body, start=2):
-        if len(record) != len(header):
-            raise ValueError(f"{csv_path}: record {number} has {len(record)} fields, the header has {len(header)}")
-        rows.append({name: _decode(cell, types.get(name)) for name, cell in zip(header, record)})
-    return rows, header, warnings
+        check_readable_file(csv_path, "dataset")
+        header = _read_header(csv_path)
+        checks = _schema_problems(header, types, json_path)
+        table, warnings = read_table(csv_path, types, checks)
+    except FileNotFoundError:
+        raise DatasetError(f"{csv_path}: no such file") from None
+    except DatasetError:
+        raise
+    except OSError as error:
+        raise DatasetError(f"{csv_path}: cannot be read: {error.strerror or error}") from None
+    except ValueError as error:
+        raise DatasetError(str(error)) from None
+    if types:
+        untyped = [name for name in table.names if name not in types]
+        if untyped:
+            warnings.append(f"{csv_path}: {json_path} gives no type for column(s) {', '.join(untyped)}; "
+                            "their values were guessed from the text")
+    family = metadata.get("family")
+    if family is not None and "family" in table.index and len(table):
+        for index in range(len(table)):
+            value = table.value("family", index)
+            if value != family:
+                raise DatasetError(
+                    f"{csv_path}: record {index + 2} holds family={value!r}, but its sidecar {json_path} "
+                    f"says family={family!r}: the two files do not belong together"
+                )
+    listed = metadata.get("param_names") or []
+    if len(table):
+        # a column under its old name holds the parameter too (an earlier memlab's resume wrote the
+        # sidecar's names new and kept the CSV's header old)
+        renamed = column_renames(table.names, family or _only_family(table.rows()))
+        present = set(table.index) | set(renamed.values())
+        absent = [name for name in listed if name not in present]
+        if absent:
+            raise DatasetError(
+                f"{csv_path}: {json_path} lists parameter(s) {', '.join(map(repr, absent))} that the CSV "
+                "has no column for: the two files do not belong together"
+            )
+    return table, warnings
 
 
 # --------------------------------------------------------------------------
@@ -788,7 +901,7 @@ class Dataset:
     """
 
     def __init__(self, rows: Iterable[dict] | None = None, metadata: dict | None = None):
-        self.rows: list[dict] = [dict(row) for row in rows] if rows is not None else []
+        self.rows: list[dict] = [_fresh(row) for row in rows] if rows is not None else []
         self.metadata: dict = dict(metadata) if metadata is not None else {}
 
     # -- files ------------------------------------------------------------
@@ -798,7 +911,12 @@ class Dataset:
         """Load ``x.csv`` (and its sidecar ``x.json`` if present).
 
         ``path`` may name the CSV, the sidecar or the bare stem. A truncated
-        last CSV line is dropped and noted in ``metadata["load_warnings"]``.
+        last CSV record is dropped and noted in ``metadata["load_warnings"]``;
+        a UTF-8 byte order mark is skipped. Anything else the reader cannot vouch
+        for is a :class:`DatasetError` (a ValueError) naming the file, the
+        record and the column: see docs/dataset.md, "Reading". The rows are
+        :class:`memlab.table.Row` mappings over compact columns, decoded when
+        read (they compare equal to dicts; ``dict(row)`` makes one).
 
         >>> Dataset([{"family": "f", "n": 1}]).save("/tmp/ds_load.csv")
         >>> Dataset.load("/tmp/ds_load.json").rows
@@ -806,20 +924,21 @@ class Dataset:
         """
         csv_path, json_path = paths_for(path)
         metadata, types = _read_sidecar(json_path)
-        if not os.path.exists(csv_path) and os.path.exists(json_path):
+        if not os.path.lexists(csv_path) and os.path.exists(json_path):
             return cls([], metadata)
-        rows, header, warnings = _read_csv(csv_path, types)
-        family = metadata.get("family") or _only_family(rows)
-        renames = column_renames(header, family)
+        table, warnings = _load_table(csv_path, json_path, metadata, types)
+        family = metadata.get("family") or (_only_family(table.rows()) if "family" in table.index else None)
+        renames = column_renames(table.names, family)
         if renames:
             negated = NEGATED_ALIASES.get(family or "", frozenset()) & set(renames)
-            rows = [{renames.get(name, name): (not value if name in negated and isinstance(value, bool) else value)
-                     for name, value in row.items()} for row in rows]
+            table.rename(renames)
+            for name in negated:
+                table.negate(renames[name])
             metadata = _renamed_metadata(metadata, renames)
         if warnings:
             metadata["load_warnings"] = list(metadata.get("load_warnings", [])) + warnings
-        dataset = cls(rows, metadata)
-        dataset.rows = rows  # already fresh dicts
+        dataset = cls([], metadata)
+        dataset.rows = table.rows()
         return dataset
 
     def save(self, path: str | os.PathLike) -> None:
@@ -831,8 +950,12 @@ class Dataset:
         columns = self.columns
         types = column_types(self.rows, columns)
         metadata = {k: v for k, v in self.metadata.items() if k != "load_warnings"}
-        _atomic_write(csv_path, _csv_text(self.rows, columns, types))
+        _check_family(metadata, self.rows, csv_path)
+        csv_text = _csv_text(self.rows, columns, types)
+        # the sidecar first, as DatasetWriter does: a crash between the two leaves
+        # types for columns the CSV lacks, which a load ignores
         _atomic_write(json_path, _sidecar_text(metadata, types))
+        _atomic_write(csv_path, csv_text)
 
     # -- combining --------------------------------------------------------
 
@@ -883,7 +1006,10 @@ class Dataset:
                             f"(first seen in dataset {seen[key]}); pass dedupe=True to keep the first"
                         )
                     seen[key] = index
-                merged.rows.append(dict(row))
+                merged.rows.append(_fresh(row))
+        families = {row.get("family") for row in merged.rows}
+        if len(families) > 1:
+            merged.metadata.pop("family", None)  # the rows say theirs
         return merged
 
     def filter(self, predicate: Callable[[dict], bool] | None = None, **equals: Any) -> "Dataset":
@@ -1026,30 +1152,43 @@ class DatasetWriter:
 
     If ``x.csv`` exists its rows are loaded into ``existing_rows`` and new
     rows are appended after them; the sidecar ``x.json`` is kept in step.
+    Opening an existing file refuses (:class:`DatasetError`) rows of another
+    family, sweep or parameter set (see :func:`check_compatible`), and
+    removes the temporary files a killed writer left beside it. A parameter
+    that the file has no column for (the file was written before the
+    parameter existed) takes its value from ``defaults``: the old rows are
+    rewritten with it, so that they key the same points as new rows.
 
     >>> with DatasetWriter("/tmp/ds_writer.csv", {"family": "f", "param_names": ["n"]}) as out:
     ...     out.append({"family": "f", "n": len(out.existing_rows)})
     """
 
-    def __init__(self, path: str | os.PathLike, metadata: dict | None = None):
+    def __init__(self, path: str | os.PathLike, metadata: dict | None = None,
+                 defaults: Mapping[str, Any] | None = None):
         self.csv_path, self.json_path = paths_for(path)
         new_metadata = dict(metadata or {})
         self.existing_rows: list[dict] = []
+        self.filled: dict[str, Any] = {}
         self._rows: list[dict] = []
         self._columns: list[str] = []
         self._types: dict[str, str | None] = {}
         self._written_types: dict[str, str] = {}
         self._handle = None
         self._csv = None
-        if os.path.exists(self.csv_path):
+        for target in (self.csv_path, self.json_path):
+            check_output_file(target, "dataset file")  # OutputError: a link, FIFO, device, directory
+            remove_stale_temporaries(target)
+        if os.path.lexists(self.csv_path) and os.path.exists(self.csv_path):
             existing = Dataset.load(self.csv_path)
-            _check_compatible(existing.metadata, new_metadata, self.csv_path)
+            self.filled = check_compatible(existing, new_metadata, self.csv_path, defaults)
+            for row in existing.rows:
+                for name, value in self.filled.items():
+                    row[name] = value
             self.existing_rows = existing.rows
             self._rows = list(existing.rows)
-            with open(self.csv_path, encoding="utf-8", newline="") as handle:
-                header = next(csv.reader(handle), [])
-            renames = column_renames(header, existing.metadata.get("family") or _only_family(self._rows))
-            header = [renames.get(name, name) for name in header]
+            on_disk = _read_header(self.csv_path)
+            renames = column_renames(on_disk, existing.metadata.get("family") or _only_family(self._rows))
+            header = [renames.get(name, name) for name in on_disk]
             self._columns = _union_columns(self._rows, header)
             self._types = _infer_types(self._rows, self._columns)
             created = existing.metadata.get("created")
@@ -1060,16 +1199,19 @@ class DatasetWriter:
                 self.metadata["machines"] = machines
             if created:
                 self.metadata["created"] = created
-            if "load_warnings" in existing.metadata or header != self._columns:
-                self._rewrite()  # repair a truncated tail before appending to it
+            if "load_warnings" in existing.metadata or on_disk != self._columns:
+                # repair a truncated tail, write renamed or filled columns, before appending
+                self._write_sidecar()
+                self._rewrite()
         else:
             self.metadata = new_metadata
+            self._write_sidecar()
             self._rewrite()
         self._write_sidecar()
         self._open()
 
     def _open(self) -> None:
-        self._handle = open(self.csv_path, "a", encoding="utf-8", newline="")
+        self._handle = open_append(self.csv_path)
         self._csv = csv.writer(self._handle, lineterminator="\n")
 
     def _write_sidecar(self) -> None:
@@ -1140,10 +1282,56 @@ class DatasetWriter:
         self.close()
 
 
-def _check_compatible(existing: dict, new: dict, path: str) -> None:
+def check_compatible(
+    existing: "Dataset", new: Mapping[str, Any], path: str, defaults: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Whether rows described by metadata ``new`` may join the dataset ``existing`` read from ``path``.
+
+    DatasetError with the reason when the dataset's ``family`` or ``sweep``
+    differs from the new one's (both set), when it holds rows of another
+    family, or when its parameters differ: a parameter the new rows lack,
+    or a new parameter it has no column for and ``defaults`` gives no value
+    of. Returns the values to give the existing rows for the new parameters
+    ({name: default}), empty when nothing is missing.
+
+    >>> old = Dataset([{"family": "f", "n": 1}], {"family": "f", "param_names": ["n"]})
+    >>> check_compatible(old, {"family": "f", "param_names": ["n", "m"]}, "x.csv", {"m": 0})
+    {'m': 0}
+    """
+    old = existing.metadata
     for name in ("family", "sweep"):
-        if name in existing and name in new and existing[name] != new[name]:
-            raise ValueError(
-                f"{path} holds {name}={existing[name]!r} but this run has {name}={new[name]!r}; "
+        if name in old and name in new and old[name] != new[name]:
+            raise DatasetError(
+                f"{path} holds {name}={old[name]!r} but this run has {name}={new[name]!r}; "
                 f"use another output path or remove the file"
             )
+    family = new.get("family")
+    if family and existing.rows:
+        others = sorted({str(row.get("family")) for row in existing.rows} - {family})
+        if others:
+            raise DatasetError(f"{path} holds rows of family {', '.join(map(repr, others))}, "
+                               f"not {family!r}; use another output path")
+    new_names = new.get("param_names")
+    if new_names is None or not existing.rows:
+        return {}
+    columns = set(existing.columns)
+    old_names = old.get("param_names")
+    if old_names is None:
+        old_names = [name for name in new_names if name in columns]
+    gone = [name for name in old_names if name not in new_names]
+    if gone:
+        raise DatasetError(
+            f"{path} keys its points by parameter(s) {', '.join(map(repr, gone))} that this run does not "
+            f"have ({', '.join(new_names)}): its points cannot be told apart; use another output path"
+        )
+    filled = {}
+    for name in new_names:
+        if name in columns:
+            continue
+        if defaults is None or name not in defaults:
+            raise DatasetError(
+                f"{path} was written before parameter {name!r} existed and {name!r} has no default "
+                "to give its rows; use another output path"
+            )
+        filled[name] = defaults[name]
+    return filled

@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import math
+import numbers
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -41,9 +43,12 @@ __all__ = [
     "describe_params",
     "check_bool",
     "check_choice",
+    "check_cpu",
     "check_int",
     "check_number",
+    "coerce_fields",
     "coerce_params",
+    "param_defaults",
 ]
 
 
@@ -119,6 +124,10 @@ class Family:
     def params(self, params: Any = None, **overrides: Any) -> Any:
         """Coerce a dict, a params object or keywords into the params type."""
         return coerce_params(self.params_type, params, overrides)
+
+    def defaults(self) -> dict[str, Any]:
+        """Each parameter's default value (see :func:`param_defaults`)."""
+        return param_defaults(self.params_type)
 
     def run(
         self,
@@ -355,19 +364,33 @@ def _recorded_rules(params_type: type, values: Mapping[str, Any]) -> list[dict]:
         _RULES.reset(token)
 
 
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy.bool_
+
+
 def check_int(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
-    """Return value if it is an int within [minimum, maximum], else ValueError."""
+    """Return value as an int if it is an integer within [minimum, maximum], else ValueError.
+
+    Python and numpy integers are integers, and so is an integral float
+    (48.0, what a grid of floats or a CSV may give); bools are not.
+
+    >>> check_int("n", 48.0), check_int("n", 7, 1, 8)
+    (48, 7)
+    """
     _record(name, kind="int", minimum=minimum, maximum=maximum)
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name}={value!r} must be an integer")
+    if _is_bool(value):
+        raise ValueError(f"{name}={value!r} must be an integer")
+    if isinstance(value, numbers.Integral):
+        value = int(value)
+    elif isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+        value = int(value)
+    else:
+        raise ValueError(f"{name}={value!r} must be an integer")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name}={value} is below the minimum {minimum}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{name}={value} is above the maximum {maximum}")
-    return int(value)
+    return value
 
 
 def check_number(
@@ -376,7 +399,7 @@ def check_number(
 ) -> float:
     """Return value as a float if it is a finite number in range, else ValueError."""
     _record(name, kind="number", minimum=minimum, maximum=maximum, exclusive_minimum=exclusive_minimum)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if _is_bool(value) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name}={value!r} must be a number")
     value = float(value)
     if math.isnan(value) or math.isinf(value):
@@ -409,8 +432,96 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
 def check_bool(name: str, value: Any) -> bool:
     """Return value if it is a bool (or 0/1), else ValueError."""
     _record(name, kind="bool")
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
+    if _is_bool(value):
+        return bool(value)
+    if isinstance(value, numbers.Integral) and value in (0, 1):
         return bool(value)
     raise ValueError(f"{name}={value!r} must be True or False")
+
+
+def check_cpu(name: str, value: Any, *, none: Any = None) -> int | None:
+    """Return value if it is a CPU this process may run on (``os.sched_getaffinity(0)``), else ValueError.
+
+    ``none`` is the value meaning "no CPU chosen" (None, or -1 for some
+    kernels), returned as it is. A CPU outside the caller's affinity (``taskset``,
+    a cpuset) is refused: memlab never runs anything where its caller may not.
+
+    >>> check_cpu("writer_cpu", None) is None
+    True
+    """
+    if value is none or (none is not None and not _is_bool(value) and value == none):
+        return none
+    cpu = check_int(name, value, 0)
+    allowed = sorted(os.sched_getaffinity(0))
+    if cpu not in allowed:
+        raise ValueError(f"{name}={cpu} is not among the CPUs this process may run on {_cpu_list(allowed)}")
+    return cpu
+
+
+def _cpu_list(cpus: Sequence[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5'."""
+    parts, start = [], None
+    for index, cpu in enumerate(cpus):
+        if start is None:
+            start = cpu
+        if index + 1 == len(cpus) or cpus[index + 1] != cpu + 1:
+            parts.append(str(start) if start == cpu else f"{start}-{cpu}")
+            start = None
+    return "(" + ",".join(parts) + ")"
+
+
+def _field_kinds(annotation: Any) -> set[str]:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    return {part.strip() for part in text.split("|")}
+
+
+def coerce_fields(params: Any) -> None:
+    """Give a params dataclass's fields plain Python values of their declared types, in place.
+
+    Call it first in ``__post_init__``: numpy scalars become Python values,
+    an integral float in an ``int`` field becomes an int (``n=48.0`` -> 48),
+    an int in a ``float`` field a float, 0/1 in a ``bool`` field a bool.
+    Anything else is left for the field's check to refuse.
+    """
+    for item in dataclasses.fields(params):
+        value = getattr(params, item.name)
+        kinds = _field_kinds(item.type)
+        new = value
+        if _is_bool(value):
+            new = bool(value)
+            if "bool" not in kinds:
+                new = value  # True is no integer here: the field's check refuses it
+        elif isinstance(value, numbers.Integral):
+            new = int(value)
+            if "bool" in kinds and new in (0, 1) and "int" not in kinds:
+                new = bool(new)
+            elif "float" in kinds and "int" not in kinds:
+                new = float(new)
+        elif isinstance(value, numbers.Real):
+            new = float(value)
+            if "int" in kinds and math.isfinite(new) and new.is_integer():
+                new = int(new)
+        elif isinstance(value, str) and type(value) is not str:
+            new = str.__str__(value)
+        if new is not value:
+            object.__setattr__(params, item.name, new)
+
+
+def param_defaults(params_type: type) -> dict[str, Any]:
+    """The default of every parameter that has one ({name: value}).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class P:
+    ...     n: int
+    ...     order: str = "random"
+    >>> param_defaults(P)
+    {'order': 'random'}
+    """
+    defaults = {}
+    for item in dataclasses.fields(params_type):
+        if item.default is not dataclasses.MISSING:
+            defaults[item.name] = item.default
+        elif item.default_factory is not dataclasses.MISSING:
+            defaults[item.name] = item.default_factory()
+    return defaults

@@ -34,7 +34,7 @@ from typing import Any
 
 from memlab import chart, machine
 from memlab.dataset import Dataset
-from memlab.family import Family, check_choice, check_int
+from memlab.family import Family, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 
@@ -91,6 +91,7 @@ class LoadedParams:
     delay_ns: int = 0
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("working_set_bytes", self.working_set_bytes, 1024, 1 << 46)
         check_choice("pages", self.pages, PAGE_KINDS)
         check_int("load_threads", self.load_threads, 0, 1023)

@@ -166,7 +166,9 @@ def _cpu_list_count(text: str | None) -> int | None:
 
 
 def collect_cpu(facts: dict, root: str = "/") -> None:
-    """cpu_model, cpu_count, cpu_online, cpu_flags_simd, cpuinfo_mhz from /proc and /sys."""
+    """cpu_model, cpu_count, cpu_online, cpu_flags_simd, cpuinfo_mhz from /proc and /sys; for
+    this machine also cpus_allowed, the CPUs this process may run on (its affinity, as taskset or a
+    container's cpuset narrows it)."""
     info = _cpuinfo(root)
     model = info.get("model name") or info.get("Model") or info.get("cpu model")
     if model:
@@ -179,6 +181,8 @@ def collect_cpu(facts: dict, root: str = "/") -> None:
         present = os.cpu_count()
     if present:
         facts["cpu_count"] = present
+    if root == "/":
+        facts["cpus_allowed"] = len(os.sched_getaffinity(0))
     flags = (info.get("flags") or info.get("Features") or "").split()
     if flags:
         facts["cpu_flags_simd"] = [flag for flag in SIMD_FLAGS if flag in flags]

@@ -57,7 +57,7 @@ from memlab import chart
 from memlab._core import build_info
 from memlab._core import families as core_families
 from memlab.dataset import Dataset
-from memlab.family import Family, check_choice, check_int
+from memlab.family import Family, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement, measure
 from memlab.units import metric_label
@@ -175,6 +175,7 @@ class MultiplyParams:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("n", self.n, 1, MAX_N)
         check_choice("variant", self.variant, VARIANTS)
         if self.tile is None:
@@ -194,6 +195,7 @@ class InitParams:
     stores: str = "normal"
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("n", self.n, 1, MAX_N)
         check_choice("order", self.order, ORDERS)
         check_choice("stores", self.stores, STORES)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import os
 import resource
 import statistics
@@ -31,6 +32,8 @@ from memlab.dataset import (
 )
 
 __all__ = [
+    "MAX_REPEAT",
+    "MAX_WARMUP",
     "Measurement",
     "core_ghz",
     "cpu_seconds",
@@ -39,6 +42,11 @@ __all__ = [
     "pinned",
     "summarize",
 ]
+
+#: Upper bounds of the kept and warm-up samples per point: beyond them a run
+#: would take days and its samples a large share of memory.
+MAX_REPEAT = 10_000
+MAX_WARMUP = 1_000
 
 _last_measurement_end: float | None = None
 _core_ghz: float | None = None
@@ -176,8 +184,9 @@ def pinned(cpu: int | None) -> Iterator[None]:
         yield
         return
     allowed = os.sched_getaffinity(0)
-    if not isinstance(cpu, int) or isinstance(cpu, bool):
+    if not isinstance(cpu, numbers.Integral) or isinstance(cpu, bool):
         raise ValueError(f"cpu={cpu!r} must be an integer CPU number")
+    cpu = int(cpu)
     if cpu not in allowed:
         raise ValueError(f"cpu={cpu} is not among the CPUs this process may use {sorted(allowed)}")
     os.sched_setaffinity(0, {cpu})
@@ -258,7 +267,11 @@ def measure(
     True
     """
     global _last_measurement_end
-    _check_options(repeat, warmup, target_seconds)
+    repeat, warmup, target_seconds = _check_options(repeat, warmup, target_seconds)
+    counters = _check_flag("counters", counters)
+    cycles = _check_flag("cycles", cycles)
+    if cpu is not None and isinstance(cpu, numbers.Integral) and not isinstance(cpu, bool):
+        cpu = int(cpu)
     if (core is None) == (python_sample is None):
         raise ValueError("measure() needs exactly one of core= or python_sample=")
     ghz = core_ghz() if (cycles and unit) else None
@@ -383,13 +396,27 @@ def _kernel(core: str | None, config: Mapping[str, Any] | None) -> Iterator[Any]
         yield kernel
 
 
-def _check_options(repeat: int, warmup: int, target_seconds: float) -> None:
-    for name, value, minimum in (("repeat", repeat, 1), ("warmup", warmup, 0)):
-        if not isinstance(value, int) or isinstance(value, bool):
+def _check_options(repeat: Any, warmup: Any, target_seconds: Any) -> tuple[int, int, float]:
+    """The run options as plain values, or ValueError naming the bad one (numpy integers are integers)."""
+    checked = []
+    for name, value, minimum, maximum in (("repeat", repeat, 1, MAX_REPEAT), ("warmup", warmup, 0, MAX_WARMUP)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise ValueError(f"{name}={value!r} must be an integer")
+        value = int(value)
         if value < minimum:
             raise ValueError(f"{name}={value} is below the minimum {minimum}")
-    if not isinstance(target_seconds, (int, float)) or isinstance(target_seconds, bool):
+        if value > maximum:
+            raise ValueError(f"{name}={value} is above the maximum {maximum}")
+        checked.append(value)
+    if isinstance(target_seconds, bool) or not isinstance(target_seconds, numbers.Real):
         raise ValueError(f"target_seconds={target_seconds!r} must be a number")
+    target_seconds = float(target_seconds)
     if not 0 <= target_seconds <= 600:
         raise ValueError(f"target_seconds={target_seconds} is outside [0, 600]")
+    return checked[0], checked[1], target_seconds
+
+
+def _check_flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise ValueError(f"{name}={value!r} must be True or False")

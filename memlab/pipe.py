@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 from memlab import chart
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int, check_number
+from memlab.family import Family, check_bool, check_choice, check_cpu, check_int, check_number, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 from memlab.units import format_quantity, metric_label
@@ -92,7 +92,8 @@ def pipe_max_size() -> int | None:
 def _check_cpu(name: str, value: Any) -> int | None:
     if value is None:
         return None
-    return check_int(name, value, 0, (os.cpu_count() or 1) - 1)
+    check_int(name, value, 0, (os.cpu_count() or 1) - 1)
+    return check_cpu(name, value)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class PipeParams:
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_choice("writer", self.writer, WRITERS)
         check_choice("reader", self.reader, READERS)
         check_int("buffer_bytes", self.buffer_bytes, 1, MAX_BUFFER_BYTES)
@@ -455,6 +457,7 @@ class LatencyParams:
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("message_bytes", self.message_bytes, 1, 1 << 20)
         if self.round_trips is not None:
             check_int("round_trips", self.round_trips, 1, 1 << 40)

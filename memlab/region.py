@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from memlab import chart
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 
@@ -37,6 +37,7 @@ class RegionParams:
     strict_pages: bool = False
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("region_bytes", self.region_bytes, 4096)
         check_choice("pages", self.pages, PAGE_KINDS)
         check_choice("populate", self.populate, POPULATE_MODES)

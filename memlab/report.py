@@ -33,17 +33,18 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from memlab import chart, plot, registry
 from memlab._version import __version__
 from memlab.check import conditions_warning
 from memlab.dataset import MACHINE_PARAM, Dataset, context_column, machine_key
 from memlab.family import Family
+from memlab.files import atomic_write, check_output_directory, check_output_file
 from memlab.machine import collect, format_facts
 from memlab.units import column_unit, format_number, format_param
 
-__all__ = ["ReportItem", "as_items", "build_report", "write_report"]
+__all__ = ["ReportItem", "anchor", "as_items", "build_report", "escape", "html_table", "write_report"]
 
 _STYLE = """
 :root { color-scheme: light dark; }
@@ -67,27 +68,82 @@ tr.flagged td { background: #f2b70522; }
 tr.series td { text-align: left; font-weight: 600; padding-top: 0.6rem; border-bottom: 1px solid #8886; }
 .warn { border-left: 4px solid #f2b705; padding-left: 0.6rem; }
 nav ul { padding-left: 1.2rem; columns: 2 12rem; }
+td.wrap, th.wrap { white-space: normal; text-align: left; min-width: 12rem; }
+.verdict { display: inline-block; padding: 0 0.45rem; border-radius: 0.6rem; font-size: 0.8rem;
+           white-space: nowrap; }
+.verdict-good { background: #2a72; border: 1px solid #2a7; }
+.verdict-bad { background: #c332; border: 1px solid #c33; }
+.verdict-none { background: #8882; border: 1px solid #888; }
+ul.claims { padding-left: 1.2rem; }
+ul.claims li { margin: 0.35rem 0; }
 """
 
 
 @dataclass
 class ReportItem:
-    """One section of a report: a dataset (or a failure) with a heading."""
+    """One section of a report: a dataset (or a failure) with a heading.
+
+    ``lead`` and ``trail`` are HTML fragments made by memlab (escape anything
+    else with :func:`escape`) shown before the figure and after the table;
+    ``caption`` replaces the family's caption under the figure.
+    """
 
     title: str
     dataset: Dataset | None = None
     source: str = ""
     error: str = ""
     notes: list[str] = field(default_factory=list)
+    lead: list[str] = field(default_factory=list)
+    trail: list[str] = field(default_factory=list)
+    caption: str | None = None
 
 
-def _escape(value: Any) -> str:
+def escape(value: Any) -> str:
+    """Text made safe for HTML (quotes included).
+
+    >>> escape("<a & b>")
+    '&lt;a &amp; b&gt;'
+    """
     return html.escape(str(value), quote=True)
 
 
-def _anchor(index: int, title: str) -> str:
+_escape = escape
+
+
+def anchor(index: int, title: str) -> str:
+    """The id of the report section at ``index`` with ``title`` (for links to it).
+
+    >>> anchor(2, "Figure 3.15: random")
+    's2-figure-3-15--random'
+    """
     cleaned = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
     return f"s{index}-{cleaned}"
+
+
+_anchor = anchor
+
+
+def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, html_cells: bool = False,
+               wrap: Sequence[int] = ()) -> str:
+    """A scrollable HTML table; cells are escaped text, or HTML made by memlab with ``html_cells``.
+    Columns listed in ``wrap`` (indexes) wrap their text and align left.
+
+    >>> html_table(["a"], [["<1>"]]).count("&lt;1&gt;")
+    1
+    """
+
+    def cell(tag: str, index: int, value: Any) -> str:
+        klass = ' class="wrap"' if index in wrap else ""
+        text = str(value) if html_cells and tag == "td" else escape(value)
+        return f"<{tag}{klass}>{text}</{tag}>"
+
+    lines = ["<div class=scroll><table>", "<thead><tr>"]
+    lines += [cell("th", i, h) for i, h in enumerate(header)]
+    lines.append("</tr></thead><tbody>")
+    for row in rows:
+        lines.append("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>")
+    lines.append("</tbody></table></div>")
+    return "\n".join(lines)
 
 
 def _family(ds: Dataset) -> Family | None:
@@ -244,24 +300,36 @@ NOT_REQUESTED = "not requested"
 NARROW_SCREEN_PX = 640
 
 
-def _figure_html(ds: Dataset, title: str) -> str:
+def _figure_html(ds: Dataset, title: str, figures: dict[int, str | tuple[str, str]] | None = None) -> str:
     """The figure as two embedded PNGs: the desktop drawing, and a narrow one with larger type
-    that screens up to :data:`NARROW_SCREEN_PX` wide (phones) show instead."""
-    try:
-        fig = plot.figure(ds)
-        wide = chart.to_png(fig)
-        narrow = chart.to_png(chart.narrow(fig))
-    except ImportError as error:
-        return f"<p class=meta>No figure: {_escape(error)}</p>"
-    except (ValueError, TypeError, KeyError) as error:
-        return f"<p class=meta>No figure could be drawn: {_escape(error)}</p>"
-    wide_uri = "data:image/png;base64," + base64.b64encode(wide).decode("ascii")
-    narrow_uri = "data:image/png;base64," + base64.b64encode(narrow).decode("ascii")
+    that screens up to :data:`NARROW_SCREEN_PX` wide (phones) show instead (or why there is none).
+    ``figures`` keeps what was drawn by dataset object, so that items showing one dataset draw it
+    once."""
+    key = id(ds)
+    drawn: str | tuple[str, str]
+    if figures is not None and key in figures:
+        drawn = figures[key]
+    else:
+        try:
+            fig = plot.figure(ds)
+            wide = chart.to_png(fig)
+            narrow = chart.to_png(chart.narrow(fig))
+            drawn = ("data:image/png;base64," + base64.b64encode(wide).decode("ascii"),
+                     "data:image/png;base64," + base64.b64encode(narrow).decode("ascii"))
+        except ImportError as error:
+            drawn = f"<p class=meta>No figure: {_escape(error)}</p>"
+        except (ValueError, TypeError, KeyError) as error:
+            drawn = f"<p class=meta>No figure could be drawn: {_escape(error)}</p>"
+        if figures is not None:
+            figures[key] = drawn
+    if isinstance(drawn, str):
+        return drawn
+    wide_uri, narrow_uri = drawn
     return (f'<picture><source media="(max-width: {NARROW_SCREEN_PX}px)" srcset="{narrow_uri}">'
             f'<img src="{wide_uri}" alt="{_escape(title)}: standard figure"></picture>')
 
 
-def _section(index: int, item: ReportItem) -> str:
+def _section(index: int, item: ReportItem, figures: dict[int, str | tuple[str, str]] | None = None) -> str:
     anchor = _anchor(index, item.title)
     parts = [f'<section id="{anchor}"><h2>{_escape(item.title)}</h2>']
     ds = item.dataset
@@ -282,6 +350,8 @@ def _section(index: int, item: ReportItem) -> str:
         if _check_summary(meta):
             facts.append(_check_summary(meta))
         parts.append("<p class=meta>" + "<br>".join(map(_escape, facts)) + "</p>")
+    parts += item.lead
+    if ds is not None:
         if len(ds):
             family = _family(ds)
             if family is not None and family.headline is not None:
@@ -290,14 +360,17 @@ def _section(index: int, item: ReportItem) -> str:
                 except (ValueError, TypeError, KeyError) as error:
                     parts.append(f"<p class=meta>No result could be read: {_escape(error)}</p>")
             if family is None or family.has_figure:
-                parts.append(_figure_html(ds, item.title))
+                parts.append(_figure_html(ds, item.title, figures))
             caption = family.caption_for(ds) if family is not None else ""
+            if item.caption is not None:
+                caption = item.caption
             if caption:
                 parts.append(f"<p>{_escape(caption)}</p>")
             parts.append(_table(chart.by_machine(ds)))
             parts += _counters_notes(ds)
         else:
             parts.append("<p>The dataset has no rows.</p>")
+    parts += item.trail
     for note in item.notes:
         parts.append(f"<p class=meta>{_escape(note)}</p>")
     if item.error:
@@ -423,12 +496,18 @@ def build_report(
     title: str = "memlab report",
     command: str | None = None,
     intro: str = "",
+    preamble: str = "",
+    on_section: Callable[[int, int, str], None] | None = None,
 ) -> str:
     """The report's HTML text: one section per dataset, machine facts, version and command.
 
     ``datasets`` are Datasets, paths to datasets, or :class:`ReportItem`
     (which may carry an error instead of data, e.g. a family that failed
     during a tour). ``command`` defaults to this process's command line.
+    ``intro`` is a paragraph of text; ``preamble`` HTML made by memlab shown
+    after it (a summary table). ``on_section(done, total, title)`` is called
+    after each section is drawn (progress for a long report). Items that show
+    the same Dataset object draw its figure once.
 
     >>> text = build_report([Dataset([{"family": "f", "n": 1, "t": 2.0}], {"family": "f"})])
     >>> "<img" in text or "No figure" in text
@@ -458,8 +537,14 @@ def build_report(
     ]
     if intro:
         body.append(f"<p>{_escape(intro)}</p>")
+    if preamble:
+        body.append(preamble)
     body.append(f'<nav><ul>{toc}<li><a href="#machine">machine</a></li></ul></nav>')
-    body += [_section(i, item) for i, item in enumerate(items)]
+    figures: dict[int, str | tuple[str, str]] = {}
+    for i, item in enumerate(items):
+        body.append(_section(i, item, figures))
+        if on_section is not None:
+            on_section(i + 1, len(items), item.title)
     body.append(_machine_html(items))
     body += [
         f"<p class=meta>memlab {_escape(__version__)} · Python {_escape(sys.version.split()[0])}</p>",
@@ -476,14 +561,17 @@ def write_report(
 ) -> Path:
     """Write :func:`build_report` to ``out`` (an .html file) and return its path.
 
+    ``out`` is checked first (:func:`memlab.files.check_output_file`: not a
+    directory, FIFO or device, in a directory that takes a new file) and
+    written atomically, never through a symlink.
+
     >>> write_report(["memlab-tour/chase.csv"], "report.html")   # doctest: +SKIP
     PosixPath('report.html')
     """
     path = Path(out)
     if path.parent != Path(""):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        check_output_directory(path.parent, "report's directory")
+    check_output_file(path, "report")  # before the figures are drawn
     text = build_report(datasets, **options)
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, text)
     return path

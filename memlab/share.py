@@ -48,7 +48,7 @@ from typing import Any, Mapping, Sequence
 
 from memlab import chart
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int
+from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 from memlab.units import metric_label
@@ -101,6 +101,7 @@ class ShareParams:
     pin: bool = True
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("threads", self.threads, 1, MAX_THREADS)
         check_int("disp_longs", self.disp_longs, 0, MAX_DISP)
         object.__setattr__(self, "atomic", check_bool("atomic", self.atomic))

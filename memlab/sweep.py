@@ -36,11 +36,14 @@ from memlab.dataset import (
     FINGERPRINT_COLUMN,
     HOST_COLUMN,
     Dataset,
+    DatasetError,
     DatasetWriter,
     context_column,
     machine_key,
+    paths_for,
 )
 from memlab.family import Family
+from memlab.files import OutputError, check_output_file, inside
 from memlab.grid import Sweep, as_sweeps, grid, parse_shard, shard_points, zipped
 from memlab.machine import collect, fingerprint, identity, machine_id
 from memlab.registry import all_families
@@ -53,6 +56,7 @@ __all__ = [
     "estimate_seconds",
     "grid",
     "load_script",
+    "move_aside",
     "output_path",
     "parse_shard",
     "progress_bar",
@@ -140,12 +144,15 @@ def run_sweep(
     *,
     shard: tuple[int, int] | str | None = None,
     resume: bool = True,
+    force: bool = False,
     progress: bool = True,
     repeat: int | None = None,
+    warmup: int | None = None,
     cpu: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     overall: Any = None,
     warn: Callable[[str], None] | None = None,
+    on_point: Callable[[dict[str, Any], dict[str, Any] | None], None] | None = None,
     client: Any = None,
     each_host: bool = False,
     spread: bool = False,
@@ -153,12 +160,18 @@ def run_sweep(
     """Measure every point of ``sweep`` (or of its shard) into a Dataset.
 
     With ``out`` (a .csv path) each row is appended as soon as it is measured;
-    with ``resume`` points already in that file are skipped. Ctrl-C stops
-    between samples; the rows measured so far stay on disk. ``progress``
-    draws a bar when stderr is a terminal or in Jupyter (never in logs);
-    ``overall``, a bar of :func:`progress_bar` covering several sweeps (the
-    tour), advances by one per point too (in each-host mode, by one per point
-    and host).
+    with ``resume`` points already in that file are skipped. ``resume=False``
+    starts a fresh dataset: an existing one with rows is refused (ValueError)
+    unless ``force``, which moves it aside first (:func:`move_aside`). Every
+    check of ``out`` (a file of another family, sweep or parameter set, a
+    FIFO, a directory that takes no file) happens before anything is
+    measured. Ctrl-C stops between samples; the rows measured so far stay on
+    disk. ``progress`` draws a bar when stderr is a terminal or in Jupyter
+    (never in logs); ``overall``, a bar of :func:`progress_bar` covering
+    several sweeps (the tour), advances by one per point too (in each-host
+    mode, by one per point and host). ``on_point(point, row)`` is called
+    after each point (``row`` None for a point found on disk): a caller's own
+    progress display.
 
     The machine check (:func:`memlab.check.check`) runs before the first
     point and after the last; the metadata keeps both as ``check_start`` and
@@ -191,11 +204,21 @@ def run_sweep(
     shard = parse_shard(shard)
     points = [dataclasses.asdict(family.params(p)) for p in shard_points(sweep.points, shard)]
     repeat = sweep.repeat if repeat is None else repeat
+    warmup = sweep.warmup if warmup is None else warmup
     varying = [n for n in family.param_names if len({repr(p[n]) for p in points}) > 1]
+    if out is not None:  # refused before the machine check says anything about the machine
+        csv_path, json_path = paths_for(out)
+        check_output_file(csv_path, "--out")
+        if not resume and _has_rows(csv_path) and not force:
+            raise OutputError(
+                f"{csv_path} already holds a dataset; not resuming starts a fresh one: "
+                "add --force to move the old one aside (or choose another --out)"
+            )
     if mode is not None:
         return _run_on_fleet(sweep, family, points, out, mode=mode, client=client, shard=shard,
-                             resume=resume, progress=progress, repeat=repeat, cpu=cpu,
-                             metadata=metadata, overall=overall, warn=warn, varying=varying)
+                             resume=resume, progress=progress, repeat=repeat, warmup=warmup, cpu=cpu,
+                             metadata=metadata, overall=overall, warn=warn, varying=varying,
+                             on_point=on_point)
     meta = sweep_metadata(sweep, family, shard, repeat)
     machine = identity(meta["machine"])
     tags = {HOST_COLUMN: machine["host"], FINGERPRINT_COLUMN: machine["fingerprint_id"]}
@@ -211,9 +234,13 @@ def run_sweep(
         warn(f"memlab: warning: the machine check found {_check_words(start)} "
              f"(memlab check for details)")
     dataset = Dataset(rows=[], metadata=meta)
-    writer = DatasetWriter(out, meta) if out is not None else None
+    writer = None
+    if out is not None:
+        if not resume and _has_rows(csv_path):
+            move_aside(csv_path)
+        writer = DatasetWriter(out, meta, defaults=family.defaults())
     done: set[tuple] = set()
-    if writer is not None and resume:
+    if writer is not None:
         dataset.rows.extend(writer.existing_rows)
         done = {dataset.key(row) for row in writer.existing_rows}
     try:
@@ -223,12 +250,14 @@ def run_sweep(
                 bar.update(1)
                 if overall is not None:
                     overall.update(1)
+                if on_point is not None:
+                    on_point(point, None)
                 continue
             bar.set_postfix_str(_describe(point, varying), refresh=False)
             measurement = family.run(
                 point,
                 repeat=repeat,
-                warmup=sweep.warmup,
+                warmup=warmup,
                 cpu=cpu,
                 target_seconds=sweep.target_seconds,
                 **sweep.options,
@@ -244,6 +273,8 @@ def run_sweep(
             if measurement.conditions_warning:
                 warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'}: "
                      f"{measurement.conditions_warning}")
+            if on_point is not None:
+                on_point(point, row)
         end = check(steal_since=since).to_dict()  # steal over the whole sweep
         dataset.metadata["check_end"] = end
         if writer is not None:
@@ -253,6 +284,37 @@ def run_sweep(
         if writer is not None:
             writer.close()
     return dataset
+
+
+def _has_rows(csv_path: str) -> bool:
+    try:
+        with open(csv_path, "rb") as handle:
+            handle.readline()
+            return bool(handle.readline())
+    except FileNotFoundError:
+        return False
+
+
+def move_aside(path: str | os.PathLike) -> Path:
+    """Rename a dataset's CSV and sidecar to ``<stem>.replaced-<time>.csv/.json``; return the new CSV path.
+
+    Used when a fresh dataset must start where one exists (``--no-resume --force``):
+    the old rows are kept, under a name that says when they were replaced.
+    """
+    csv_path, json_path = paths_for(path)
+    stem = csv_path[: -len(".csv")]
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for attempt in range(1000):
+        suffix = f".replaced-{stamp}" + (f"-{attempt}" if attempt else "")
+        target_csv, target_json = stem + suffix + ".csv", stem + suffix + ".json"
+        if not os.path.lexists(target_csv) and not os.path.lexists(target_json):
+            break
+    else:
+        raise DatasetError(f"{csv_path}: no free name to move the old dataset aside")
+    if os.path.lexists(json_path):
+        os.rename(json_path, target_json)
+    os.rename(csv_path, target_csv)
+    return Path(target_csv)
 
 
 CHECK_STEAL_WINDOW_SECONDS = 0.15
@@ -287,11 +349,13 @@ def _run_on_fleet(
     resume: bool,
     progress: bool,
     repeat: int,
+    warmup: int,
     cpu: int | None,
     metadata: Mapping[str, Any] | None,
     overall: Any,
     warn: Callable[[str], None] | None,
     varying: Sequence[str],
+    on_point: Callable[[dict[str, Any], dict[str, Any] | None], None] | None,
 ) -> Dataset:
     """run_sweep on a Dask cluster: the hosts measure, this process writes every row."""
     dask_client, owned = fleet.connect(client)
@@ -308,8 +372,10 @@ def _run_on_fleet(
         meta["fleet"] = {"mode": mode, "scheduler": dask_client.scheduler.address,
                          "workers": [host.address for host in hosts], "lost": {}}
         meta.update(metadata or {})
-        writer = DatasetWriter(out, meta) if out is not None else None
-        existing = list(writer.existing_rows) if writer is not None and resume else []
+        if out is not None and not resume and _has_rows(paths_for(out)[0]):
+            move_aside(out)  # run_sweep refused this without force
+        writer = DatasetWriter(out, meta, defaults=family.defaults()) if out is not None else None
+        existing = list(writer.existing_rows) if writer is not None else []
         dataset = Dataset(existing, writer.metadata if writer is not None else meta)
 
         def key(point: Mapping[str, Any]) -> tuple:
@@ -348,7 +414,7 @@ def _run_on_fleet(
         if any(v and v != __version__ for v in versions.values()):
             warn(f"memlab: warning: the hosts run other memlab versions than this one ({__version__}): "
                  + ", ".join(f"{h}={v}" for h, v in versions.items()))
-        options = dict(repeat=repeat, warmup=sweep.warmup, cpu=cpu, target_seconds=sweep.target_seconds,
+        options = dict(repeat=repeat, warmup=warmup, cpu=cpu, target_seconds=sweep.target_seconds,
                        **sweep.options)
 
         def record(host: fleet.Host, point: Mapping[str, Any], outcome: dict[str, Any]) -> None:
@@ -362,6 +428,8 @@ def _run_on_fleet(
                 warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'} "
                      f"on {host.host}: {outcome['warning']}")
             advance(1, f"{host.host} {_describe(point, varying)}")
+            if on_point is not None:
+                on_point(dict(point), row)
 
         try:
             result = fleet.dispatch(dask_client, family.name, hosts, queues, options, record,
@@ -452,10 +520,15 @@ def resolve(name: str, quick: bool = False) -> list[Sweep]:
 
 
 def output_path(out: str | None, sweep: Sweep, many: bool) -> Path:
-    """Where a sweep's CSV goes: ``out`` itself, or a folder holding one per sweep."""
-    if out is None:
-        return Path("results") / f"{sweep.family}-{sweep.name}.csv"
-    path = Path(out)
-    if many or path.suffix != ".csv":
-        return path / f"{sweep.family}-{sweep.name}.csv"
-    return path
+    """Where a sweep's CSV goes: ``out`` itself, or a folder holding one per sweep.
+
+    The file name comes from the sweep (``<family>-<name>.csv``) and must
+    stay inside the folder: a sweep named ``x/../../escaped`` is refused.
+
+    >>> output_path("runs", Sweep("quick", "chase", [{}]), many=False)
+    PosixPath('runs/chase-quick.csv')
+    """
+    folder = Path("results") if out is None else Path(out)
+    if out is not None and not many and folder.suffix == ".csv":
+        return folder
+    return inside(folder, f"{sweep.family}-{sweep.name}.csv", f"sweep {sweep.name!r}: file name")

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping
 
 from memlab import chart
 from memlab.dataset import Dataset
-from memlab.family import Family, check_choice, check_int, check_number
+from memlab.family import Family, check_choice, check_int, check_number, coerce_fields
 from memlab.grid import Sweep
 from memlab.measure import Measurement
 from memlab.units import format_bytes, format_number
@@ -62,6 +62,7 @@ __all__ = [
     "spawn",
     "unixbench_index",
     "unixbench_metric",
+    "unixbench_sweep",
     "unixbench_test",
 ]
 
@@ -125,6 +126,7 @@ class SystemParams:
     directory: str = ""
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_choice("test", self.test, TESTS)
         check_number("duration_s", self.duration_s, 0.0, 86400.0, exclusive_minimum=True)
         if self.duration_s < 1e-3:
@@ -415,6 +417,36 @@ def report(data: Any) -> str:
     return "\n".join(lines)
 
 
+def unixbench_sweep(quick: bool = False) -> Sweep:
+    """Every UnixBench system test with 1 copy and with one copy per CPU (UnixBench's default
+    runs): 30 s per test and 3 repetitions, as UnixBench; ``quick``: 0.5 s and 2.
+
+    ``experiments/unixbench.py`` runs it and prints UnixBench's summary table.
+
+    >>> [p["copies"] for p in unixbench_sweep(quick=True).points][:1]
+    [1]
+    """
+    cpus = len(os.sched_getaffinity(0))
+    duration = 0.5 if quick else 30.0
+    points = []
+    for copies in ([1, cpus] if cpus > 1 else [1]):
+        for test in UNIXBENCH_TESTS.values():
+            point = {"test": test.test, "duration_s": duration, "copies": copies}
+            if test.test == "file_copy":
+                point.update(buffer_bytes=test.buffer_bytes, max_blocks=test.max_blocks)
+            points.append(point)
+    return Sweep(
+        name="unixbench_quick" if quick else "unixbench",
+        family="system",
+        points=points,
+        repeat=2 if quick else 3,  # 3: UnixBench's "short" iteration count for these tests
+        warmup=0,
+        description="UnixBench system tests and index, 1 copy and one copy per CPU",
+        # inherited perf counters slow fork/exec, the very thing measured
+        options={"counters": False},
+    )
+
+
 def _quick_sweep() -> Sweep:
     points = [
         {"test": t.test, "duration_s": 0.5, "copies": 1,
@@ -512,7 +544,11 @@ FAMILY = Family(
     unit="loop",
     primary_metric="loops_per_s",
     derive=_derive,
-    sweeps={"quick": _quick_sweep},
+    sweeps={
+        "quick": _quick_sweep,
+        "unixbench": unixbench_sweep,
+        "unixbench_quick": lambda: unixbench_sweep(quick=True),
+    },
     description="UnixBench's process creation, execl and file copy, with its index",
     default_repeat=3,
     default_warmup=1,

@@ -36,7 +36,7 @@ from typing import Any, Mapping
 from memlab import chart
 from memlab._core import Kernel
 from memlab.dataset import Dataset
-from memlab.family import Family, check_int
+from memlab.family import Family, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 
@@ -61,6 +61,7 @@ class TlbParams:
     seed: int = 1
 
     def __post_init__(self) -> None:
+        coerce_fields(self)
         check_int("working_set_bytes", self.working_set_bytes, 4 * ELEMENT_BYTES, MAX_ELEMENTS * ELEMENT_BYTES)
         if self.working_set_bytes % ELEMENT_BYTES:
             raise ValueError(f"working_set_bytes={self.working_set_bytes} is not a multiple of the "

@@ -27,6 +27,7 @@ from typing import Sequence
 
 from memlab.dataset import Dataset, paths_for
 from memlab.family import Family
+from memlab.files import check_output_directory, inside
 from memlab.grid import Sweep, as_sweeps
 from memlab.registry import all_families
 from memlab.registry import family as get_family
@@ -147,8 +148,7 @@ def tour(
                              f"{', '.join(sorted(selected[lacking[0]].sweeps)) or 'none'})")
     else:
         selected = all_families()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_directory(out, "out")
     result = TourResult(out=out)
     started = time.monotonic()
     names = [name for name, fam in selected.items() if "quick" in fam.sweeps]
@@ -170,7 +170,11 @@ def tour(
             for sweep in sweeps:
                 overall.set_description_str(f"tour: {name}", refresh=True)
                 stem = name if len(sweeps) == 1 else f"{name}-{sweep.name}"
-                path = out / f"{stem}.csv"
+                try:
+                    path = inside(out, f"{stem}.csv", f"{name}'s sweep {sweep.name!r}: file name")
+                except ValueError as error:
+                    result.runs.append(FamilyRun(name, sweep.name, None, None, 0.0, f"ValueError: {error}"))
+                    continue
                 if not resume:
                     _remove_dataset(path)
                 began = time.monotonic()

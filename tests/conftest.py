@@ -15,6 +15,7 @@ from types import ModuleType
 
 import pytest
 
+from hugetlb_pool import Pool
 from memlab import _core, machine
 from memlab.sweep import load_script
 
@@ -134,25 +135,27 @@ def read_pool() -> int:
 
 @contextlib.contextmanager
 def hugetlb_2m_reserved(wanted: int = 4):
-    """Reserve 2 MiB hugetlb pages (root only) and restore the pool on exit.
+    """Reserve 2 MiB hugetlb pages (root only) and give them back on exit.
 
     Yields the number of free pages, or raises pytest.skip with the reason.
+    A reservation is recorded in a marker first (tests/hugetlb_pool.py), so
+    that one left by a killed run is undone by the next reservation.
     """
     if hugetlb_free_pages(2048) >= wanted:
         yield hugetlb_free_pages(2048)
         return
     if os.geteuid() != 0 or not os.access(HUGETLB_2M_POOL, os.W_OK):
         pytest.skip("no 2 MiB hugetlb pages reserved and not root: cannot reserve any")
-    previous = read_pool()
-    try:
-        with open(HUGETLB_2M_POOL, "w") as handle:
-            handle.write(str(previous + wanted))
+    with Pool(HUGETLB_2M_POOL).reserved(wanted):
         if hugetlb_free_pages(2048) < wanted:
             pytest.skip("the kernel could not reserve 2 MiB hugetlb pages (memory fragmented)")
         yield hugetlb_free_pages(2048)
-    finally:
-        with open(HUGETLB_2M_POOL, "w") as handle:
-            handle.write(str(previous))
+
+
+def pytest_sessionstart(session):
+    """Give back the hugetlb pages a killed earlier run left reserved."""
+    if os.geteuid() == 0 and os.access(HUGETLB_2M_POOL, os.W_OK):
+        Pool(HUGETLB_2M_POOL).restore_abandoned()
 
 
 @pytest.fixture

@@ -129,6 +129,36 @@ def test_run_pass_refuses_misaligned_or_odd_buffers():
         bw.run_pass("fill", words[:8])
 
 
+@pytest.mark.parametrize("options, error", [
+    ({"value": 1 << 64}, r"value=18446744073709551616 is above the maximum 18446744073709551615"),
+    ({"value": "x"}, r"value='x' must be an integer"),
+    ({"passes": 0}, r"passes=0 is below the minimum 1"),
+    ({"passes": True}, r"passes=True must be an integer"),
+    ({"passes": 1 << 40}, r"passes=1099511627776 over 64 bytes .* above the maximum 68719476736"),
+    ({"chunk_bytes": -64}, r"chunk_bytes=-64 is below the minimum 0"),
+    ({"stores": None}, r"stores=None is not one of"),
+])
+def test_run_pass_refuses_bad_options_naming_them(options, error):
+    """A value beyond 64 bits was wrapped silently (2**64 wrote zeros); a huge passes ran for hours
+    without a way to stop it."""
+    words = bw.aligned_array(8)
+    with pytest.raises(ValueError, match=error):
+        bw.run_pass("write" if "value" in options else "sum", words, words, **options)
+
+
+def test_run_pass_writes_any_64_bit_pattern():
+    words = bw.aligned_array(8)
+    bw.run_pass("write", dst=words, value=(1 << 64) - 1)
+    assert (words == np.uint64((1 << 64) - 1)).all()
+    bw.run_pass("write", dst=words, value=-2)  # a negative int64: its two's complement
+    assert (words == np.uint64((1 << 64) - 2)).all()
+
+
+def test_aligned_array_refuses_counts_beyond_the_largest_working_set():
+    with pytest.raises(ValueError, match=r"count=\d+ is above the maximum"):
+        bw.aligned_array(1 << 60)
+
+
 # ---- the family's checking mode -------------------------------------------------------
 
 

@@ -340,8 +340,13 @@ def test_a_list_larger_than_memory_is_a_memory_error_naming_the_size():
 
 def test_helper_cpu_must_be_another_usable_cpu():
     allowed = sorted(os.sched_getaffinity(0))
-    with pytest.raises(ValueError, match="helper_cpu=1023 is not a CPU of this machine"):
+    with pytest.raises(ValueError, match="helper_cpu=1023 is not among the CPUs this process may run on"):
         one_sample(helper_thread=True, helper_cpu=1023)
+    # the kernel itself still refuses a CPU the machine does not have
+    config = core_config(helper_thread=True, helper_cpu=1023, laps=1)
+    with pytest.raises(ValueError, match="helper_cpu=1023 is not a CPU of this machine"):
+        with _core.Kernel("chase", config) as kernel:
+            kernel.measure(target_ns=0, counters=False)
     with pytest.raises(ValueError, match=f"helper_cpu={allowed[0]} is the CPU of the walking thread"):
         chase.run(helper_thread=True, helper_cpu=allowed[0], cpu=allowed[0], repeat=1, warmup=0,
                   target_seconds=0.005)
@@ -487,3 +492,18 @@ def test_the_quick_sweep_runs(tmp_path):
     dataset = run_sweep(sweep, tmp_path / "fig3_12.csv", progress=False, repeat=1)
     assert len(dataset) == len(sweep.points)
     assert all(row["ns_per_element"] > 0 for row in dataset)
+
+
+def test_the_helper_stays_within_the_callers_affinity():
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("one CPU only")
+    os.sched_setaffinity(0, {allowed[0]})
+    try:
+        with pytest.raises(ValueError, match=rf"helper_cpu={allowed[1]} is not among the CPUs"):
+            chase.ChaseParams(helper_thread=True, helper_cpu=allowed[1])
+        with pytest.raises(ValueError, match="helper_thread=True needs a second CPU"):
+            chase.ChaseParams(helper_thread=True)
+        assert chase.ChaseParams(helper_cpu=allowed[1]).helper_thread is False  # unused: not checked
+    finally:
+        os.sched_setaffinity(0, set(allowed))

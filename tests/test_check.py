@@ -459,6 +459,53 @@ def test_tune_saves_then_reset_restores(tmp_path):
     assert reset(root, state_path=state) == []  # nothing tuned: nothing to do
 
 
+@pytest.mark.parametrize("saved, error", [
+    ({"/etc/passwd": "root::0:0::/root:/bin/sh"}, r"names '/etc/passwd', which is not a setting memlab tunes"),
+    ({"/sys/devices/system/cpu/cpufreq/boost": "1\nroot"}, r"holds \"1\\nroot\" for .*boost, not a setting's value"),
+    ({"/sys/devices/system/cpu/cpufreq/boost": 1}, r"holds 1 for .*boost, not a setting's value"),
+])
+def test_reset_writes_only_what_tune_would_write(tmp_path, saved, error):
+    """reset runs as root and writes what the state file says: a state file someone else changed
+    (a --state in a shared directory) must not make it write another file, or another value."""
+    root = untuned_tree(tmp_path / "machine")
+    state = tmp_path / "tuned.json"
+    state.write_text(json.dumps({"saved": saved}))
+    before = read(root, f"{CPU}/cpufreq/boost")
+    with pytest.raises(ValueError, match=error):
+        reset(root, state_path=str(state))
+    with pytest.raises(ValueError, match=error):
+        tune(root, state_path=str(state))
+    assert read(root, f"{CPU}/cpufreq/boost") == before and state.exists()
+
+
+def test_the_state_file_is_written_without_following_a_planted_link(tmp_path):
+    """The old temporary name was the state file's name plus the PID, opened following links."""
+    root = untuned_tree(tmp_path / "machine")
+    victim = tmp_path / "victim"
+    victim.write_text("secret")
+    state = tmp_path / "run" / "tuned.json"
+    state.parent.mkdir()
+    for pid in range(os.getpid() - 5, os.getpid() + 50):
+        os.symlink(victim, f"{state}.tmp{pid}")
+    tune(root, settings=["boost"], state_path=str(state))
+    assert victim.read_text() == "secret"
+    assert json.loads(state.read_text())["saved"] == {"/sys/devices/system/cpu/cpufreq/boost": "1"}
+    assert oct(os.stat(state).st_mode & 0o777) == oct(0o600)
+    state.unlink()
+    victim.write_text('{"saved": {}}')
+    os.symlink(victim, state)  # the state file itself a link: refused, not written through
+    with pytest.raises(ValueError, match="symbolic link"):
+        tune(root, settings=["boost"], state_path=str(state))
+    assert victim.read_text() == '{"saved": {}}' and os.path.islink(state)
+
+
+def test_tune_skips_a_value_reset_could_not_restore(tmp_path):
+    root = make_tree(tmp_path / "machine", {f"{CPU}/cpufreq/boost": "on; off\n"})
+    (change,) = tune(root, settings=["boost"], state_path=str(tmp_path / "tuned.json"))
+    assert "is not one reset could restore" in change.skipped
+    assert read(root, f"{CPU}/cpufreq/boost") == "on; off" and not (tmp_path / "tuned.json").exists()
+
+
 def test_tune_uses_the_default_state_file_under_root(tmp_path):
     root = untuned_tree(tmp_path)
     tune(root, settings=["boost"])

@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
@@ -56,7 +57,7 @@ def same_rows(left, right):
             return "NaN"
         if isinstance(value, list):
             return [norm(v) for v in value]
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):  # a loaded row is a Mapping over columns, not a dict
             return {k: norm(v) for k, v in value.items()}
         return value
 
@@ -127,7 +128,7 @@ def test_truncated_inside_quoted_field(tmp_path):
 def test_short_record_in_the_middle_is_an_error(tmp_path):
     path = tmp_path / "x.csv"
     path.write_text("family,n\nf,1\nf\nf,3\n")
-    with pytest.raises(ValueError, match="record 3 has 1 fields"):
+    with pytest.raises(ValueError, match=r"record 3 \(line 3\) has 1 fields"):
         Dataset.load(path)
 
 

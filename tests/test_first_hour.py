@@ -275,6 +275,7 @@ BAD_ARGUMENTS = {
     "report": (["report", "{tmp}/absent.csv", "-o", "{tmp}/r.html"], "absent.csv"),
     "merge": (["merge", "{tmp}/r.html", "{tmp}/absent.csv"], "absent.csv"),
     "tour": (["tour", "--family", "chaes", "--out", "{tmp}/tour"], "did you mean 'chase'"),
+    "reproduce": (["reproduce", "fig3.51", "--out", "{tmp}/tour"], "item='fig3.51' is not an item"),
 }
 
 
@@ -294,13 +295,25 @@ def test_an_unreadable_dataset_is_a_bad_argument_too(tmp_path, capsys):
         assert "junk" in _last_error_line(capsys.readouterr().err)
 
 
-def test_a_command_that_runs_and_fails_exits_1(tmp_path, capsys):
+def test_a_command_that_runs_and_fails_exits_1(tmp_path, capsys, monkeypatch):
+    """An output seen to be unwritable before the work is a bad argument (2); a write that fails
+    once the work is done (a full disk) is a failure (1)."""
     pytest.importorskip("matplotlib", reason="plot needs the plot extra")
+    import errno
+
     import plot_fixtures
 
     plot_fixtures.pipe().save(tmp_path / "pipe.csv")
-    assert cli.main(["plot", str(tmp_path / "pipe.csv"), "-o", str(tmp_path / "no-dir" / "fig.png")]) == 1
+    assert cli.main(["plot", str(tmp_path / "pipe.csv"), "-o", str(tmp_path / "no-dir" / "fig.png")]) == 2
+    assert "no-dir does not exist" in _last_error_line(capsys.readouterr().err)
+
+    def disk_full(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(cli, "atomic_write", disk_full)
+    assert cli.main(["plot", str(tmp_path / "pipe.csv"), "-o", str(tmp_path / "fig.png")]) == 1
     assert "cannot write" in _last_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "fig.png").exists()
 
 
 # ---- comparison tables ------------------------------------------------------------------------

@@ -48,8 +48,12 @@ def test_chaser_and_load_thread_run_on_their_cores_and_are_joined(op):
     factor = 2 if op == "copy" else 1
     assert m.median("load_traffic_GB_per_s") == pytest.approx(factor * m.median("load_GB_per_s"))
     assert m.median("ns_per_element") > 0
-    for sample in m.samples:  # CPU time over steps: never above the wall-clock latency
-        assert 0 < sample["on_cpu_ns_per_element"] <= sample["ns_per_element"] * 1.001
+    # CPU time over steps: the chaser's own CPU time, never above its wall-clock latency. The two
+    # clocks are read one after the other and thread CPU time is accounted in ticks, so a short
+    # sample may read a little over (0.4% has been seen); summing the load thread's CPU time in
+    # by mistake would read about twice.
+    for sample in m.samples:
+        assert 0 < sample["on_cpu_ns_per_element"] <= sample["ns_per_element"] * 1.05
     assert threads_now() == before
     # the calling thread is given its affinity back
     assert sorted(os.sched_getaffinity(0)) == CPUS

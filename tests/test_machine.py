@@ -50,6 +50,7 @@ def test_fake_tree_is_read_exactly(fake_root):
     facts = machine.collect(include_core=False, root=fake_root)
     assert facts["cpu_model"] == "Fake CPU 9000"
     assert facts["cpu_count"] == 5 and facts["cpu_online"] == "0-3"
+    assert "cpus_allowed" not in facts  # this process's affinity says nothing about a fake tree
     assert facts["cpu_flags_simd"] == ["sse2", "avx2", "avx512f"]
     assert facts["cpuinfo_mhz"] == 3000.0
     assert facts["caches"][0] == {
@@ -149,3 +150,7 @@ def test_core_facts_are_guarded(monkeypatch):
     assert "core_build" not in facts
     text = machine.format_facts(facts)
     assert "page_faults" in text and "missing" in text and "cycles: ENOENT" in text
+
+
+def test_cpus_allowed_is_this_process_affinity():
+    assert machine.collect(include_core=False)["cpus_allowed"] == len(os.sched_getaffinity(0))

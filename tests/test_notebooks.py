@@ -7,10 +7,12 @@ memlab/registry.py (a family whose branch has not been merged yet).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from memlab import catalogue
 from memlab.registry import all_families
 
 nbformat = pytest.importorskip("nbformat", reason="the notebook extra (nbformat) is not installed")
@@ -68,3 +70,26 @@ def test_notebook_runs_top_to_bottom_in_quick_mode(name, tmp_path):
     figures = sum(1 for cell in nb.cells if cell.cell_type == "code" and "plot.figure(" in cell.source)
     assert len(images) == figures, f"{name}: {figures} figures drawn but {len(images)} images shown"
     assert not (tmp_path / "results").exists(), "quick mode must not write results/"
+
+
+def _section_of(nb, index: int) -> str:
+    """The heading (first line) of the "## " section that holds cell ``index``."""
+    for cell in reversed(nb.cells[:index]):
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            return cell.source.splitlines()[0]
+    return ""
+
+
+def test_every_catalogue_item_has_a_section_in_its_notebook():
+    """A code cell judges the item (the source's numbers beside this machine's, the verdicts) in a
+    section whose heading names the figure or table (its number, or its label)."""
+    for entry in catalogue.ITEMS:
+        nb = load(Path(entry.notebook).name)
+        judging = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                   and re.search(rf'(reproduce|judge)\("{re.escape(entry.key)}"[,)]', c.source)]
+        assert judging, f"{entry.notebook} never judges {entry.key}"
+        numbers = [word for word in entry.label.replace("-", " ").split() if any(ch.isdigit() for ch in word)]
+        token = numbers[0] if numbers else entry.label
+        heading = _section_of(nb, judging[0])
+        assert token.lower() in heading.lower(), (
+            f"{entry.notebook}: {entry.key} is judged under {heading!r}, which does not name {token!r}")

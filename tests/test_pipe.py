@@ -116,15 +116,24 @@ def test_verify_catches_vmsplice_pages_reused_while_in_the_pipe():
     # pipe still references, again and again, before the reader (same CPU, batch
     # scheduling: it runs when the writer blocks on a full pipe) reads any of it. Every
     # chunk but the newest in the pipe then holds the wrong bytes, whatever the timing.
+    # Not quite whatever the timing: in 2 runs of 1560 (a loaded 2-CPU guest, Linux 6.x) the
+    # writer was switched out after nearly every chunk anyway and the reader kept up for most
+    # of the transfer (errors in 20% of the bytes, not 75%). So up to five tries: the race
+    # must be caught in at least one (a miss rate near 1e-14 if the tries are independent).
     pipe_bytes = min(1 << 20, pipe.pipe_max_size() or 1 << 20)
     total = 8 << 20
-    with batch_scheduling():
-        m = pipe.run(writer="vmsplice", reader="read", buffer_bytes=4096, pipe_size_bytes=pipe_bytes,
-                     vmsplice_sections=1, total_bytes=total, verify=True,
-                     writer_cpu=CPUS[0], reader_cpu=CPUS[0], **SMALL)
-    assert m.median("bytes_received") == total
-    assert m.median("verify_errors") > total // 4
-    assert 0 <= m.median("first_bad_offset") < total
+    errors = []
+    for _ in range(5):
+        with batch_scheduling():
+            m = pipe.run(writer="vmsplice", reader="read", buffer_bytes=4096, pipe_size_bytes=pipe_bytes,
+                         vmsplice_sections=1, total_bytes=total, verify=True,
+                         writer_cpu=CPUS[0], reader_cpu=CPUS[0], **SMALL)
+        assert m.median("bytes_received") == total
+        errors.append(m.median("verify_errors"))
+        if errors[-1] > total // 4:
+            assert 0 <= m.median("first_bad_offset") < total
+            break
+    assert max(errors) > total // 4, errors
 
 
 def test_adapts_total_to_the_target_time():
@@ -439,3 +448,21 @@ def test_latency_sweep_covers_each_placement_and_refuses_busy_on_one_cpu(tmp_pat
     row = Dataset.load(tmp_path / "lat.csv").rows[0]
     assert row["family"] == "pipe_latency" and row["ns_per_round_trip"] > 0
     assert row["echo_errors"] == 0 and len(dataset) == 1
+
+
+def test_cpus_outside_the_callers_affinity_are_refused():
+    """`taskset -c 0 memlab run pipe writer_cpu=1` ran the writer on CPU 1: no longer."""
+    if not TWO_CPUS:
+        pytest.skip("one CPU only: no CPU outside the affinity to ask for")
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {CPUS[0]})
+    try:
+        for name in ("writer_cpu", "reader_cpu"):
+            with pytest.raises(ValueError, match=rf"{name}={CPUS[1]} is not among the CPUs this process may run on"):
+                pipe.PipeParams(**{name: CPUS[1]})
+        for name in ("ping_cpu", "pong_cpu"):
+            with pytest.raises(ValueError, match=rf"{name}={CPUS[1]} is not among the CPUs"):
+                pipe.LatencyParams(**{name: CPUS[1]})
+        assert pipe.PipeParams(writer_cpu=CPUS[0]).writer_cpu == CPUS[0]
+    finally:
+        os.sched_setaffinity(0, allowed)

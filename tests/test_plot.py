@@ -305,6 +305,19 @@ def test_empty_or_metricless_datasets_are_value_errors():
         plot.figure(Dataset([{"family": "x", "n": 1}], {"family": "x"}))
 
 
+def test_sizes_a_log2_axis_cannot_show_are_left_out_or_a_value_error():
+    """A damaged dataset with sizes <= 0 gave 'math domain error' with no word of what was wrong."""
+    ds = fixtures.chase()
+    ds.rows[0]["working_set_bytes"] = -4096
+    ax = chase.figure(ds).axes[0]
+    assert ax.get_xscale() == "log"  # the other sizes still set the ticks
+    assert all(tick > 0 for tick in ax.xaxis.get_majorticklocs())
+    for row in ds.rows:
+        row["working_set_bytes"] = 0
+    with pytest.raises(ValueError, match="no x value is a positive size for a log2 axis"):
+        chase.figure(ds)
+
+
 def test_missing_matplotlib_is_an_import_error_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r"pip install 'memlab\[plot\]'"):
@@ -331,11 +344,13 @@ def test_plot_command_writes_the_figure(tmp_path, capsys):
 
 
 def test_plot_command_errors(tmp_path, capsys):
-    assert cli.main(["plot", str(tmp_path / "absent.csv")]) == 2  # a bad argument
+    assert cli.main(["plot", str(tmp_path / "absent.csv")]) == 2  # unreadable input: a bad argument
     assert "absent.csv" in capsys.readouterr().err
     fixtures.pipe().save(tmp_path / "pipe.csv")
     assert cli.main(["plot", str(tmp_path / "pipe.csv"), "--dpi", "1"]) == 2
     assert "--dpi=1 is below the minimum 10" in capsys.readouterr().err
+    assert cli.main(["plot", str(tmp_path / "pipe.csv"), "--dpi", "10000"]) == 2  # a 12 GB image before
+    assert "--dpi=10000 is above the maximum 1200" in capsys.readouterr().err
     assert cli.main(["plot"]) == 2
 
 

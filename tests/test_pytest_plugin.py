@@ -278,7 +278,7 @@ def test_corrupt_baseline_fails_with_instructions(guarded):
     result = guarded()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*memlab_regression: baseline dataset *test_speed.csv cannot be read: JSONDecodeError*"
+        "*memlab_regression: baseline dataset *test_speed.csv cannot be read: *not valid JSON*"
         "delete it or record it again with: pytest --memlab-save-baseline*",
     ])
 

@@ -168,3 +168,18 @@ def test_report_command_errors(tmp_path, capsys):
     assert "nothing.csv" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
     assert cli.main(["report"]) == 2
+
+
+def test_items_showing_one_dataset_draw_its_figure_once(monkeypatch):
+    shared, other = fixtures.chase(), fixtures.pipe()
+    drawn = []
+    real = report.plot.figure
+    monkeypatch.setattr(report.plot, "figure", lambda ds, *a, **k: drawn.append(ds) or real(ds, *a, **k))
+    items = [report.ReportItem(title=t, dataset=ds) for t, ds in (("one", shared), ("two", shared), ("three", other))]
+    progress = []
+    text = report.build_report(items, on_section=lambda done, total, title: progress.append((done, total, title)))
+    assert len(drawn) == 2
+    parsed = parse_report(text)
+    assert len(parsed.images) == 3
+    assert 'alt="two: standard figure"' in text
+    assert progress == [(1, 3, "one"), (2, 3, "two"), (3, 3, "three")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import doctest
 import importlib
+import json
 import math
 
 import pytest
@@ -183,6 +184,17 @@ def test_an_old_region_sweep_resumes_on_the_renamed_parameter(tmp_path):
     assert dataset.rows[0]["GB_per_s"] == -1.0 and dataset.rows[1]["GB_per_s"] > 0
     loaded = Dataset.load(path)
     assert "bytes" not in loaded.columns and loaded.metadata["param_names"][0] == "region_bytes"
+
+
+def test_a_sidecar_naming_a_parameter_the_csv_holds_under_its_old_name_loads(tmp_path):
+    """What a resume before the fix left: the header still ``bytes``, the sidecar ``region_bytes``."""
+    Dataset([{"family": "region", "bytes": 4096, "t": 1.0, "t_samples": [1.0]}],
+            {"family": "region", "param_names": ["bytes"]}).save(tmp_path / "r.csv")
+    sidecar = json.loads((tmp_path / "r.json").read_text())
+    sidecar["param_names"] = ["region_bytes"]
+    (tmp_path / "r.json").write_text(json.dumps(sidecar))
+    loaded = Dataset.load(tmp_path / "r.csv")
+    assert loaded.param_names == ["region_bytes"] and loaded.rows[0]["region_bytes"] == 4096
 
 
 @pytest.mark.parametrize("family, old, new, value", [

@@ -124,6 +124,77 @@ def test_quick_sweep_is_declared():
     assert {p["disp_longs"] for p in sweep.points} == {0, 1, 8}
 
 
+def test_a_thousand_unpinned_threads_start_together_and_count_exactly():
+    """They wait for the start asleep (before: spinning, 15 s on two CPUs); every increment lands."""
+    sample = one(threads=1024, disp_longs=1, atomic=True, increments=1000, pin=False)
+    assert sample["final_count"] == 1024 * 1000 and sample["lost_updates"] == 0
+
+
+def test_counters_beyond_the_available_memory_are_refused_before_allocating():
+    """threads=1024 disp=2^20 zeroes 8 GiB; with less memory than that the kernel says so."""
+    import subprocess
+    import sys
+
+    if "-fsanitize=address" in _core.build_info()["cflags"]:
+        pytest.skip("AddressSanitizer reserves terabytes of address space: a capped one cannot start it")
+
+    code = (
+        "import resource; from memlab import _core\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "try:\n"
+        "    _core.Kernel('share', {'threads': 1024, 'disp_longs': 1 << 20, 'atomic': True, 'atomic_op': 'lock_add',"
+        " 'increments': 1,"
+        " 'pin': False})\n"
+        "except MemoryError as error:\n"
+        "    print('MemoryError:', error)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "MemoryError:" in result.stdout, result.stderr
+    assert "1024 threads" in result.stdout or "available" in result.stdout
+
+
+def test_the_memory_check_refuses_what_memavailable_cannot_hold(tmp_path):
+    """The check itself (not the allocation): run where /proc/meminfo says 1 GiB is available."""
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to show the kernel a smaller MemAvailable")
+    fake = tmp_path / "meminfo"
+    fake.write_text("MemTotal:        2097152 kB\nMemFree:         1048576 kB\nMemAvailable:    1048576 kB\n")
+    code = ("from memlab import _core\n"
+            "try:\n"
+            "    _core.Kernel('share', {'threads': 1024, 'disp_longs': 1 << 20, 'atomic': True, 'atomic_op': 'lock_add',"
+        " 'increments': 1,"
+            " 'pin': False})\n"
+            "except MemoryError as error:\n"
+            "    print('MemoryError:', error)\n")
+    script = f"mount --bind {fake} /proc/meminfo && exec {sys.executable} -c \"$0\""
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script, code], capture_output=True, text=True,
+                            timeout=120)
+    if "mount" in result.stderr or result.returncode not in (0, 1):
+        pytest.skip(f"cannot bind-mount a fake /proc/meminfo here: {result.stderr.strip()[:200]}")
+    assert "MemoryError: the counters (threads - 1) x disp longs apart needs" in result.stdout, result.stderr
+    assert "of memory is available" in result.stdout
+
+
+def test_ctrl_c_while_threads_are_created_stops_promptly():
+    import signal
+    import threading
+
+    kernel = _core.Kernel("share", {"threads": 1024, "disp_longs": 8, "atomic": True, "atomic_op": "lock_add",
+                                    "increments": 1 << 40, "pin": False})
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            kernel.measure(target_ns=0, counters=False)
+    finally:
+        timer.cancel()
+        kernel.close()
+
+
 # ---- figure 6.12: the atomic increment forms -----------------------------------------
 
 

@@ -1,0 +1,637 @@
+"""``memlab reproduce``: every source item re-measured here, beside the source's numbers, with verdicts.
+
+For each item of :mod:`memlab.catalogue` (or the ones named) it runs the
+item's sweep (``quick``: its quick variant) into ``out/<family>-<sweep>.csv``
+with an overall progress bar and ETA, resumes where a previous run stopped
+(points on disk are skipped), then judges every claim on the dataset and
+writes ``out/report.html`` (a section per item: what the source measured
+and on what machine, its numbers beside this machine's with their ratio,
+this machine's figure and points, a verdict per claim) and
+``out/verdicts.json``. Items sharing a sweep share its dataset.
+
+>>> result = reproduce(["pipes-touch"], quick=True, out="/tmp/r", progress=False)  # doctest: +SKIP
+>>> [v.status for v in result.items[0].verdicts]                                   # doctest: +SKIP
+['reproduced', 'reproduced']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tqdm.auto import tqdm
+
+from memlab import catalogue
+from memlab.catalogue import (
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    VERDICTS,
+    Item,
+    NotMeasurable,
+    Number,
+    Verdict,
+)
+from memlab.dataset import Dataset, paths_for
+from memlab.grid import Sweep, as_sweeps
+from memlab.registry import family as get_family
+from memlab.report import ReportItem, anchor, escape, html_table, write_report
+from memlab.sweep import run_sweep
+from memlab.units import format_number
+
+__all__ = [
+    "ItemResult",
+    "ReproduceResult",
+    "Task",
+    "estimate_seconds",
+    "format_seconds",
+    "judge",
+    "listing",
+    "plan",
+    "reproduce",
+    "write_results",
+]
+
+#: Seconds a point costs besides its samples (setup: building a list, mapping a region ...).
+POINT_OVERHEAD_S = 0.25
+TIMES_FILE = "reproduce-times.json"
+VERDICTS_FILE = "verdicts.json"
+REPORT_FILE = "report.html"
+
+
+@dataclass
+class Task:
+    """One sweep to run for one or more items: where its dataset goes and what it should cost."""
+
+    sweep: Sweep | None
+    path: Path | None
+    items: list[Item]
+    seconds: float = 0.0
+    error: str = ""
+    unmeasurable: str = ""
+    ran_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        if self.sweep is None:
+            return self.items[0].sweep
+        return f"{self.sweep.family}.{self.sweep.name}"
+
+
+@dataclass
+class ItemResult:
+    """An item judged on a dataset: this machine's numbers beside the source's, a verdict per claim."""
+
+    item: Item
+    dataset: Dataset | None
+    numbers: list[tuple[Number, float | None, str]]
+    verdicts: list[Verdict]
+    path: Path | None = None
+    error: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {status: sum(v.status == status for v in self.verdicts) for status in VERDICTS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "item": self.item.key,
+            "source": self.item.source,
+            "label": self.item.label,
+            "title": self.item.title,
+            "sweep": self.item.sweep,
+            "dataset": str(self.path) if self.path else None,
+            "error": self.error,
+            "numbers": [
+                {"quantity": n.quantity, "unit": n.unit, "source": n.source, "measured": value,
+                 "ratio": n.ratio(value), "reason": reason}
+                for n, value, reason in self.numbers
+            ],
+            "claims": [
+                {"claim": c.text, "cite": c.cite, "status": v.status, "detail": v.detail,
+                 "values": dict(v.values)}
+                for c, v in zip(self.item.claims, self.verdicts)
+            ],
+        }
+
+    def table(self) -> str:
+        """The numbers and verdicts as plain text (what a notebook or a terminal shows)."""
+        lines = [self.item.heading]
+        for number, value, reason in self.numbers:
+            ratio = number.ratio(value)
+            here = format_number(value) if value is not None else f"- ({reason})"
+            lines.append(f"  {number.quantity}: source {format_number(number.source)} {number.unit}, "
+                         f"here {here}" + (f", ratio {ratio:.3g}" if ratio is not None else ""))
+        for claim, found in zip(self.item.claims, self.verdicts):
+            lines.append(f"  [{found.status}] {claim.text}\n      {found.detail}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_html_(self) -> str:
+        return _numbers_html(self) + _verdicts_html(self)
+
+
+@dataclass
+class ReproduceResult:
+    """What ``reproduce`` did: the tasks run, every item judged, the report's path."""
+
+    out: Path
+    quick: bool
+    tasks: list[Task] = field(default_factory=list)
+    items: list[ItemResult] = field(default_factory=list)
+    report: Path | None = None
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> list[Task]:
+        return [task for task in self.tasks if task.error]
+
+    def count(self, status: str) -> int:
+        return sum(result.counts()[status] for result in self.items)
+
+    @property
+    def not_reproduced(self) -> list[tuple[ItemResult, Verdict]]:
+        return [(r, v) for r in self.items for v in r.verdicts if v.status == NOT_REPRODUCED]
+
+
+# ---- planning ---------------------------------------------------------------------
+
+
+def _named_sweep(name: str) -> Sweep:
+    family_name, sweep_name = name.split(".", 1)
+    sweeps = as_sweeps(get_family(family_name).sweep(sweep_name))
+    if len(sweeps) != 1:
+        raise ValueError(f"sweep {name} is {len(sweeps)} sweeps; a catalogue item needs one")
+    return sweeps[0]
+
+
+def item_sweep(item: Item, quick: bool = False) -> Sweep:
+    """The sweep that reproduces ``item`` (its quick variant with ``quick``); ValueError when this
+    machine cannot build it (say, a placement that needs SMT), NotMeasurable when its quick variant
+    needs facts this machine does not give (its cache sizes)."""
+    if not quick:
+        return _named_sweep(item.sweep)
+    if isinstance(item.quick, str):
+        return _named_sweep(item.quick)
+    return item.quick(_named_sweep(item.sweep))
+
+
+def estimate_seconds(sweep: Sweep, points: Sequence[dict[str, Any]] | None = None) -> float:
+    """Seconds ``sweep`` should take here: per point, (warm-up + repetitions) x the sample length
+    (the point's ``duration_s``, else the sweep's or the family's target) plus a setup allowance.
+
+    >>> estimate_seconds(Sweep("s", "calibrate", [{}], repeat=2, warmup=1, target_seconds=0.5))
+    1.75
+    """
+    family = get_family(sweep.family)
+    default = sweep.target_seconds if sweep.target_seconds is not None else family.default_target_seconds
+    total = 0.0
+    for point in sweep.points if points is None else points:
+        sample = point.get("duration_s") if isinstance(point.get("duration_s"), (int, float)) else default
+        total += (sweep.warmup + sweep.repeat) * float(sample or 0.0) + POINT_OVERHEAD_S
+    return total
+
+
+def _task_key(sweep: Sweep) -> tuple:
+    """What a sweep measures, its name left out: two named sweeps with the same points (say, one
+    source figure per machine it was measured on) are run once."""
+    return (sweep.family, repr(sweep.points), sweep.repeat, sweep.warmup, sweep.target_seconds,
+            repr(sorted(sweep.options.items())))
+
+
+def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike) -> list[Task]:
+    """One :class:`Task` per distinct sweep of ``items`` (sweeps measuring the same points are one),
+    in catalogue order, with its file and its estimated seconds. A sweep this machine cannot build
+    becomes a task with ``unmeasurable`` set."""
+    out = Path(out)
+    tasks: dict[tuple, Task] = {}
+    names: dict[str, tuple] = {}
+    for entry in items:
+        try:
+            sweep = item_sweep(entry, quick)
+        except (ValueError, NotMeasurable) as error:  # a placement it cannot give, unknown cache sizes
+            tasks[("unmeasurable", entry.key)] = Task(None, None, [entry], unmeasurable=str(error))
+            continue
+        key = _task_key(sweep)
+        if key in tasks:
+            tasks[key].items.append(entry)
+            continue
+        stem = f"{sweep.family}-{sweep.name}"
+        if stem in names and names[stem] != key:
+            sweep = dataclasses.replace(sweep, name=f"{sweep.name}-{entry.key}")
+            key, stem = _task_key(sweep), f"{sweep.family}-{sweep.name}"
+        names[stem] = key
+        tasks[key] = Task(sweep, out / f"{stem}.csv", [entry], seconds=estimate_seconds(sweep))
+    return list(tasks.values())
+
+
+def _done_keys(task: Task) -> set[tuple]:
+    if task.path is None or not Path(paths_for(task.path)[0]).exists():
+        return set()
+    try:
+        existing = Dataset.load(task.path)
+    except (OSError, ValueError):
+        return set()
+    return {existing.key(row) for row in existing.rows}
+
+
+def _pending_points(task: Task) -> list[dict[str, Any]]:
+    assert task.sweep is not None
+    family = get_family(task.sweep.family)
+    done = _done_keys(task)
+    points = [dataclasses.asdict(family.params(p)) for p in task.sweep.points]
+    if not done:
+        return points
+    probe = Dataset([], {"param_names": family.param_names})
+    return [p for p in points if probe.key({"family": family.name, **p}) not in done]
+
+
+def _times(out: Path) -> dict[str, float]:
+    try:
+        data = json.loads((out / TIMES_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
+
+
+def _point_seconds(task: Task, times: dict[str, float]) -> float:
+    """Seconds per point: measured by an earlier run into this folder, else the estimate."""
+    assert task.sweep is not None
+    stem = task.path.stem if task.path else ""
+    if stem in times:
+        return times[stem]
+    return task.seconds / max(1, len(task.sweep.points))
+
+
+def format_seconds(seconds: float) -> str:
+    """``42 s``, ``3.5 min``, ``2.1 h``.
+
+    >>> format_seconds(42), format_seconds(210), format_seconds(7560)
+    ('42 s', '3.5 min', '2.1 h')
+    """
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: str | os.PathLike | None = None) -> str:
+    """The catalogue as a text table: item, source figure, sweep, estimated time (and, with ``out``,
+    the points already there); the totals of the quick and full runs at the end."""
+    items = list(items) if items is not None else catalogue.select()
+    folder = Path(out) if out is not None else Path(".memlab-reproduce-nowhere")
+    times = _times(folder) if out is not None else {}
+    totals = {}
+    for mode in (False, True):
+        totals[mode] = sum(_point_seconds(task, times) * len(task.sweep.points)
+                           for task in plan(items, mode, folder) if task.sweep is not None)
+    tasks = plan(items, quick, folder)
+    lines = [f"{'item':<20} {'source':<44} {'sweep':<34} {'time':>9}" + ("  on disk" if out is not None else "")]
+    for task in tasks:
+        for position, entry in enumerate(task.items):
+            heading = f"{catalogue.SOURCES[entry.source].short}, {entry.label}"
+            if task.sweep is None:
+                sweep_text, time_text = entry.sweep, "-"
+                extra = f"  cannot run here: {task.unmeasurable}"
+            else:
+                sweep_text = f"{task.sweep.family}.{task.sweep.name}"
+                if position:
+                    time_text = "(shared)"
+                else:
+                    time_text = format_seconds(_point_seconds(task, times) * len(task.sweep.points))
+                extra = ""
+                if out is not None and position == 0:
+                    pending = len(_pending_points(task))
+                    extra = f"  {len(task.sweep.points) - pending}/{len(task.sweep.points)} points"
+            lines.append(f"{entry.key:<20} {heading[:44]:<44} {sweep_text[:34]:<34} {time_text:>9}{extra}")
+    lines.append("")
+    measured = " (seconds per point measured by the runs into this folder where there were some)" if times else ""
+    lines.append(f"estimated on this machine: quick run {format_seconds(totals[True])}, "
+                 f"full run {format_seconds(totals[False])} ({len(items)} items){measured}")
+    return "\n".join(lines)
+
+
+# ---- judging ---------------------------------------------------------------------------
+
+
+def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reason: str = "",
+          compare_with: Sequence[Dataset | str | os.PathLike | None] = ()) -> ItemResult:
+    """Judge ``item`` (or its key) on a dataset of its sweep: this machine's numbers and a verdict
+    per claim. Without a dataset every claim is not measurable, for ``reason``. ``compare_with``:
+    datasets of the items in ``item.compare_with`` (figure 3.26's one thread for figure 3.27),
+    whose rows the claims read beside the item's own (the report still shows the item's own).
+
+    >>> print(judge("pipes-touch", None, reason="not run").verdicts[0].detail)
+    not run
+    """
+    entry = catalogue.item(item) if isinstance(item, str) else item
+    path = None
+    if dataset is not None and not isinstance(dataset, Dataset):
+        path = Path(dataset)
+        dataset = Dataset.load(dataset)
+    if dataset is None:
+        why = reason or "the sweep was not run"
+        numbers = [(n, None, why) for n in entry.numbers]
+        return ItemResult(entry, None, numbers, [Verdict(NOT_MEASURABLE, why) for _ in entry.claims], path)
+    selected = entry.select_rows(dataset)
+    others = [Dataset.load(d) if not isinstance(d, Dataset) else d for d in compare_with if d is not None]
+    shown = selected
+    if others:
+        selected = Dataset(selected.rows + [row for other in others for row in other.rows], selected.metadata)
+    numbers = []
+    for number in entry.numbers:
+        try:
+            numbers.append((number, *number.measure(selected)))
+        except Exception as error:  # a check's own bug must not cost the whole report
+            numbers.append((number, None, f"could not be read: {type(error).__name__}: {error}"))
+    verdicts = []
+    for claim in entry.claims:
+        try:
+            verdicts.append(claim.judge(selected))
+        except Exception as error:
+            verdicts.append(Verdict(NOT_MEASURABLE, f"the check could not run: {type(error).__name__}: {error}"))
+    return ItemResult(entry, shown, numbers, verdicts, path)
+
+
+# ---- running ---------------------------------------------------------------------------
+
+
+class _Bar:
+    """The overall progress: estimated seconds of work done (tqdm shows the ETA), or nothing."""
+
+    def __init__(self, total: float, enabled: bool) -> None:
+        self.bar = None
+        if enabled and total > 0:
+            self.bar = tqdm(total=round(total, 1), unit="s", desc="reproduce", file=sys.stderr,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, "
+                                       "~{remaining} left{postfix}", dynamic_ncols=True)
+
+    def describe(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description_str(text[:60], refresh=True)
+
+    def advance(self, seconds: float) -> None:
+        if self.bar is not None:
+            step = max(0.0, min(round(seconds, 1), self.bar.total - self.bar.n))
+            if step:
+                self.bar.update(step)
+
+    def write(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _record_time(out: Path, task: Task, points: int, seconds: float) -> None:
+    if points <= 0 or task.path is None:
+        return
+    times = _times(out)
+    times[task.path.stem] = seconds / points
+    tmp = out / f"{TIMES_FILE}.tmp{os.getpid()}"
+    tmp.write_text(json.dumps(times, indent=1, sort_keys=True))
+    os.replace(tmp, out / TIMES_FILE)
+
+
+def _run_task(task: Task, out: Path, bar: _Bar, times: dict[str, float]) -> None:
+    assert task.sweep is not None and task.path is not None
+    pending = _pending_points(task)
+    per_point = _point_seconds(task, times)
+    bar.describe(f"{', '.join(i.key for i in task.items)}")
+    started = time.monotonic()
+    measured = 0
+
+    def on_point(point: dict[str, Any], row: dict[str, Any] | None) -> None:
+        nonlocal measured
+        if row is not None:
+            measured += 1
+            bar.advance(per_point)
+
+    try:
+        run_sweep(task.sweep, task.path, resume=True, progress=False, on_point=on_point,
+                  warn=task.warnings.append)
+    finally:
+        task.ran_seconds = time.monotonic() - started
+        _record_time(out, task, measured, task.ran_seconds)
+        bar.advance(per_point * max(0, len(pending) - measured))
+        if task.warnings:
+            bar.write(f"memlab reproduce: {task.name}: {len(task.warnings)} warning(s), the first: "
+                      f"{task.warnings[0].removeprefix('memlab: warning: ')}")
+
+
+def reproduce(
+    items: Sequence[str] | None = None,
+    *,
+    quick: bool = False,
+    out: str | os.PathLike = "memlab-reproduce",
+    progress: bool = True,
+    command: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> ReproduceResult:
+    """Run the catalogue's items (all, or those named: item keys, sources, families) into ``out``,
+    judge every claim and write ``out/report.html`` and ``out/verdicts.json``.
+
+    Resumable: points already in ``out`` are not measured again. A sweep that
+    fails is recorded (its items judged on the rows it wrote) and the run goes
+    on; Ctrl-C stops it, and the report still shows what was measured.
+
+    >>> result = reproduce(["table6.1"], quick=True, out="/tmp/r", progress=False)   # doctest: +SKIP
+    >>> result.report                                                                 # doctest: +SKIP
+    PosixPath('/tmp/r/report.html')
+    """
+    chosen = catalogue.select(items)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = ReproduceResult(out=out, quick=quick)
+    started = time.monotonic()
+    result.tasks = plan(chosen, quick, out)
+    times = _times(out)
+    runnable = [t for t in result.tasks if t.sweep is not None]
+    total = sum(_point_seconds(t, times) * len(_pending_points(t)) for t in runnable)
+    bar = _Bar(total, progress)
+    try:
+        for task in runnable:
+            try:
+                _run_task(task, out, bar, times)
+            except KeyboardInterrupt:
+                result.interrupted = True
+                task.error = "interrupted (Ctrl-C); the points measured so far are kept"
+                for later in runnable[runnable.index(task) + 1:]:
+                    later.error = "not run: the run was interrupted (Ctrl-C) before this sweep"
+                break
+            except (OSError, MemoryError, TimeoutError, ValueError, RuntimeError) as error:
+                task.error = f"{type(error).__name__}: {error}"
+                if say is not None:
+                    say(f"memlab reproduce: {task.name} failed: {task.error}")
+    finally:
+        bar.close()
+    datasets: dict[str, Dataset | None] = {}
+    for task in result.tasks:
+        dataset = None
+        if task.path is not None and Path(paths_for(task.path)[0]).exists():
+            try:
+                dataset = Dataset.load(task.path)
+            except (OSError, ValueError) as error:
+                task.error = task.error or f"the dataset cannot be read: {error}"
+        for entry in task.items:
+            datasets[entry.key] = dataset
+    for task in result.tasks:
+        for entry in task.items:
+            dataset = datasets[entry.key]
+            if dataset is None or (not len(dataset) and (task.error or task.unmeasurable)):
+                why = task.unmeasurable or task.error or "the sweep was not run"
+                judged = judge(entry, None, reason=why)
+            else:
+                judged = judge(entry, dataset, compare_with=[datasets.get(key) for key in entry.compare_with])
+                judged.path = task.path
+            judged.error = task.error
+            judged.warnings = list(task.warnings)
+            result.items.append(judged)
+    order = {entry.key: index for index, entry in enumerate(chosen)}
+    result.items.sort(key=lambda r: order[r.item.key])
+    result.seconds = time.monotonic() - started
+    write_results(result, command, progress=progress)
+    return result
+
+
+def write_results(result: ReproduceResult, command: str | None = None, *, progress: bool = False) -> Path:
+    """Write ``report.html`` and ``verdicts.json`` of a result into its folder; the report's path.
+    ``progress``: a bar over the report's sections (drawing the figures takes a while)."""
+    _write_verdicts(result)
+    bar = None
+    if progress and result.items:
+        bar = tqdm(total=len(result.items), unit="figure", desc="report.html", file=sys.stderr,
+                   dynamic_ncols=True)
+
+    def drawn(done: int, total: int, title: str) -> None:
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        result.report = write_report(_report_items(result), result.out / REPORT_FILE, title="memlab reproduce",
+                                     command=command, intro=_intro(result), preamble=_summary_html(result),
+                                     on_section=drawn)
+    finally:
+        if bar is not None:
+            bar.close()
+    return result.report
+
+
+def _write_verdicts(result: ReproduceResult) -> None:
+    data = {
+        "quick": result.quick,
+        "seconds": round(result.seconds, 1),
+        "interrupted": result.interrupted,
+        "counts": {status: result.count(status) for status in VERDICTS},
+        "items": [r.to_dict() for r in result.items],
+    }
+    path = result.out / VERDICTS_FILE
+    tmp = result.out / f"{VERDICTS_FILE}.tmp{os.getpid()}"
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+# ---- the report --------------------------------------------------------------------------
+
+_BADGE = {REPRODUCED: "verdict-good", NOT_REPRODUCED: "verdict-bad", NOT_MEASURABLE: "verdict-none"}
+
+
+def _badge(status: str) -> str:
+    return f'<span class="verdict {_BADGE[status]}">{escape(status)}</span>'
+
+
+def _number_text(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else format_number(value)
+
+
+def _numbers_html(result: ItemResult) -> str:
+    if not result.numbers:
+        return ""
+    rows = []
+    for number, value, reason in result.numbers:
+        ratio = number.ratio(value)
+        here = _number_text(value) if value is not None else f"- ({reason})"
+        rows.append([escape(number.quantity), escape(number.unit), escape(_number_text(number.source)),
+                     escape(here), escape("-" if ratio is None else f"{ratio:.3g}"), escape(number.note)])
+    return ("<p><b>The source's numbers beside this machine's</b></p>"
+            + html_table(["quantity", "unit", "source", "this machine", "here / source", "note"], rows,
+                         html_cells=True, wrap=(0, 3, 5)))
+
+
+def _verdicts_html(result: ItemResult) -> str:
+    lines = ["<p><b>Claims</b></p>", "<ul class=claims>"]
+    for claim, found in zip(result.item.claims, result.verdicts):
+        lines.append(f"<li>{_badge(found.status)} {escape(claim.text)}<br><span class=meta>Source: "
+                     f"{escape(claim.cite)}</span><br>{escape(found.detail)}</li>")
+    lines.append("</ul>")
+    return "\n".join(lines)
+
+
+def _source_html(item: Item) -> str:
+    source = catalogue.SOURCES[item.source]
+    return (f"<p><b>Source:</b> {escape(source.author)}, <a href=\"{escape(source.url)}\">{escape(source.title)}</a> "
+            f"({source.year}), {escape(item.section)}, {escape(item.label)}.<br>"
+            f"<b>What it measured:</b> {escape(item.measured)}<br>"
+            f"<b>On:</b> {escape(item.machine)}.<br>"
+            f"<b>Here:</b> sweep <code>{escape(item.sweep)}</code>, script <code>{escape(item.script)}</code>, "
+            f"notebook <code>{escape(item.notebook)}</code>.</p>")
+
+
+def _report_items(result: ReproduceResult) -> list[ReportItem]:
+    sections = []
+    for judged in result.items:
+        lead = [_source_html(judged.item), _numbers_html(judged), _verdicts_html(judged)]
+        notes = []
+        if judged.item.note:
+            notes.append(judged.item.note)
+        if judged.warnings:
+            notes.append(f"{len(judged.warnings)} warning(s) while measuring, the first: {judged.warnings[0]}")
+        sections.append(ReportItem(
+            title=judged.item.heading, dataset=judged.dataset, source=judged.path.name if judged.path else "",
+            error=judged.error, lead=lead, notes=notes,
+            caption=judged.item.note or None,
+        ))
+    return sections
+
+
+def _intro(result: ReproduceResult) -> str:
+    mode = "quick" if result.quick else "full"
+    text = (f"Every source item memlab reproduces, re-measured on this machine ({mode} sweeps, "
+            f"{len(result.items)} items in {format_seconds(result.seconds)}): what the source measured and on "
+            "what machine, its numbers beside this machine's, this machine's figure and points, and a "
+            "verdict per claim: reproduced, not reproduced (with the values measured) or not measurable "
+            "here (with the reason).")
+    if result.interrupted:
+        text += " The run was interrupted; items not reached are not measurable."
+    return text
+
+
+def _summary_html(result: ReproduceResult) -> str:
+    counts = {status: result.count(status) for status in VERDICTS}
+    head = " · ".join(f"{_badge(status)} {counts[status]}" for status in VERDICTS)
+    rows = []
+    for index, judged in enumerate(result.items):
+        link = f'<a href="#{anchor(index, judged.item.heading)}">{escape(judged.item.key)}</a>'
+        each = judged.counts()
+        cells = [link, escape(f"{catalogue.SOURCES[judged.item.source].short}, {judged.item.label}"),
+                 escape(judged.item.title)]
+        cells += [str(each[status]) if each[status] else "" for status in VERDICTS]
+        rows.append(cells)
+    return (f"<p>Claims: {head}</p>"
+            + html_table(["item", "source", "title", *VERDICTS], rows, html_cells=True, wrap=(2,)))

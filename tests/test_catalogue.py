@@ -1,0 +1,705 @@
+"""The catalogue of source items: complete against the registry, and every claim judged right.
+
+Each shape claim is checked on synthetic datasets three ways: one where the
+source's shape holds (reproduced), one where it does not (not reproduced,
+with the measured values in the detail) and one that cannot tell (not
+measurable, with the reason). The synthetic machine has a 32 KiB L1d, a
+1 MiB L2 and an 8 MiB L3.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import doctest
+import importlib
+import math
+from pathlib import Path
+
+import pytest
+
+from memlab import catalogue
+from memlab.catalogue import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED, Item
+from memlab.dataset import Dataset
+from memlab.grid import Sweep
+from memlab.registry import all_families
+
+ROOT = Path(__file__).resolve().parent.parent
+
+L1, L2 = 32 << 10, 1 << 20
+MACHINE = {
+    "caches": [
+        {"level": 1, "type": "Data", "size_bytes": L1},
+        {"level": 2, "type": "Unified", "size_bytes": L2},
+        {"level": 3, "type": "Unified", "size_bytes": 8 << 20},
+    ],
+    "cpu_count": 4,
+}
+SIZES = [1 << k for k in range(10, 29)]
+
+
+def meta(**facts) -> dict:
+    return {"machine": {**MACHINE, **facts}}
+
+
+def steps(l1: float, l2: float, memory: float):
+    """ns per element by cache region of the synthetic machine."""
+    return lambda ws: l1 if ws <= L1 else (l2 if ws <= L2 else memory)
+
+
+def rising(first: float, last: float):
+    """Log-linear from `first` at 1 KiB to `last` at 256 MiB."""
+    return lambda ws: first * (last / first) ** ((math.log2(ws) - 10) / 18)
+
+
+def chase(*series, sizes=SIZES, **facts) -> Dataset:
+    rows = []
+    for match, fn in series:
+        for ws in sizes:
+            ns = fn(ws)
+            rows.append({"family": "chase", **match, "working_set_bytes": ws, "ns_per_element": ns,
+                         "cycles_per_element": 3 * ns, "context_core_GHz": 3.0})
+    return Dataset(rows, meta(**facts))
+
+
+def rows(family: str, entries, **facts) -> Dataset:
+    return Dataset([{"family": family, **e} for e in entries], meta(**facts))
+
+
+def claim(key: str, index: int):
+    return catalogue.item(key).claims[index]
+
+
+def judged(key: str, index: int, dataset: Dataset):
+    return claim(key, index).judge(dataset)
+
+
+# ---- the catalogue against the registry ----------------------------------------------------
+
+
+def registered_sweeps() -> set[str]:
+    """Every named sweep of every registered family that reproduces something: all but the
+    families' tour sweep ``quick`` and the ``<name>_quick`` variants of another sweep."""
+    names = set()
+    for family in all_families().values():
+        for sweep_name in family.sweeps:
+            if sweep_name == "quick":
+                continue
+            if sweep_name.endswith("_quick") and sweep_name[: -len("_quick")] in family.sweeps:
+                continue
+            names.add(f"{family.name}.{sweep_name}")
+    return names
+
+
+def test_every_registered_figure_sweep_has_an_item():
+    covered = {i.sweep for i in catalogue.ITEMS} | set(catalogue.OTHER_SWEEPS) | set(catalogue.PENDING_ITEMS)
+    missing = sorted(registered_sweeps() - covered)
+    assert not missing, (
+        f"named sweeps without a catalogue item: {missing}. Add an Item to memlab/catalogue.py "
+        "(or, for a sweep that reproduces no source item, an OTHER_SWEEPS entry with the reason)"
+    )
+
+
+def test_every_item_sweep_is_registered():
+    families = all_families()
+    for entry in catalogue.ITEMS:
+        for name in [entry.sweep] + ([entry.quick] if isinstance(entry.quick, str) else []):
+            family, sweep_name = name.split(".", 1)
+            assert family in families, f"{entry.key}: family {family} is not registered"
+            assert sweep_name in families[family].sweeps, f"{entry.key}: {name} is not a named sweep"
+    for name in [*catalogue.OTHER_SWEEPS, *catalogue.PENDING_ITEMS]:
+        family, sweep_name = name.split(".", 1)
+        assert sweep_name in families[family].sweeps, f"OTHER_SWEEPS/PENDING_ITEMS name {name}, which does not exist"
+    assert not set(catalogue.PENDING_ITEMS) & {i.sweep for i in catalogue.ITEMS}, "an item's sweep is still pending"
+
+
+def test_items_are_unique_cited_and_point_at_files_that_exist():
+    keys = [i.key for i in catalogue.ITEMS]
+    assert len(keys) == len(set(keys))
+    for entry in catalogue.ITEMS:
+        assert (ROOT / entry.script).is_file(), f"{entry.key}: {entry.script} does not exist"
+        assert (ROOT / entry.notebook).is_file(), f"{entry.key}: {entry.notebook} does not exist"
+        assert entry.measured and entry.machine and entry.claims
+        for c in entry.claims:
+            assert c.text and c.cite
+        source = catalogue.SOURCES[entry.source]
+        assert source.url.startswith("https://") and source.author and source.year
+
+
+def test_bulk_allocation_says_user_space_cannot_call_the_allocator():
+    entry = catalogue.item("bulk-populate")
+    assert "cannot call the kernel's bulk page allocator" in entry.note
+    assert "nearest user-visible analogue" in entry.note
+
+
+def test_a_new_family_sweep_without_an_item_fails_the_completeness_test(monkeypatch):
+    region = all_families()["region"]
+    monkeypatch.setitem(region.sweeps, "fig9_9", lambda: Sweep("fig9_9", "region", [{}]))
+    monkeypatch.setitem(region.sweeps, "fig9_9_quick", lambda: Sweep("fig9_9_quick", "region", [{}]))
+    with pytest.raises(AssertionError, match=r"region\.fig9_9'\]"):
+        test_every_registered_figure_sweep_has_an_item()
+
+
+def test_select_by_item_source_and_family():
+    assert [i.key for i in catalogue.select(["fig3.15"])] == ["fig3.15"]
+    assert {i.source for i in catalogue.select(["unixbench"])} == {"unixbench"}
+    assert {i.family for i in catalogue.select(["clear_order"])} == {"clear_order"}
+    assert len(catalogue.select([])) == len(catalogue.ITEMS)
+    with pytest.raises(ValueError, match="nosuch"):
+        catalogue.select(["nosuch"])
+
+
+def test_verdict_rejects_an_unknown_status():
+    with pytest.raises(ValueError, match="maybe"):
+        catalogue.Verdict("maybe", "")
+
+
+def test_a_check_returning_no_verdict_is_a_type_error():
+    broken = catalogue.Claim("x", "y", lambda ds: True)
+    with pytest.raises(TypeError, match="not a Verdict"):
+        broken.judge(Dataset([]))
+
+
+def test_select_rows_of_a_shared_sweep():
+    ds = rows("system", [{"test": "execl", "copies": 1}, {"test": "spawn", "copies": 1}])
+    assert [r["test"] for r in catalogue.item("unixbench-execl").select_rows(ds).rows] == ["execl"]
+    assert len(catalogue.item("unixbench-index").select_rows(ds)) == 2
+
+
+# ---- claims: holds, fails, cannot tell ---------------------------------------------------
+
+SEQ = {"order": "sequential"}
+
+
+def npads(values):
+    return [({"npad": n, "order": "sequential"}, fn) for n, fn in values.items()]
+
+
+def ops(values):
+    return [({"op": op, "npad": 1, "order": "sequential"}, fn) for op, fn in values.items()]
+
+
+def layouts(packed, paged, sizes=SIZES):
+    return chase(({"layout": "packed"}, packed), ({"layout": "page_per_element"}, paged), sizes=sizes)
+
+
+def prefetch(off, on, helper=None, sizes=SIZES, **facts):
+    series = [({"prefetch_distance": 0, "helper_thread": False}, off),
+              ({"prefetch_distance": 5, "helper_thread": False}, on)]
+    if helper is not None:
+        series.append(({"prefetch_distance": 0, "helper_thread": True}, helper))
+    return chase(*series, sizes=sizes, **facts)
+
+
+def blocks(series, sizes=SIZES):
+    entries = [({"order": "random_blocks", "block_pages": k}, fn) for k, fn in series.items() if k != "whole"]
+    entries.append(({"order": "random"}, series["whole"]))
+    return chase(*entries, sizes=sizes)
+
+
+def huge(small, big, granted=1.0, kind="hugetlb-2m", sizes=SIZES):
+    ds = chase(({"pages": "4k"}, small), ({"pages": kind}, big), sizes=sizes)
+    for row in ds.rows:
+        row["pages_granted_hugetlb"] = granted if row["pages"] == "hugetlb-2m" else 0.0
+        row["huge_page_fraction"] = granted if row["pages"] != "4k" else 0.0
+    return ds
+
+
+def init_rows(row, row_nt, col, col_nt, n=3000):
+    return rows("matrix_init", [
+        {"n": n, "order": "row", "stores": "normal", "seconds": row},
+        {"n": n, "order": "row", "stores": "nontemporal", "seconds": row_nt},
+        {"n": n, "order": "column", "stores": "normal", "seconds": col},
+        {"n": n, "order": "column", "stores": "nontemporal", "seconds": col_nt},
+    ])
+
+
+def multiply(**seconds):
+    return rows("matrix", [{"n": 1000, "variant": v, "seconds": s, "GFLOP_per_s": 2 / s}
+                           for v, s in seconds.items()])
+
+
+def sharing(ratios: dict[int, float], **facts):
+    entries = []
+    for threads, ratio in ratios.items():
+        for disp, value in ((1, 10.0 * ratio), (8, 10.0)):
+            entries.append({"threads": threads, "disp_longs": disp, "atomic": False,
+                            "ns_per_increment_per_thread": value})
+    return rows("share", entries, **facts)
+
+
+def ladder(rates, two_cpus=True, **facts):
+    settings = catalogue._RUNG_MATCH
+    cpus = (0, 1) if two_cpus else (0, 0)
+    return rows("pipe", [{**s, "writer_cpu": cpus[0], "reader_cpu": cpus[1], "GiB_per_s": r}
+                         for s, r in zip(settings, rates) if r is not None], **facts)
+
+
+def touch(small_touched, small_untouched, huge_touched=50.0, huge_untouched=50.0):
+    entries = []
+    for hp, touched, untouched in ((False, small_touched, small_untouched), (True, huge_touched, huge_untouched)):
+        for flag, value in ((True, touched), (False, untouched)):
+            if value is not None:
+                entries.append({"writer": "vmsplice", "reader": "splice", "huge_pages": hp, "touch_pages": flag,
+                                "GiB_per_s": value})
+    return rows("pipe", entries)
+
+
+def faults(small, big, regions=(256 << 20, 1 << 30), huge_fraction=1.0, populate=None):
+    entries = []
+    for region in regions:
+        entries.append({"region_bytes": region, "pages": "4k", "populate": "touch", "GB_per_s": small,
+                        "page_faults": region / 4096, "huge_fraction": 0.0})
+        entries.append({"region_bytes": region, "pages": "thp", "populate": "touch", "GB_per_s": big,
+                        "page_faults": region / (2 << 20), "huge_fraction": huge_fraction})
+        for mode, rate in (populate or {}).items():
+            entries.append({"region_bytes": region, "pages": "4k", "populate": mode, "GB_per_s": rate,
+                            "page_faults": 0.0, "huge_fraction": 0.0})
+    return rows("clear_fault", entries)
+
+
+def orders(sequential, kernel, method="rep_stosb"):
+    entries = [{"pages": "thp", "method": method, "extent_bytes": 4096, "order": o, "GB_per_s": v}
+               for o, v in (("sequential", sequential), ("kernel", kernel)) if v is not None]
+    return rows("clear_order", entries)
+
+
+def extents(values):
+    return rows("clear_order", [{"pages": "thp", "order": "sequential", "method": "rep_stosb", "extent_bytes": e,
+                                 "GB_per_s": v} for e, v in values.items()])
+
+
+def patch(two_mib, batches, **llc):
+    entries = []
+    if two_mib is not None:
+        entries.append({"order": "sequential", "extent_bytes": 2 << 20, "baseline_order": "kernel",
+                        "baseline_extent_bytes": 4096, "method": "rep_stosb", "target_subpage": 0,
+                        "ratio_to_baseline": two_mib, **llc})
+    if batches is not None:
+        entries.append({"order": "sequential", "extent_bytes": 32 << 20, "baseline_order": "sequential",
+                        "baseline_extent_bytes": 2 << 20, "method": "rep_stosb", "target_subpage": 0,
+                        "ratio_to_baseline": batches})
+    return rows("clear_order", entries)
+
+
+UB = {"execl": ("execl", None, None, 43.0), "spawn": ("spawn", None, None, 126.0),
+      "fsbuffer": ("file_copy", 256, 500, 1655.0), "fstime": ("file_copy", 1024, 2000, 3960.0),
+      "fsdisk": ("file_copy", 4096, 8000, 5800.0)}
+
+
+def unixbench(results: dict[tuple[str, int], float], **facts):
+    entries = []
+    for (name, copies), result in results.items():
+        test, buffer_bytes, max_blocks, baseline = UB[name]
+        rate = "KB_per_s" if test == "file_copy" else "loops_per_s"
+        entry = {"test": test, "copies": copies, rate: result, "index": result / baseline * 10}
+        if buffer_bytes:
+            entry.update(buffer_bytes=buffer_bytes, max_blocks=max_blocks)
+        entries.append(entry)
+    return rows("system", entries, **facts)
+
+
+ALL_ONE = {("execl", 1): 6304.3, ("spawn", 1): 5337.9, ("fsbuffer", 1): 423736.0, ("fstime", 1): 1584363.0,
+           ("fsdisk", 1): 4243414.0}
+ALL_MANY = {("execl", 16): 8930.6, ("spawn", 16): 16079.3, ("fsbuffer", 16): 315629.0,
+            ("fstime", 16): 1206101.0, ("fsdisk", 16): 4195324.0}
+
+def levels(l1: float, l2: float, l3: float, memory: float):
+    """bytes per cycle by cache region of the synthetic machine (L3 8 MiB)."""
+    return lambda ws: l1 if ws <= L1 else (l2 if ws <= L2 else (l3 if ws <= 8 << 20 else memory))
+
+
+BW_ONE = {"threads": 1, "shared": True, "background_op": "none", "stores": "normal", "placement": "cores"}
+
+
+def bw(*series, sizes=SIZES, **facts) -> Dataset:
+    """Bandwidth rows: (match, bytes per cycle by working set) per series."""
+    entries = []
+    for match, fn in series:
+        for ws in sizes:
+            entries.append({**BW_ONE, **match, "working_set_bytes": ws, "bytes_per_cycle": fn(ws)})
+    return rows("bandwidth", entries, **facts)
+
+
+def one(sizes=SIZES, **ops):
+    """One thread: op=rate function."""
+    return bw(*[({"op": op}, fn) for op, fn in ops.items()], sizes=sizes)
+
+
+def two(placement="cores", sizes=SIZES, **ops):
+    """Two threads on one shared set."""
+    return bw(*[({"op": op, "threads": 2, "placement": placement}, fn) for op, fn in ops.items()], sizes=sizes)
+
+
+def joined(*datasets) -> Dataset:
+    return Dataset([row for ds in datasets for row in ds.rows], datasets[0].metadata)
+
+
+def background(beside_writer, beside_reader, sizes=SIZES, background_bytes=4 << 20):
+    series = []
+    for op in ("read", "write"):
+        for bg, fn in (("write", beside_writer), ("read", beside_reader)):
+            if fn is not None:
+                series.append(({"op": op, "background_op": bg, "background_working_set_bytes": background_bytes}, fn))
+    return bw(*series, sizes=sizes)
+
+
+P4_READ, P4_WRITE = levels(16, 6, 6, 5.3), levels(4, 4, 4, 0.5)
+OPTERON = {"read": levels(32, 20, 10, 2.3), "write": levels(18.7, 6, 2.8, 0.5), "copy": levels(10, 4, 2, 0.4)}
+
+
+# (item, claim index, holds, fails, cannot tell, the reason's words)
+CASES = [
+    ("fig3.10", 0, chase((SEQ, steps(1, 2, 2.5))), chase((SEQ, steps(1, 2, 10))),
+     chase((SEQ, steps(1, 2, 2.5)), sizes=SIZES[:11]), "beyond 4x the L2"),
+    ("fig3.10", 1, chase((SEQ, steps(1, 2, 2))), chase((SEQ, steps(2, 2, 2))),
+     chase((SEQ, steps(1, 2, 2)), sizes=SIZES[6:]), "within the L1d"),
+    ("fig3.11", 0, chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1.1, 6, 20), 31: steps(1.2, 6, 40)})),
+     chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 20), 31: steps(2, 6, 40)})),
+     chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10)})), "npad=15"),
+    ("fig3.11", 1, chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 20), 31: steps(1, 6, 40)})),
+     chase(*npads({0: steps(1, 2, 3), 7: steps(1, 2, 10), 15: steps(1, 6, 20), 31: steps(1, 6, 40)})),
+     chase(*npads({7: steps(1, 6, 10), 15: steps(1, 6, 20), 31: steps(1, 6, 40)})), "npad=0"),
+    ("fig3.11", 2, chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 20), 31: steps(1, 6, 40)})),
+     chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 8), 31: steps(1, 6, 40)})),
+     chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 20), 31: steps(1, 6, 40)}),
+           sizes=SIZES[:11]), "beyond 4x the L2"),
+    ("fig3.12", 0, layouts(steps(2, 3, 3), steps(2, 30, 60)), layouts(steps(2, 3, 3), steps(2.2, 3.5, 3.5)),
+     chase(({"layout": "packed"}, steps(2, 3, 3))), "page_per_element"),
+    ("fig3.12", 1, layouts(steps(2, 3, 3), steps(2, 30, 60)), layouts(steps(2, 3, 3), steps(4, 30, 60)),
+     layouts(steps(2, 3, 3), steps(2, 30, 60), sizes=SIZES[3:]), "above 4 KiB"),
+    ("fig3.13", 0, chase(*ops({"follow": steps(1, 2, 3), "inc": steps(1, 2, 6), "addnext0": steps(1, 2, 6)})),
+     chase(*ops({"follow": steps(1, 2, 3), "inc": steps(1, 2, 3), "addnext0": steps(1, 2, 6)})),
+     chase(*ops({"follow": steps(1, 2, 3), "inc": steps(1, 2, 6)})), "op=addnext0"),
+    ("fig3.15", 0, chase(({"order": "random"}, rising(1, 100)), (SEQ, steps(1, 1.5, 1.5))),
+     chase(({"order": "random"}, steps(1, 2, 3)), (SEQ, steps(1, 1.5, 1.5))),
+     chase(({"order": "random"}, rising(1, 100))), "order=sequential"),
+    ("fig3.15", 1, chase(({"order": "random"}, rising(1, 100))),
+     chase(({"order": "random"}, lambda ws: 50.0 if L1 < ws <= 4 * L2 else rising(1, 100)(ws))),
+     chase(({"order": "random"}, rising(1, 100)), sizes=SIZES[:7]), "fewer than three"),
+    ("fig3.17", 0, blocks({1: rising(1, 30), 64: rising(1, 45), "whole": rising(1, 60)}),
+     blocks({1: rising(1, 60), 64: rising(1, 60), "whole": rising(1, 60)}),
+     chase(({"order": "random"}, rising(1, 60))), "order=random_blocks"),
+    ("fig3.17", 1, blocks({1: rising(1, 30), 64: rising(1, 45), "whole": rising(1, 60)}),
+     blocks({1: rising(1, 50), 64: rising(1, 30), "whole": rising(1, 60)}),
+     blocks({1: rising(1, 30), "whole": rising(1, 60)}), "fewer than two block sizes"),
+    ("fig3.24", 0, one(read=P4_READ), one(read=levels(16, 12, 10, 10)), one(read=P4_READ, sizes=SIZES[:14]),
+     "beyond 2x the last cache"),
+    ("fig3.24", 1, one(read=P4_READ, write=P4_WRITE), one(read=P4_READ, write=levels(4, 4, 4, 4)),
+     one(read=P4_READ), "op=write"),
+    ("fig3.25", 0, joined(one(read=P4_READ), two("smt", read=levels(8, 3, 3, 2.6))),
+     joined(one(read=P4_READ), two("smt", read=P4_READ)), joined(one(read=P4_READ), two(read=P4_READ)),
+     "placement=smt"),
+    ("fig3.26", 0, one(read=levels(16, 15, 14, 10)), one(read=levels(16, 4, 4, 4)),
+     one(read=levels(16, 15, 14, 10), sizes=SIZES[6:]), "within the L1d"),
+    ("fig3.26", 1, one(write=levels(16, 6, 4, 1)), one(write=levels(16, 14, 4, 1)), one(read=P4_READ), "op=write"),
+    ("fig3.26", 2, one(read=levels(16, 15, 14, 10), write=levels(16, 6, 4, 0.5)),
+     one(read=levels(16, 15, 14, 10), write=levels(16, 6, 4, 8)), one(write=levels(16, 6, 4, 0.5)), "op=read"),
+    ("fig3.27", 0, joined(one(read=P4_READ), two(read=P4_READ)), joined(one(read=P4_READ), two(read=levels(8, 3, 3, 3))),
+     one(read=P4_READ), "threads=2"),
+    ("fig3.27", 1, joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 0.5))),
+     joined(one(write=levels(16, 6, 4, 1)), two(write=levels(16, 6, 4, 0.5))), two(write=levels(1, 4, 3, 0.5)),
+     "threads=1"),
+    ("fig3.27", 2, joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 0.5))),
+     joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 1))),
+     joined(one(write=levels(16, 6, 4, 1), sizes=SIZES[:14]), two(write=levels(1, 4, 3, 0.5), sizes=SIZES[:14])),
+     "beyond 2x the last cache"),
+    ("fig3.28", 0, one(**OPTERON), one(read=levels(18, 20, 10, 2.3), write=OPTERON["write"]),
+     one(read=OPTERON["read"]), "op=write"),
+    ("fig3.28", 1, one(**OPTERON), one(write=levels(18.7, 18.7, 2.8, 0.5)), one(**OPTERON, sizes=SIZES[:14]),
+     "beyond 2x the last cache"),
+    ("fig3.28", 2, one(**OPTERON), one(**{**OPTERON, "copy": levels(30, 4, 2, 0.4)}),
+     one(read=OPTERON["read"], write=OPTERON["write"]), "op=copy"),
+    ("fig3.29", 0, joined(one(**OPTERON), two(read=OPTERON["read"])),
+     joined(one(**OPTERON), two(read=levels(32, 8, 5, 1))), one(**OPTERON), "threads=2"),
+    ("fig3.29", 1, joined(one(**OPTERON), two(write=levels(1, 2, 2, 0.5))),
+     joined(one(**OPTERON), two(write=OPTERON["write"])), one(**OPTERON), "threads=2"),
+    ("fig3.31", 0, background(levels(10, 10, 5, 2), levels(10, 10, 10, 2)),
+     background(levels(10, 10, 10, 2), levels(10, 10, 10, 2)),
+     background(levels(10, 10, 5, 2), levels(10, 10, 10, 2), sizes=SIZES[:9]), "no two working sets"),
+    ("fig3.31", 1, background(levels(10, 10, 5, 2), levels(10, 10, 10, 2)),
+     background(levels(10, 10, 5, 2), levels(10, 10, 5, 2)), background(levels(10, 10, 5, 2), None),
+     "background_op=read"),
+    ("fig6.7", 0, prefetch(steps(10, 12, 50), steps(10, 12.5, 45)), prefetch(steps(10, 12, 50), steps(10, 15, 45)),
+     chase(({"prefetch_distance": 0, "helper_thread": False}, steps(10, 12, 50))), "prefetch_distance=5"),
+    ("fig6.7", 1, prefetch(steps(10, 12, 50), steps(10, 12, 45)), prefetch(steps(10, 12, 50), steps(10, 12, 50)),
+     prefetch(steps(10, 12, 50), steps(10, 12, 45), sizes=SIZES[:11]), "beyond 4x the L2"),
+    ("fig6.8", 0, prefetch(steps(10, 12, 50), steps(10, 12, 45), helper=steps(12, 15, 37)),
+     prefetch(steps(10, 12, 50), steps(10, 12, 45), helper=steps(12, 15, 50)),
+     prefetch(steps(10, 12, 50), steps(10, 12, 45), helper=steps(12, 15, 37), smt_threads_per_core=1), "no SMT"),
+    ("fig7.9", 0, huge(rising(2, 200), rising(1, 100)), huge(rising(2, 200), rising(2, 200)),
+     huge(rising(2, 200), rising(2, 200), granted=0.0), "no huge pages"),
+    ("fig7.9", 1, huge(rising(2, 200), rising(1, 150), kind="thp"), huge(rising(2, 200), rising(2.1, 210), kind="thp"),
+     huge(rising(2, 200), rising(1, 100), kind="thp", granted=0.5), "no huge pages"),
+    ("table6.1", 0, init_rows(0.048, 0.048, 0.127, 0.16), init_rows(0.127, 0.048, 0.048, 0.16),
+     rows("matrix_init", [{"n": 3000, "order": "row", "stores": "normal", "seconds": 0.048}]), "order=column"),
+    ("table6.1", 1, init_rows(0.048, 0.048, 0.127, 0.16), init_rows(0.048, 0.07, 0.127, 0.16),
+     rows("matrix_init", [{"n": 3000, "order": "row", "stores": "normal", "seconds": 0.048}]), "nontemporal"),
+    ("table6.1", 2, init_rows(0.048, 0.048, 0.127, 0.16), init_rows(0.048, 0.048, 0.127, 0.10),
+     rows("matrix_init", [{"n": 3000, "order": "row", "stores": "normal", "seconds": 0.048}]), "order=column"),
+    ("table6.2", 0, multiply(naive=1.0, transposed=0.234, tiled=0.173), multiply(naive=0.2, transposed=0.234),
+     multiply(transposed=0.234), "variant=naive"),
+    ("table6.2", 1, multiply(naive=1.0, transposed=0.234, tiled=0.173), multiply(transposed=0.17, tiled=0.173),
+     multiply(naive=1.0, tiled=0.173), "variant=transposed"),
+    ("table6.2", 2, multiply(tiled=0.173, tiled_sse2=0.0947), multiply(tiled=0.173, tiled_sse2=0.2),
+     multiply(tiled=0.173, tiled_simd=0.05), "SSE2"),
+    ("fig6.10", 0, sharing({2: 3.9}), sharing({2: 1.0}), sharing({2: 3.9}, cpu_count=1), "needs 2 CPUs"),
+    ("fig6.10", 1, sharing({2: 3.9, 3: 7.34, 4: 11.47}), sharing({2: 3.9, 4: 3.0}), sharing({2: 3.9}, cpu_count=2),
+     "needs 3 CPUs"),
+    ("pipes-ladder", 0, ladder([3.5, 12.7, 32.8, 51.0, 62.5]), ladder([3.5, 32.8, 12.7, 51.0, 62.5]),
+     ladder([3.5, 12.7, 32.8, 51.0, None], two_cpus=False, cpu_count=1), "needs 2 CPUs"),
+    ("pipes-ladder", 1, ladder([3.5, 12.7, 32.8, 51.0, 62.5]), ladder([3.5, 12.7, 20.0, 25.0, 30.0]),
+     ladder([3.5, 12.7, 32.8, 51.0, None], two_cpus=False), "two CPUs"),
+    ("pipes-touch", 0, touch(30.0, 25.0), touch(30.0, 30.0), touch(30.0, None), "touch_pages=False"),
+    ("pipes-touch", 1, touch(30.0, 25.0, 50.0, 49.0), touch(30.0, 25.0, 50.0, 30.0), touch(30.0, 25.0, None, None),
+     "huge_pages=True"),
+    ("clear-fault", 0, faults(3.0, 10.0), faults(3.0, 3.0), faults(3.0, 10.0, regions=(64 << 20,)), "256 MiB"),
+    ("clear-fault", 1, faults(3.0, 10.0), rows("clear_fault", [
+        {"region_bytes": 1 << 30, "pages": "4k", "populate": "touch", "GB_per_s": 3.0, "page_faults": 262144.0},
+        {"region_bytes": 1 << 30, "pages": "thp", "populate": "touch", "GB_per_s": 3.0, "page_faults": 262144.0,
+         "huge_fraction": 1.0}]), faults(3.0, 10.0, huge_fraction=0.0), "did not grant thp"),
+    ("clear-order", 0, orders(20.0, 10.0), orders(10.0, 10.0), orders(20.0, None), "order=kernel"),
+    ("clear-extent", 0, extents({4096: 10.0, 2 << 20: 12.0}), extents({4096: 10.0, 2 << 20: 5.0}),
+     extents({4096: 10.0}), "extent_bytes=2 MiB"),
+    ("clear-extent", 1, extents({2 << 20: 12.0, 32 << 20: 12.3}), extents({2 << 20: 12.0, 32 << 20: 18.0}),
+     extents({2 << 20: 12.0}), "extent_bytes=32 MiB"),
+    ("clear-patch", 0, patch(2.0, 1.02), patch(0.9, 1.02), patch(None, 1.02), "order=sequential"),
+    ("clear-patch", 1, patch(2.0, 1.02), patch(2.0, 1.5), patch(2.0, None), "extent_bytes=32 MiB"),
+    ("clear-patch", 2, patch(2.0, 1.0, llc_miss_ratio=0.0073, baseline_llc_miss_ratio=0.1096),
+     patch(2.0, 1.0, llc_miss_ratio=0.1, baseline_llc_miss_ratio=0.1),
+     patch(2.0, 1.0, counters_missing={"cache_misses": "event not supported (ENOENT)"}), "no PMU"),
+    ("bulk-populate", 0, faults(2.0, 8.0, populate={"madvise_populate_write": 4.0}),
+     faults(2.0, 8.0, populate={"madvise_populate_write": 2.0, "map_populate": 1.9}), faults(2.0, 8.0),
+     "populated both"),
+    ("unixbench-execl", 0, unixbench(ALL_ONE), unixbench({("execl", 1): 40.0}), unixbench({("spawn", 1): 5000.0}),
+     "no row of execl"),
+    ("unixbench-execl", 1, unixbench({**ALL_ONE, **ALL_MANY}), unixbench({("execl", 1): 8930.6, ("execl", 16): 6304.3}),
+     unixbench({**ALL_ONE, **ALL_MANY}, cpu_count=1), "needs 2 CPUs"),
+    ("unixbench-spawn", 0, unixbench(ALL_ONE), unixbench({("spawn", 1): 100.0}), unixbench({("execl", 1): 50.0}),
+     "no row of spawn"),
+    ("unixbench-spawn", 1, unixbench({**ALL_ONE, **ALL_MANY}), unixbench({("spawn", 1): 16000.0, ("spawn", 2): 5000.0}),
+     unixbench({("spawn", 1): 16000.0}), "one number of copies"),
+    ("unixbench-file-copy", 0, unixbench(ALL_ONE),
+     unixbench({("fsbuffer", 1): 4e5, ("fstime", 1): 3e5, ("fsdisk", 1): 5e5}),
+     unixbench({("fsbuffer", 1): 4e5, ("fstime", 1): 3e5}), "fsdisk"),
+    ("unixbench-file-copy", 1, unixbench(ALL_ONE), unixbench({("fsbuffer", 1): 1000.0}),
+     unixbench({("execl", 1): 6304.3}), "no row of fsbuffer, fstime, fsdisk"),
+    ("unixbench-index", 0, unixbench(ALL_ONE), unixbench({**ALL_ONE, ("spawn", 1): 100.0}),
+     unixbench({("execl", 16): 8930.6}), "no row of any UnixBench test"),
+    ("unixbench-index", 1, unixbench({**ALL_ONE, **ALL_MANY}), unixbench({**ALL_MANY, **{k: v * 10 for k, v in ALL_ONE.items()}}),
+     unixbench(ALL_ONE), "one number of copies"),
+]
+
+
+def test_every_claim_has_its_three_cases():
+    covered = {(key, index) for key, index, *_ in CASES}
+    every = {(entry.key, index) for entry in catalogue.ITEMS for index in range(len(entry.claims))}
+    assert every == covered
+
+
+@pytest.mark.parametrize("key,index,holds,fails,unknown,reason", CASES,
+                         ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_claim_is_judged_both_ways_and_says_when_it_cannot_tell(key, index, holds, fails, unknown, reason):
+    good = judged(key, index, holds)
+    assert good.status == REPRODUCED, good.detail
+    bad = judged(key, index, fails)
+    assert bad.status == NOT_REPRODUCED, bad.detail
+    assert any(ch.isdigit() for ch in bad.detail), f"no measured value in {bad.detail!r}"
+    cannot = judged(key, index, unknown)
+    assert cannot.status == NOT_MEASURABLE, cannot.detail
+    assert reason in cannot.detail
+
+
+def test_an_empty_dataset_is_not_measurable_for_every_claim():
+    for entry in catalogue.ITEMS:
+        for c in entry.claims:
+            found = c.judge(Dataset([], {"machine": MACHINE}))
+            assert found.status == NOT_MEASURABLE and found.detail, (entry.key, c.text)
+
+
+def test_helper_thread_needs_two_cpus():
+    ds = prefetch(steps(10, 12, 50), steps(10, 12, 45), helper=steps(12, 15, 37), cpu_count=1)
+    found = judged("fig6.8", 0, ds)
+    assert found.status == NOT_MEASURABLE and "needs 2 CPUs" in found.detail
+
+
+def test_huge_pages_fall_back_to_thp_where_hugetlb_was_refused():
+    ds = huge(rising(2, 200), rising(1, 100), granted=0.0)
+    thp = huge(rising(2, 200), rising(1, 100), kind="thp")
+    merged = Dataset(ds.rows + thp.rows, ds.metadata)
+    found = judged("fig7.9", 0, merged)
+    assert found.status == REPRODUCED and "thp" in found.detail
+
+
+def test_huge_pages_are_grouped_by_what_was_obtained_where_rows_say_it():
+    ds = huge(rising(2, 200), rising(1, 100), granted=0.0)
+    for row in ds.rows:  # hugetlb asked, 4 KiB obtained: those rows are 4 KiB rows
+        row["pages_obtained"] = "4k"
+    found = judged("fig7.9", 0, ds)
+    assert found.status == NOT_MEASURABLE and "obtained 4 KiB" in found.detail
+    thp = huge(rising(2, 200), rising(1, 100), kind="thp")
+    for row in thp.rows:
+        row["pages_obtained"] = row["pages"]
+    found = judged("fig7.9", 0, Dataset(ds.rows + thp.rows, ds.metadata))
+    assert found.status == REPRODUCED and "thp" in found.detail
+
+
+def test_llc_claim_waits_for_the_miss_ratio_columns():
+    found = judged("clear-patch", 2, patch(2.0, 1.0))
+    assert found.status == NOT_MEASURABLE and "llc_miss_ratio" in found.detail
+
+
+# ---- the source's numbers beside this machine's ------------------------------------------
+
+
+def test_numbers_read_the_same_quantity_from_a_dataset():
+    entry = catalogue.item("pipes-ladder")
+    ds = ladder([3.5, 12.7, 32.8, 51.0, 62.5])
+    values = [n.measure(ds)[0] for n in entry.numbers]
+    assert values == [3.5, 12.7, 32.8, 51.0, 62.5]
+    assert [n.ratio(v) for n, v in zip(entry.numbers, values)] == [1.0] * 5
+
+
+def test_a_number_that_cannot_be_read_says_why():
+    number = catalogue.item("table6.1").numbers[0]
+    value, reason = number.measure(init_rows(0.01, 0.01, 0.02, 0.03, n=1000))
+    assert value is None and "N=3000" in reason
+    assert number.measure(init_rows(0.048, 0.048, 0.127, 0.16))[0] == 0.048
+
+
+def test_tlb_jump_number_and_no_ratio_for_a_machine_constant():
+    number = catalogue.item("fig3.12").numbers[0]
+    ds = layouts(steps(2, 3, 3), lambda ws: 2.0 if ws < 8192 else 30.0)
+    assert number.measure(ds) == (8192.0, "")
+    assert number.ratio(8192.0) is None
+
+
+def test_cycles_numbers_use_each_rows_clock():
+    number = catalogue.item("fig3.10").numbers[0]
+    value, _ = number.measure(chase((SEQ, steps(1.5, 3, 3))))
+    assert value == pytest.approx(4.5)
+
+
+def test_unixbench_index_number_is_the_geometric_mean():
+    number = catalogue.item("unixbench-index").numbers[0]
+    value, _ = number.measure(unixbench(ALL_ONE))
+    assert value == pytest.approx(number.source, rel=1e-3)
+
+
+# ---- quick variants ------------------------------------------------------------------------
+
+
+def test_quick_working_sets_are_taken_from_the_full_sweep():
+    sweep = Sweep("fig3_15", "chase", [{"working_set_bytes": s, "order": o} for s in SIZES for o in ("a", "b")],
+                  repeat=5, target_seconds=0.1)
+    quick = catalogue.at_working_sets(1 << 20)(sweep)
+    sizes = sorted({p["working_set_bytes"] for p in quick.points})
+    assert set(sizes) <= set(SIZES) and (1 << 20) in sizes and 3 <= len(sizes) <= 5
+    assert all(len([p for p in quick.points if p["working_set_bytes"] == s]) == 2 for s in sizes)
+    assert quick.repeat == 2 and quick.target_seconds == 0.03 and quick.name == "fig3_15_quick"
+
+
+def test_only_keeps_the_matching_points_defaults_included():
+    mib = 1 << 20
+    points = [{"pages": p, "region_bytes": r} for p in ("4k", "thp", "hugetlb-2m") for r in (64 * mib, 256 * mib)]
+    sweep = Sweep("s", "clear_fault", points + [{"pages": "thp", "region_bytes": 256 * mib, "pause_s": 1.0}],
+                  repeat=5)
+    quick = catalogue.only(pages=("4k", "thp"), region_bytes=256 * mib, pause_s=0.0)(sweep)
+    assert quick.points == [{"pages": "4k", "region_bytes": 256 * mib}, {"pages": "thp", "region_bytes": 256 * mib}]
+    with pytest.raises(ValueError, match="no point"):
+        catalogue.only(pages="hugetlb-1g")(sweep)
+    smaller = catalogue.only(update={"region_bytes": 64 * mib}, pages="4k", region_bytes=256 * mib)(sweep)
+    assert smaller.points == [{"pages": "4k", "region_bytes": 64 * mib}]
+
+
+def test_item_needs_a_known_source_and_a_claim():
+    with pytest.raises(ValueError, match="source"):
+        Item("x", "nosuch", "", "", "", "a.b", "a.b_quick", "", "", (), (catalogue.item("fig3.10").claims[0],), "", "")
+    with pytest.raises(ValueError, match="no claim"):
+        Item("x", "drepper", "", "", "", "a.b", "a.b_quick", "", "", (), (), "", "")
+
+
+def test_the_source_index_has_a_row_per_item():
+    index = (ROOT / "docs" / "reproduce.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in index.splitlines() if line.startswith("| `")}
+    assert set(rows) == {i.key for i in catalogue.ITEMS}
+    for entry in catalogue.ITEMS:
+        row = rows[entry.key]
+        assert f"`{entry.sweep}`" in row and f"(../{entry.script})" in row and f"(../{entry.notebook})" in row
+
+
+@pytest.mark.parametrize("name", ["memlab.catalogue", "memlab.reproduce"])
+def test_docstring_examples(name, tmp_path, monkeypatch):
+    module = importlib.import_module(name)  # memlab.reproduce the attribute is the function
+    monkeypatch.chdir(tmp_path)
+    failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert tried >= 3 and failures == 0
+
+
+# ---- bandwidth: comparisons with another item's rows, quick variants ------------------------
+
+
+def test_an_item_that_compares_with_another_brings_it_along():
+    assert [i.key for i in catalogue.select(["fig3.27"])] == ["fig3.26", "fig3.27"]
+    assert [i.key for i in catalogue.select(["fig3.25", "fig3.24"])] == ["fig3.24", "fig3.25"]
+    for entry in catalogue.ITEMS:
+        for key in entry.compare_with:
+            assert catalogue.item(key).sweep != entry.sweep
+
+
+def test_bandwidth_rates_prefer_the_on_cpu_rate():
+    ds = one(read=levels(16, 6, 6, 5.3))
+    for row in ds.rows:
+        row["on_cpu_bytes_per_cycle"] = 2 * row["bytes_per_cycle"]
+    assert catalogue.bw_rate(ds, "l1", op="read") == 32.0
+
+
+def test_l3_region_needs_an_l3():
+    ds = Dataset([], {"machine": {"caches": MACHINE["caches"][:2]}})
+    with pytest.raises(catalogue.NotMeasurable, match="no L3"):
+        catalogue.region(ds, {4 << 20: 1.0}, "l3")
+    with pytest.raises(ValueError, match="where='l4'"):
+        catalogue.region(ds, {4 << 20: 1.0}, "l4")
+
+
+def test_bandwidth_quick_variants_keep_a_few_sets_of_the_full_sweep(monkeypatch):
+    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    sweep = Sweep("fig3_24", "bandwidth", [{"op": op, "working_set_bytes": s} for s in SIZES for op in ("read", "write")],
+                  repeat=5, target_seconds=0.1)
+    quick = catalogue.item("fig3.24").quick(sweep)
+    sizes = sorted({p["working_set_bytes"] for p in quick.points})
+    assert sizes == [8 << 10, 256 << 10, 4 << 20, 16 << 20]
+    assert len(quick.points) == 8 and quick.repeat == 2
+    two = catalogue.item("fig3.27").quick(dataclasses.replace(sweep, points=[
+        {**p, "threads": 2} for p in sweep.points] + [{"op": "copy", "working_set_bytes": 8 << 10, "threads": 2}]))
+    assert sorted({p["working_set_bytes"] for p in two.points}) == [8 << 10, 256 << 10, 16 << 20]
+    assert {p["op"] for p in two.points} == {"read", "write"} and len(two.points) == 6
+    points = [{"op": op, "background_op": bg, "working_set_bytes": s, "background_working_set_bytes": 4 << 20}
+              for s in SIZES for op in ("read", "write") for bg in ("read", "write")]
+    quick = catalogue.item("fig3.31").quick(Sweep("fig3_31", "bandwidth", points, repeat=5))
+    assert sorted({p["working_set_bytes"] for p in quick.points}) == [512 << 10, 2 << 20]
+    assert len(quick.points) == 8
+
+
+def test_a_run_narrowed_to_one_cpu_cannot_judge_two_cpu_claims():
+    """taskset -c 0 on a two-CPU machine: the helper thread and the false-sharing pair had no CPU of
+    their own, so their claims are not measurable (not 'not reproduced')."""
+    helper = prefetch(steps(10, 12, 50), steps(10, 12, 45), helper=steps(12, 15, 70), cpu_count=2, cpus_allowed=1)
+    found = judged("fig6.8", 0, helper)
+    assert found.status == NOT_MEASURABLE and "its CPU affinity" in found.detail
+    found = judged("fig6.10", 0, sharing({2: 3.9}, cpu_count=2, cpus_allowed=1))
+    assert found.status == NOT_MEASURABLE and "could use 1 of the machine's 2" in found.detail
+    assert judged("fig6.10", 0, sharing({2: 3.9}, cpu_count=2, cpus_allowed=2)).status == REPRODUCED
+
+
+def test_two_thread_points_that_barely_ran_together_are_left_out():
+    """On a busy machine two threads take turns: such points show no contention and are not judged."""
+    ds = joined(one(write=levels(16, 6, 4, 1)), two(write=levels(16, 6, 4, 0.5)))
+    for row in ds.rows:
+        if row["threads"] == 2:
+            row["overlap_fraction"] = 0.2 if row["working_set_bytes"] <= L1 else 0.9
+    found = judged("fig3.27", 1, ds)
+    assert found.status == NOT_MEASURABLE
+    assert "ran together less than 50% of the time" in found.detail and "within the L1d" in found.detail
+    for row in ds.rows:
+        row["overlap_fraction"] = 0.9
+    assert judged("fig3.27", 1, ds).status == NOT_REPRODUCED

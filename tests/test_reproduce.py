@@ -1,0 +1,301 @@
+"""memlab reproduce: planning, running (resumable, failures recorded), the report, the command line.
+
+The runs here use a stand-in catalogue of items on the ``calibrate`` family
+(one point, about a second), so that every path is exercised without the
+minutes a real item takes; ``test_a_real_item_end_to_end`` runs one real item.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+
+import pytest
+
+from html_check import parse_report
+from memlab import catalogue, cli
+from memlab.catalogue import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED, Claim, Item, NotMeasurable, Number, Verdict
+from memlab.dataset import Dataset
+from memlab.family import Family
+from memlab.grid import Sweep
+
+# the module: the package attribute memlab.reproduce is the function
+reproducing = importlib.import_module("memlab.reproduce")
+
+
+def _holds(ds: Dataset) -> Verdict:
+    value = catalogue.value_of(ds, "core_GHz")
+    return catalogue.verdict(value > 0, f"core clock {value:.3g} GHz", ghz=value)
+
+
+def _fails(ds: Dataset) -> Verdict:
+    value = catalogue.value_of(ds, "core_GHz")
+    return catalogue.verdict(value > 1e6, f"core clock {value:.3g} GHz (claim: above 1e6)", ghz=value)
+
+
+def _cannot(ds: Dataset) -> Verdict:
+    raise NotMeasurable("no PMU: cycles not supported")
+
+
+def fake_item(key: str = "clock", quick="calibrate.quick", claims=None) -> Item:
+    return Item(
+        key=key, source="drepper", section="0.0", label="Figure 0.1", title="the clock <and> friends",
+        sweep="calibrate.quick", quick=quick, measured="a dependent add chain", machine="none",
+        numbers=(Number("core clock", 2.0, "GHz", lambda ds: catalogue.value_of(ds, "core_GHz")),
+                 Number("counter", 1.0, "x", lambda ds: _cannot(ds))),
+        claims=tuple(claims or (Claim("the clock ticks", "nowhere 1.1", _holds),
+                                Claim("the clock is absurdly fast", "nowhere 1.2", _fails),
+                                Claim("cycles are counted", "nowhere 1.3", _cannot))),
+        script="experiments/fig3_10.py", notebook="notebooks/chase.ipynb",
+        note="A stand-in item for the tests.",
+    )
+
+
+def unbuildable(sweep: Sweep) -> Sweep:
+    raise ValueError("needs SMT: this machine has one thread per core")
+
+
+@pytest.fixture
+def fake_catalogue(monkeypatch):
+    items = (fake_item(), fake_item("smt", quick=unbuildable,
+                                    claims=[Claim("siblings share", "nowhere 2.1", _holds)]))
+    monkeypatch.setattr(catalogue, "ITEMS", items)
+    return items
+
+
+# ---- planning -----------------------------------------------------------------------------
+
+
+def test_items_sharing_a_sweep_share_one_task(tmp_path):
+    tasks = reproducing.plan(catalogue.select(["clear-fault", "bulk-populate", "clear-order", "clear-extent"]),
+                             False, tmp_path)
+    by_name = {t.name: [i.key for i in t.items] for t in tasks}
+    assert by_name["clear_fault.clear_fault"] == ["clear-fault", "bulk-populate"]
+    assert by_name["clear_order.clear_order"] == ["clear-order", "clear-extent"]
+    assert all(t.path.parent == tmp_path and t.seconds > 0 for t in tasks)
+
+
+def test_named_sweeps_measuring_the_same_points_run_once(fake_catalogue, monkeypatch, tmp_path):
+    items = (fake_item("a"), fake_item("b", quick="calibrate.quick_twin"))
+    monkeypatch.setattr(catalogue, "ITEMS", items)
+    calibrate = reproducing.get_family("calibrate")
+    monkeypatch.setitem(calibrate.sweeps, "quick_twin",
+                        lambda: dataclasses.replace(calibrate.sweep("quick"), name="quick_twin"))
+    (task,) = reproducing.plan(catalogue.select(["a", "b"]), True, tmp_path)
+    assert [i.key for i in task.items] == ["a", "b"] and task.path.name == "calibrate-quick.csv"
+
+
+def test_quick_variants_are_shorter_and_named_apart(tmp_path):
+    for entry in catalogue.ITEMS:
+        try:
+            full = reproducing.item_sweep(entry, quick=False)
+        except ValueError as why:  # a placement this machine cannot give (SMT, two cores)
+            assert "placement=" in str(why), entry.key
+            with pytest.raises(ValueError):
+                reproducing.item_sweep(entry, quick=True)
+            continue
+        quick = reproducing.item_sweep(entry, quick=True)
+        assert quick.name != full.name, entry.key
+        assert reproducing.estimate_seconds(quick) < reproducing.estimate_seconds(full), entry.key
+
+
+def test_a_sweep_this_machine_cannot_build_is_not_measurable(fake_catalogue, tmp_path):
+    (task,) = [t for t in reproducing.plan(catalogue.select(["smt"]), True, tmp_path)]
+    assert task.sweep is None and "needs SMT" in task.unmeasurable
+
+
+def test_estimate_uses_each_points_duration():
+    sweep = Sweep("s", "system", [{"test": "spawn", "duration_s": 2.0}], repeat=3, warmup=0)
+    assert reproducing.estimate_seconds(sweep) == pytest.approx(6.0 + reproducing.POINT_OVERHEAD_S)
+
+
+def test_listing_shows_every_item_and_the_totals():
+    text = reproducing.listing()
+    for entry in catalogue.ITEMS:
+        assert entry.key in text
+    assert "quick run" in text and "full run" in text and "(shared)" in text
+
+
+def test_listing_totals_use_the_seconds_measured_into_the_folder(fake_catalogue, tmp_path):
+    (task,) = [t for t in reproducing.plan(catalogue.select(["clock"]), True, tmp_path) if t.sweep is not None]
+    (tmp_path / reproducing.TIMES_FILE).write_text(json.dumps({task.path.stem: 3600.0 / len(task.sweep.points)}))
+    text = reproducing.listing(catalogue.select(["clock"]), quick=True, out=tmp_path)
+    assert "quick run 60.0 min" in text and "measured by the runs into this folder" in text
+
+
+# ---- running -------------------------------------------------------------------------------
+
+
+def test_reproduce_writes_datasets_report_and_verdicts(fake_catalogue, tmp_path):
+    result = reproducing.reproduce(["clock", "smt"], quick=True, out=tmp_path, progress=False)
+    clock, smt = result.items
+    assert [v.status for v in clock.verdicts] == [REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE]
+    assert clock.path == tmp_path / "calibrate-quick.csv" and len(Dataset.load(clock.path)) == 1
+    assert [v.status for v in smt.verdicts] == [NOT_MEASURABLE] and "needs SMT" in smt.verdicts[0].detail
+    data = json.loads((tmp_path / "verdicts.json").read_text())
+    assert data["counts"] == {REPRODUCED: 1, NOT_REPRODUCED: 1, NOT_MEASURABLE: 2}
+    assert data["items"][0]["numbers"][0]["measured"] > 0
+    assert "no PMU" in data["items"][0]["numbers"][1]["reason"]
+    assert "no PMU" in data["items"][0]["claims"][2]["detail"]
+
+
+def test_report_shows_source_numbers_and_each_verdict_kind(fake_catalogue, tmp_path):
+    result = reproducing.reproduce(["clock", "smt"], quick=True, out=tmp_path, progress=False)
+    text = result.report.read_text()
+    parsed = parse_report(text, allow_external=True)
+    assert "Drepper, Figure 0.1: the clock &lt;and&gt; friends" in text
+    for kind in ("verdict-good", "verdict-bad", "verdict-none"):
+        assert kind in text
+    assert "https://people.freebsd.org/~lstewart/articles/cpumemory.pdf" in parsed.links
+    assert "here / source" in parsed.cells and "core clock" in parsed.cells
+    assert "A stand-in item for the tests." in text
+    assert "needs SMT" in text and "no PMU" in text
+    assert "#" + parsed.ids[0] in parsed.links or any(link.startswith("#s0-") for link in parsed.links)
+
+
+def test_a_second_run_measures_nothing_again(fake_catalogue, tmp_path, monkeypatch):
+    reproducing.reproduce(["clock"], quick=True, out=tmp_path, progress=False)
+    before = (tmp_path / "calibrate-quick.csv").read_text()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a point on disk was measured again")
+
+    monkeypatch.setattr(Family, "run", refuse)
+    result = reproducing.reproduce(["clock"], quick=True, out=tmp_path, progress=False)
+    assert not result.failed
+    assert (tmp_path / "calibrate-quick.csv").read_text() == before
+    assert result.items[0].verdicts[0].status == REPRODUCED
+    assert "on disk" not in reproducing.listing(catalogue.select(["clock"]), quick=True)
+    assert "1/1 points" in reproducing.listing(catalogue.select(["clock"]), quick=True, out=tmp_path)
+
+
+def test_a_failing_sweep_is_recorded_and_the_run_goes_on(fake_catalogue, tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(Family, "run", refuse)
+    result = reproducing.reproduce(["clock", "smt"], quick=True, out=tmp_path, progress=False)
+    assert [t.name for t in result.failed] == ["calibrate.quick"]
+    assert "Cannot allocate memory" in result.items[0].error
+    assert all(v.status == NOT_MEASURABLE for v in result.items[0].verdicts)
+    assert "Failed" in result.report.read_text()
+
+
+def test_a_check_that_breaks_does_not_cost_the_report(tmp_path):
+    broken = Claim("breaks", "nowhere", lambda ds: 1 / 0)
+    entry = fake_item(claims=[broken])
+    judged = reproducing.judge(entry, Dataset([{"family": "calibrate", "core_GHz": 3.0}]))
+    assert judged.verdicts[0].status == NOT_MEASURABLE and "ZeroDivisionError" in judged.verdicts[0].detail
+
+
+def test_progress_bar_reports_to_stderr(fake_catalogue, tmp_path, capsys):
+    reproducing.reproduce(["clock"], quick=True, out=tmp_path, progress=True)
+    err = capsys.readouterr().err
+    assert "clock" in err and "report.html" in err
+
+
+def _bw_rows(threads: int, read: float, write: float) -> list[dict]:
+    return [{"family": "bandwidth", "op": op, "threads": threads, "shared": True, "background_op": "none",
+             "stores": "normal", "placement": "cores", "working_set_bytes": ws, "bytes_per_cycle": rate}
+            for op, rate in (("read", read), ("write", write)) for ws in (8 << 10, 256 << 10, 64 << 20)]
+
+
+def test_judge_reads_the_rows_of_the_items_it_compares_with():
+    machine = {"machine": {"caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10},
+                                      {"level": 2, "type": "Unified", "size_bytes": 1 << 20},
+                                      {"level": 3, "type": "Unified", "size_bytes": 8 << 20}]}}
+    two, one = Dataset(_bw_rows(2, 16.0, 1.0), machine), Dataset(_bw_rows(1, 16.0, 16.0), machine)
+    alone = reproducing.judge("fig3.27", two)
+    assert alone.verdicts[0].status == NOT_MEASURABLE and "threads=1" in alone.verdicts[0].detail
+    judged = reproducing.judge("fig3.27", two, compare_with=[one])
+    assert [v.status for v in judged.verdicts[:2]] == [REPRODUCED, REPRODUCED]
+    assert judged.dataset is two  # the report shows the item's own rows
+
+
+def test_reproduce_judges_an_item_with_the_rows_of_the_items_it_compares_with(monkeypatch, tmp_path):
+    seen = []
+
+    def check(ds: Dataset) -> Verdict:
+        seen.append(len(ds))
+        return catalogue.verdict(True, f"{len(ds)} rows")
+
+    base = fake_item("base")
+    pair = dataclasses.replace(fake_item("pair", quick="calibrate.quick_twin"),
+                               claims=(Claim("both", "nowhere", check),), compare_with=("base",))
+    monkeypatch.setattr(catalogue, "ITEMS", (base, pair))
+    calibrate = reproducing.get_family("calibrate")
+    monkeypatch.setitem(calibrate.sweeps, "quick_twin",
+                        lambda: dataclasses.replace(calibrate.sweep("quick"), name="quick_twin", repeat=1))
+    result = reproducing.reproduce(["pair"], quick=True, out=tmp_path, progress=False)
+    assert [r.item.key for r in result.items] == ["base", "pair"]  # "pair" brings "base" along
+    base_rows, pair_rows = (len(r.dataset) for r in result.items)
+    assert result.items[1].verdicts[0].status == REPRODUCED
+    assert seen == [base_rows + pair_rows] and base_rows and pair_rows
+
+
+def test_judge_reads_a_dataset_file_and_keeps_the_item_rows(tmp_path):
+    rows = [{"family": "system", "test": "execl", "copies": 1, "loops_per_s": 430.0, "index": 100.0},
+            {"family": "system", "test": "spawn", "copies": 1, "loops_per_s": 1260.0, "index": 100.0}]
+    Dataset(rows, {"family": "system", "param_names": ["test", "copies"]}).save(tmp_path / "ub.csv")
+    judged = reproducing.judge("unixbench-execl", tmp_path / "ub.csv")
+    assert len(judged.dataset) == 1 and judged.verdicts[0].status == REPRODUCED
+    assert "unixbench-execl" not in judged.table() and "Execl" in judged.table()
+    assert "verdict-good" in judged._repr_html_()
+
+
+# ---- the command line -------------------------------------------------------------------
+
+
+def test_cli_runs_and_check_turns_a_failed_claim_into_exit_1(fake_catalogue, tmp_path, capsys):
+    assert cli.main(["reproduce", "clock", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "1 reproduced, 1 not reproduced, 1 not measurable" in out and "report.html" in out
+    assert cli.main(["reproduce", "clock", "--quick", "--out", str(tmp_path), "--no-progress", "--check"]) == 1
+    assert "not reproduced and --check" in capsys.readouterr().err
+
+
+def test_cli_usage_errors_exit_2(capsys):
+    assert cli.main(["reproduce", "nosuch", "--out", "x"]) == 2
+    assert "nosuch" in capsys.readouterr().err
+    assert cli.main(["reproduce", "fig3.15"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_cli_list(capsys):
+    assert cli.main(["reproduce", "--list", "--quick", "pipes"]) == 0
+    out = capsys.readouterr().out
+    assert "pipes-ladder" in out and "pipes-touch" in out and "fig3.15" not in out
+
+
+def test_cli_failed_sweep_exits_1(fake_catalogue, tmp_path, monkeypatch):
+    monkeypatch.setattr(Family, "run", lambda *a, **k: (_ for _ in ()).throw(OSError(5, "I/O error")))
+    assert cli.main(["reproduce", "clock", "--quick", "--out", str(tmp_path), "--no-progress"]) == 1
+
+
+@pytest.mark.slow
+def test_a_real_item_end_to_end(tmp_path):
+    """Table 6.1 quick (four points at N=3000): a verdict for every claim, the figure in the report."""
+    result = reproducing.reproduce(["table6.1"], quick=True, out=tmp_path, progress=False)
+    (judged,) = result.items
+    assert not result.failed
+    assert len(judged.verdicts) == len(catalogue.item("table6.1").claims)
+    assert all(v.status in catalogue.VERDICTS and v.detail for v in judged.verdicts)
+    parsed = parse_report(result.report.read_text(), allow_external=True)
+    pytest.importorskip("matplotlib")
+    assert len(parsed.images) == 1
+
+
+def test_a_machine_without_cache_sizes_plans_the_other_items(monkeypatch, tmp_path):
+    """No cache facts in sysfs: the quick variants that pick working sets by cache size cannot be
+    made; those items are not measurable with the reason, the others are planned as usual."""
+
+    def no_caches(ds):
+        raise NotMeasurable("the machine's L1d and L2 sizes are unknown (no cache facts in sysfs)")
+
+    monkeypatch.setattr(catalogue, "caches", no_caches)
+    tasks = reproducing.plan(catalogue.select(["fig3.15", "fig3.24", "table6.1"]), True, tmp_path)
+    by_item = {t.items[0].key: t for t in tasks}
+    assert by_item["fig3.15"].sweep is None and "no cache facts" in by_item["fig3.15"].unmeasurable
+    assert by_item["fig3.24"].sweep is None and "no cache facts" in by_item["fig3.24"].unmeasurable
+    assert by_item["table6.1"].sweep is not None

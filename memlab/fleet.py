@@ -50,6 +50,7 @@ __all__ = [
     "gather_hosts",
     "measure_point",
     "plan_each_host",
+    "quiet_workers",
     "require_distributed",
     "worker_report",
 ]
@@ -152,6 +153,41 @@ def worker_report(planned_bytes: int | None = None) -> dict[str, Any]:
     facts = collect()
     report = check(planned_bytes=planned_bytes, steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
     return {"facts": facts, "check": report.to_dict()}
+
+
+QUIET_CALLBACKS = ("profile", "profile-cycle", "tick", "ticks")
+"""The worker's periodic callbacks :func:`quiet_workers` stops during a fleet sweep: Dask's
+statistical profiler (it wakes the worker every 10 ms to sample the stacks of the measuring
+thread) and its event-loop health check (every 20 ms). Each wake-up takes a CPU from the
+measurement or the next task's start; neither is needed to measure."""
+
+
+def quiet_worker(quiet: bool, dask_worker=None) -> list[str]:
+    """Stop (``quiet``) or start again the worker's :data:`QUIET_CALLBACKS`; return the names
+    changed. Runs on a worker (``client.run``, which passes ``dask_worker``)."""
+    changed = []
+    for name in QUIET_CALLBACKS:
+        callback = dask_worker.periodic_callbacks.get(name)
+        if callback is None or callback.is_running() != quiet:
+            continue
+        if quiet:
+            callback.stop()
+        else:
+            callback.start()
+        changed.append(name)
+    return changed
+
+
+def quiet_workers(client, addresses: Sequence[str], quiet: bool) -> dict[str, list[str]]:
+    """:func:`quiet_worker` on the workers at ``addresses``: ``{address: names changed}``.
+
+    A worker that is gone (or a release whose workers lack the callbacks) is
+    left out, not an error: quieting is a courtesy to the measurements.
+    """
+    try:
+        return dict(client.run(quiet_worker, quiet, workers=list(addresses), on_error="return"))
+    except Exception:  # the scheduler went away, or a release without on_error
+        return {}
 
 
 def gather_hosts(client, planned_bytes: int | None = None) -> list[Host]:
@@ -269,13 +305,20 @@ def measure_point(family_name: str, point: Mapping[str, Any], options: Mapping[s
     Dask added.
 
     >>> result = measure_point("calibrate", {"budget_ns": 5_000_000}, {"repeat": 1, "warmup": 0})
+    ``began_unix`` and ``ended_unix`` (wall clock) bound the task on the
+    worker: beside the row's ``context_started_unix``/``context_ended_unix``
+    they tell memlab's own time around a measurement from Dask's between two
+    tasks (experiments/fleet_overhead.py).
+
+    >>> result = measure_point("calibrate", {"budget_ns": 5_000_000}, {"repeat": 1, "warmup": 0})
     >>> sorted(result)
-    ['row', 'task_s', 'warning']
+    ['began_unix', 'ended_unix', 'row', 'task_s', 'warning']
     """
-    begin = time.monotonic()
+    began_unix, begin = time.time(), time.monotonic()
     measurement = get_family(family_name).run(dict(point), **dict(options))
     row = measurement.to_row()
-    return {"row": row, "task_s": time.monotonic() - begin, "warning": measurement.conditions_warning}
+    return {"row": row, "task_s": time.monotonic() - begin, "warning": measurement.conditions_warning,
+            "began_unix": began_unix, "ended_unix": time.time()}
 
 
 @dataclasses.dataclass

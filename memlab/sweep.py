@@ -431,6 +431,7 @@ def _run_on_fleet(
             if on_point is not None:
                 on_point(dict(point), row)
 
+        quieted = fleet.quiet_workers(dask_client, [h.address for h in hosts], True)
         try:
             result = fleet.dispatch(dask_client, family.name, hosts, queues, options, record,
                                     requeue=mode == "spread")
@@ -438,6 +439,8 @@ def _run_on_fleet(
             if writer is not None:
                 writer.update_metadata(fleet=dataset.metadata["fleet"])
         finally:
+            fleet.quiet_workers(dask_client, [a for a, names in quieted.items() if isinstance(names, list)
+                                              and names], False)
             bar.close()
             if writer is not None:
                 writer.close()

@@ -170,6 +170,24 @@ def test_no_two_measurements_overlap_on_one_worker(each_host):
             assert before["context_started_unix"] <= before["context_ended_unix"] <= after["context_started_unix"]
 
 
+def _running(names, dask_worker=None):
+    return {name: dask_worker.periodic_callbacks[name].is_running()
+            for name in names if name in dask_worker.periodic_callbacks}
+
+
+def test_the_workers_profiler_and_tick_are_stopped_while_measuring_and_restarted(client, tmp_path):
+    fake(client, FAKE_A, FAKE_B)
+    during = []
+    tiny = Sweep("quiet", "chase", grid(working_set_bytes=[16384], order=["random"]),
+                 repeat=1, warmup=0, target_seconds=0.01)
+    run_sweep(tiny, tmp_path / "quiet.csv", client=client, each_host=True, progress=False,
+              on_point=lambda point, row: during.append(client.run(_running, fleet.QUIET_CALLBACKS)))
+    after = client.run(_running, fleet.QUIET_CALLBACKS)
+    assert len(during) == 2
+    assert {value for seen in during for worker in seen.values() for value in worker.values()} == {False}
+    assert all(worker and all(worker.values()) for worker in after.values()), after
+
+
 def test_a_rerun_measures_nothing_already_on_disk(client, each_host):
     dataset, out = each_host
     fake(client, FAKE_A, FAKE_B)

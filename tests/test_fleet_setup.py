@@ -51,6 +51,20 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch, capsys):
     assert err.count("\n") == 1 and "pip install 'memlab[fleet]'" in err
 
 
+def test_without_the_extra_the_dask_tests_are_skipped_with_the_reason(tmp_path):
+    """tests/test_fleet.py run where ``distributed`` cannot be imported: every test skipped,
+    the reason naming the extra (CI installs it, so there they run)."""
+    code = ("import sys, pytest\n"
+            "sys.modules['distributed'] = None  # what an absent package looks like to import\n"
+            f"sys.exit(pytest.main(['-q', '-rs', '-p', 'no:cacheprovider', {str(ROOT / 'tests' / 'test_fleet.py')!r}]))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert " skipped" in result.stdout and not any(word in result.stdout for word in ("passed", "failed", "error"))
+    assert "SKIPPED" in result.stdout
+    assert "pip install 'memlab[fleet]'" in result.stdout and "is not installed" in result.stdout
+
+
 def test_nothing_imports_dask_unless_fleet_mode_is_asked_for(tmp_path):
     code = ("import sys, memlab, memlab.cli, memlab.report\n"
             "from memlab.grid import Sweep\n"

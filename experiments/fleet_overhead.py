@@ -115,7 +115,8 @@ def main() -> int:
     recorder = _Recorder()
     sweep_module.fleet.dispatch = recorder
     quiet_workers = fleet.quiet_workers
-    results = {kind: {"rows": [], "per_host": [], "seconds": [], "outcomes": []} for kind in kinds}
+    results = {kind: {"rows": [], "round_rows": [], "per_host": [], "seconds": [], "outcomes": []}
+               for kind in kinds}
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   resources={"memlab": 1}, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
@@ -135,6 +136,7 @@ def main() -> int:
                                         warn=lambda text: None)
                     result["seconds"].append(time.monotonic() - began)
                     result["rows"].extend(dataset.rows)
+                    result["round_rows"].append(list(dataset.rows))
                     result["outcomes"].append(recorder.outcomes)
                     for host in {r[HOST_COLUMN] for r in dataset.rows}:
                         mine = [r for r in dataset.rows if r[HOST_COLUMN] == host]
@@ -149,19 +151,23 @@ def main() -> int:
         result = results[kind]
         rows = result["rows"]
         gaps, overlaps = [], 0
-        for key in {(r[HOST_COLUMN], r[FINGERPRINT_COLUMN]) for r in rows}:
-            mine = sorted((r for r in rows if (r[HOST_COLUMN], r[FINGERPRINT_COLUMN]) == key),
-                          key=lambda r: r["context_started_unix"])
-            for before, after in zip(mine, mine[1:]):
-                gap = after["context_started_unix"] - before["context_ended_unix"]
-                if gap > -60:  # not across two rounds' files (each round starts afresh)
+        for round_rows in result["round_rows"]:  # within a round: a new round starts afresh
+            for key in {(r[HOST_COLUMN], r[FINGERPRINT_COLUMN]) for r in round_rows}:
+                mine = sorted((r for r in round_rows if (r[HOST_COLUMN], r[FINGERPRINT_COLUMN]) == key),
+                              key=lambda r: r["context_started_unix"])
+                for before, after in zip(mine, mine[1:]):
+                    gap = after["context_started_unix"] - before["context_ended_unix"]
                     overlaps += gap < 0
                     gaps.append(gap)
         print(f"== {kind} workers: {statistics.median(result['seconds']):.1f} s per round (median)")
         print(f"  scheduling cost per point, per host and round (mean of context_dask_overhead_s "
               f"over its points): {_quantiles(result['per_host'])}")
         print(f"  single rows' context_dask_overhead_s: {_quantiles([r['context_dask_overhead_s'] for r in rows])}")
-        for name, values in _breakdown([o for outcomes in result["outcomes"] for o in outcomes]).items():
+        parts: dict[str, list[float]] = {}
+        for outcomes in result["outcomes"]:  # per round, like the gaps
+            for name, values in _breakdown(outcomes).items():
+                parts.setdefault(name, []).extend(values)
+        for name, values in parts.items():
             print(f"  {name}: {_quantiles(values)}")
         print(f"  idle gap between two measurements on one worker (rows' timestamps): {_quantiles(gaps)}; "
               f"overlaps: {overlaps}")

@@ -59,7 +59,9 @@ def test_without_the_extra_the_dask_tests_are_skipped_with_the_reason(tmp_path):
             f"sys.exit(pytest.main(['-q', '-rs', '-p', 'no:cacheprovider', {str(ROOT / 'tests' / 'test_fleet.py')!r}]))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                             cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    # a module skipped whole collects no test: pytest exits 5 (NO_TESTS_COLLECTED), not 1
+    assert result.returncode in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), \
+        result.stdout[-2000:] + result.stderr[-2000:]
     assert " skipped" in result.stdout and not any(word in result.stdout for word in ("passed", "failed", "error"))
     assert "SKIPPED" in result.stdout
     assert "pip install 'memlab[fleet]'" in result.stdout and "is not installed" in result.stdout

@@ -239,7 +239,8 @@ def item_sweep(item: Item, quick: bool = False) -> Sweep:
 
 def estimate_seconds(sweep: Sweep, points: Sequence[dict[str, Any]] | None = None) -> float:
     """Seconds ``sweep`` should take here: per point, (warm-up + repetitions) x the sample length
-    (the point's ``duration_s``, else the sweep's or the family's target) plus a setup allowance.
+    (the point's ``duration_s``, else what the family's ``sample_seconds`` says, else the sweep's or
+    the family's target) plus a setup allowance.
 
     >>> estimate_seconds(Sweep("s", "calibrate", [{}], repeat=2, warmup=1, target_seconds=0.5))
     1.75
@@ -248,7 +249,15 @@ def estimate_seconds(sweep: Sweep, points: Sequence[dict[str, Any]] | None = Non
     default = sweep.target_seconds if sweep.target_seconds is not None else family.default_target_seconds
     total = 0.0
     for point in sweep.points if points is None else points:
-        sample = point.get("duration_s") if isinstance(point.get("duration_s"), (int, float)) else default
+        if isinstance(point.get("duration_s"), (int, float)):
+            sample = point["duration_s"]
+        elif family.sample_seconds is not None:  # a sample's own length (say, a pause before it)
+            try:
+                sample = family.sample_seconds(family.params(point), default)
+            except (ValueError, TypeError):
+                sample = default
+        else:
+            sample = default
         total += (sweep.warmup + sweep.repeat) * float(sample or 0.0) + POINT_OVERHEAD_S
     return total
 

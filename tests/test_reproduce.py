@@ -111,6 +111,13 @@ def test_estimate_uses_each_points_duration():
     assert reproducing.estimate_seconds(sweep) == pytest.approx(6.0 + reproducing.POINT_OVERHEAD_S)
 
 
+def test_estimate_uses_the_familys_sample_length():
+    """A clearing point that pauses 5 s before each sample costs those seconds (clear's sample_seconds)."""
+    paused = Sweep("s", "clear_fault", [{"region_bytes": 2 << 20, "pages": "4k", "pause_s": 5.0}],
+                   repeat=1, warmup=0, target_seconds=0.01)
+    assert reproducing.estimate_seconds(paused) == pytest.approx(5.01 + reproducing.POINT_OVERHEAD_S)
+
+
 def test_listing_shows_every_item_and_the_totals():
     text = reproducing.listing()
     for entry in catalogue.ITEMS:

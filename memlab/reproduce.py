@@ -198,7 +198,7 @@ class ReproduceResult:
 
     def timing(self) -> str:
         """The run's wall time split into its phases, with CPU time: what ``memlab reproduce``
-        prints at the end (``measuring 95 s, reporting 21 s: 1.9 min (CPU 88 s)``)."""
+        prints at the end (``measuring 95 s, reporting 21 s: 116 s (CPU 88 s)``)."""
         parts = [f"{name} {format_seconds(self.phases[name].wall_s)}" for name in PHASES if name in self.phases]
         total = sum(self.phases.values(), PhaseTime(0.0, 0.0))
         return f"{', '.join(parts)}: {format_seconds(total.wall_s)} (CPU {format_seconds(total.cpu_s)})"

@@ -242,7 +242,7 @@ def estimate_seconds(sweep: Sweep, points: Sequence[dict[str, Any]] | None = Non
     (the point's ``duration_s``, else what the family's ``sample_seconds`` says, else the sweep's or
     the family's target) plus a setup allowance.
 
-    >>> estimate_seconds(Sweep("s", "calibrate", [{}], repeat=2, warmup=1, target_seconds=0.5))
+    >>> estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 500_000_000}], repeat=2, warmup=1))
     1.75
     """
     family = get_family(sweep.family)

@@ -52,7 +52,7 @@ from memlab.files import atomic_write, check_output_directory, check_output_file
 from memlab.grid import Sweep, as_sweeps, parse_shard, shard_points
 from memlab.measure import MAX_REPEAT, MAX_WARMUP, Measurement
 from memlab.report import as_items, write_report
-from memlab.reproduce import format_seconds, listing, reproduce
+from memlab.reproduce import listing, reproduce
 from memlab.sweep import (
     estimate_seconds,
     output_path,
@@ -874,8 +874,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         summary = ", ".join(f"{counts[s]} {s}" for s in catalogue.VERDICTS if counts[s])
         print(f"{judged.item.key:<20} {summary}" + (f"  [{judged.error}]" if judged.error else ""))
     totals = ", ".join(f"{result.count(s)} {s}" for s in catalogue.VERDICTS)
-    print(f"reproduce: {len(result.items)} items in {format_seconds(result.seconds)}: {totals}; "
-          f"report -> {result.report}")
+    print(f"reproduce: {len(result.items)} items: {totals}; report -> {result.report}")
+    print(f"reproduce: time: {result.timing()}")
     _say_if_no_figures("reproduce")
     if result.interrupted:
         return 130

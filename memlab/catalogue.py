@@ -964,19 +964,29 @@ FIG3_16 = _chase_item(
 )
 
 
+def _one_and_n(ds: Dataset, threads: int, where: str) -> tuple[float, float, float]:
+    """(working set, one thread's, the fastest of ``threads`` threads' time per element) at the largest
+    working set of ``where`` both measured (NotMeasurable with fewer CPUs than threads)."""
+    need_cpus(ds, threads)
+    size, found = at_largest_common(ds, "ns_per_element", where, {"one": {"threads": 1}, "n": {"threads": threads}})
+    return size, found["one"], found["n"]
+
+
 def _thread_slowdown(ds: Dataset, threads: int, where: str) -> tuple[float, float]:
     """(working set, percent) by which the fastest of ``threads`` threads is slower per element than one
     thread alone, at the largest working set of ``where`` both measured."""
-    need_cpus(ds, threads)
-    size, found = at_largest_common(ds, "ns_per_element", where, {"one": {"threads": 1}, "n": {"threads": threads}})
-    return size, (found["n"] / found["one"] - 1) * 100
+    size, one, n = _one_and_n(ds, threads, where)
+    return size, (n / one - 1) * 100
 
 
-def _slowdown_number(threads: int, where: str) -> Callable[[Dataset], float]:
-    def measured(ds: Dataset) -> float:
-        return _thread_slowdown(ds, threads, where)[1]
+def _memory_slowdowns(two: float, four: float, note_two: str, note_four: str) -> list[Number]:
+    """The source's slowdowns of the fastest of 2 and of 4 threads beyond the last cache, in percent."""
 
-    return measured
+    def slowdown(threads: int) -> Callable[[Dataset], float]:
+        return lambda ds: _thread_slowdown(ds, threads, "beyond_llc")[1]
+
+    return [Number(f"slowdown of the fastest of {n} threads, beyond the last cache", source, "%", slowdown(n), note)
+            for n, source, note in ((2, two, note_two), (4, four, note_four))]
 
 
 def _threads_slower(threads: int, where: str, at_least: float = 100 * MARGIN) -> Callable[[Dataset], Verdict]:
@@ -1040,12 +1050,7 @@ FIG3_19 = _threads_item(
     "3.19", "sequential read access, multiple threads",
     "1, 2 and 4 threads follow the pointers of one sequentially linked list of 128-byte elements (NPAD=15), "
     "reading only: no line is modified, no synchronisation; the fastest thread's time per element.",
-    numbers=[
-        Number("slowdown of the fastest of 2 threads, beyond the last cache", 18, "%",
-               _slowdown_number(2, "beyond_llc"), "up to 18%"),
-        Number("slowdown of the fastest of 4 threads, beyond the last cache", 34, "%",
-               _slowdown_number(4, "beyond_llc"), "up to 34%"),
-    ],
+    numbers=_memory_slowdowns(18, 34, "up to 18%", "up to 34%"),
     claims=[
         Claim("While the list fits in the caches the threads do not slow each other: in the L2 region the "
               "fastest of two threads reads within 10% of one thread alone (the lines are shared, no RFO).",
@@ -1071,10 +1076,7 @@ FIG3_20 = _threads_item(
                        "L1d is exceeded", threads=1),
         _cycles_number("fastest of 2 threads, L1d region", 20, "l1", "20 and more already at the smallest "
                        "working set", threads=2),
-        Number("slowdown of the fastest of 2 threads, beyond the last cache", 18, "%",
-               _slowdown_number(2, "beyond_llc"), "18%, as when reading"),
-        Number("slowdown of the fastest of 4 threads, beyond the last cache", 93, "%",
-               _slowdown_number(4, "beyond_llc"), "93%: prefetch and write-back traffic saturate the bus"),
+        *_memory_slowdowns(18, 93, "18%, as when reading", "93%: prefetch and write-back traffic saturate the bus"),
     ],
     claims=[
         Claim("With more than one thread writing, the L1d stops helping: in the L1d region the fastest of two "
@@ -1096,9 +1098,8 @@ FIG3_20 = _threads_item(
 
 def _speedup(ds: Dataset, threads: int, where: str) -> tuple[float, float]:
     """(working set, n x t1 / tn) at the largest working set of ``where`` one and ``threads`` threads measured."""
-    need_cpus(ds, threads)
-    size, found = at_largest_common(ds, "ns_per_element", where, {"one": {"threads": 1}, "n": {"threads": threads}})
-    return size, threads * found["one"] / found["n"]
+    size, one, n = _one_and_n(ds, threads, where)
+    return size, threads * one / n
 
 
 def _linear_in_cache(ds: Dataset) -> Verdict:

@@ -705,6 +705,15 @@ def test_only_keeps_the_matching_points_defaults_included():
     assert smaller.points == [{"pages": "4k", "region_bytes": 64 * mib}]
 
 
+def test_critical_word_quick_keeps_three_sets_of_the_full_sweep_repeated_three_times(monkeypatch):
+    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    points = [{"order": o, "pointer_word": w, "working_set_bytes": s} for s in SIZES for o in ("sequential", "random")
+              for w in (0, 7)]
+    quick = catalogue.item("fig3.30").quick(Sweep("fig3_30", "chase", points, repeat=9, target_seconds=0.1))
+    assert sorted({p["working_set_bytes"] for p in quick.points}) == [256 << 10, 8 << 20, 128 << 20]
+    assert len(quick.points) == 12 and quick.repeat == 3 and quick.name == "fig3_30_quick"
+
+
 def test_item_needs_a_known_source_and_a_claim():
     with pytest.raises(ValueError, match="source"):
         Item("x", "nosuch", "", "", "", "a.b", "a.b_quick", "", "", (), (catalogue.item("fig3.10").claims[0],), "", "")

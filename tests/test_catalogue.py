@@ -671,6 +671,8 @@ def test_thread_numbers_read_the_slowdown_and_say_when_the_cpus_lack():
     extreme = catalogue.item("fig3.21").numbers[0]
     assert extreme.measure(threads(steps(1, 2, 10), steps(1, 2, 500))) == (pytest.approx(1500.0), "")
     assert extreme.ratio(1500.0) is None
+    value, reason = extreme.measure(chase(({"order": "random"}, steps(1, 2, 500))))
+    assert value is None and "number of threads" in reason
 
 
 def test_critical_word_numbers_are_the_slowdown_beyond_the_l2():

@@ -124,108 +124,89 @@ BW_KERNEL static uint64_t sum_scalar(void *dst, const void *src, size_t bytes, u
     return a0 + a1 + a2 + a3;
 }
 
-BW_KERNEL static uint64_t write_scalar(void *dst, const void *src, size_t bytes, uint64_t passes,
-                                       uint64_t value)
-{
-    (void)src;
-    uint64_t *end = (uint64_t *)dst + bytes / 8;
-    uint64_t *end8 = (uint64_t *)dst + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
-    BW_PLAIN_LOOP
-    for (uint64_t pass = 0; pass < passes; ++pass) {
-        uint64_t *p = dst;
-        BW_PLAIN_LOOP
-        for (; p < end8; p += ML_BW_UNROLL) {
-            p[0] = value; BW_APART(); p[1] = value; BW_APART(); p[2] = value; BW_APART(); p[3] = value; BW_APART();
-            p[4] = value; BW_APART(); p[5] = value; BW_APART(); p[6] = value; BW_APART(); p[7] = value; BW_APART();
-        }
-        BW_PLAIN_LOOP
-        for (; p < end; ++p)
-            *p = value;
-        /* a store the compiler cannot drop between passes */
-        __asm__ volatile("" ::: "memory");
-    }
-    return 0;
-}
+/* ---- write and copy: one body each, the store a parameter --------------
+ * T is the word or vector type, LOOP the loop pragma (BW_PLAIN_LOOP for the
+ * scalar kernels), LOAD an aligned load, SET1 a broadcast of the 64-bit
+ * value, HOLD(v) what keeps the value at its width (BW_IN_GPR for the
+ * scalar kernels), PUT(address, value) the store: a plain one or a
+ * non-temporal one (movnti, movntdq, vmovntdq).  KIND (PLAIN or NT) says
+ * what the store needs around it: a compiler barrier after each pass, so
+ * that the compiler keeps every pass's plain stores; one sfence at the
+ * end, so that the non-temporal stores are visible when the kernel
+ * returns.  Eight accesses per loop turn, BW_APART() between them. */
+#define BW_PLAIN_PASS_END() __asm__ volatile("" ::: "memory")
+#define BW_PLAIN_END() ((void)0)
+#define BW_NT_PASS_END() ((void)0)
+#define BW_NT_END() _mm_sfence()
+#define BW_PLAIN_PUT(address, value) (*(address) = (value))
+#define BW_WORD_LOAD(address) (*(address))
+#define BW_WORD_SET1(value) ((long long)(value))
+#define BW_NO_HOLD(v) ((void)0)
 
-BW_KERNEL static uint64_t copy_scalar(void *dst, const void *src, size_t bytes, uint64_t passes,
-                                      uint64_t value)
-{
-    (void)value;
-    const uint64_t *end = (const uint64_t *)src + bytes / 8;
-    const uint64_t *end8 = (const uint64_t *)src + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
-    BW_PLAIN_LOOP
-    for (uint64_t pass = 0; pass < passes; ++pass) {
-        const uint64_t *s = src;
-        uint64_t *d = dst;
-        BW_PLAIN_LOOP
-        for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {
-            uint64_t w0 = s[0]; BW_APART(); uint64_t w1 = s[1]; BW_APART(); uint64_t w2 = s[2]; BW_APART(); uint64_t w3 = s[3]; BW_APART();
-            uint64_t w4 = s[4]; BW_APART(); uint64_t w5 = s[5]; BW_APART(); uint64_t w6 = s[6]; BW_APART(); uint64_t w7 = s[7]; BW_APART();
-            d[0] = w0; BW_APART(); d[1] = w1; BW_APART(); d[2] = w2; BW_APART(); d[3] = w3; BW_APART();
-            d[4] = w4; BW_APART(); d[5] = w5; BW_APART(); d[6] = w6; BW_APART(); d[7] = w7; BW_APART();
-        }
-        BW_PLAIN_LOOP
-        for (; s < end; ++s, ++d)
-            *d = *s;
-        __asm__ volatile("" ::: "memory");
+#define BW_WRITE_BODY(T, LOOP, SET1, HOLD, PUT, KIND)                                         \
+    {                                                                                      \
+        (void)src;                                                                         \
+        T *end = (T *)dst + bytes / sizeof(T);                                             \
+        T *end8 = (T *)dst + bytes / sizeof(T) / ML_BW_UNROLL * ML_BW_UNROLL;               \
+        T v = SET1((long long)value);                                                      \
+        LOOP                                                                               \
+        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
+            T *p = dst;                                                                    \
+            LOOP                                                                           \
+            for (; p < end8; p += ML_BW_UNROLL) {                                           \
+                HOLD(v);                                                                   \
+                PUT(p + 0, v); BW_APART(); PUT(p + 1, v); BW_APART(); PUT(p + 2, v); BW_APART(); PUT(p + 3, v); BW_APART(); \
+                PUT(p + 4, v); BW_APART(); PUT(p + 5, v); BW_APART(); PUT(p + 6, v); BW_APART(); PUT(p + 7, v); BW_APART(); \
+            }                                                                              \
+            LOOP                                                                           \
+            for (; p < end; ++p)                                                           \
+                PUT(p, v);                                                                 \
+            BW_##KIND##_PASS_END();                                                        \
+        }                                                                                  \
+        BW_##KIND##_END();                                                                 \
+        return 0;                                                                          \
     }
-    return 0;
-}
+
+#define BW_COPY_BODY(T, LOOP, LOAD, PUT, KIND)                                                \
+    {                                                                                      \
+        (void)value;                                                                       \
+        const T *end = (const T *)src + bytes / sizeof(T);                                 \
+        const T *end8 = (const T *)src + bytes / sizeof(T) / ML_BW_UNROLL * ML_BW_UNROLL;   \
+        LOOP                                                                               \
+        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
+            const T *s = src;                                                              \
+            T *d = dst;                                                                    \
+            LOOP                                                                           \
+            for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
+                T w0 = LOAD(s + 0); BW_APART(); T w1 = LOAD(s + 1); BW_APART(); T w2 = LOAD(s + 2); BW_APART(); T w3 = LOAD(s + 3); BW_APART(); \
+                T w4 = LOAD(s + 4); BW_APART(); T w5 = LOAD(s + 5); BW_APART(); T w6 = LOAD(s + 6); BW_APART(); T w7 = LOAD(s + 7); BW_APART(); \
+                PUT(d + 0, w0); BW_APART(); PUT(d + 1, w1); BW_APART(); PUT(d + 2, w2); BW_APART(); PUT(d + 3, w3); BW_APART(); \
+                PUT(d + 4, w4); BW_APART(); PUT(d + 5, w5); BW_APART(); PUT(d + 6, w6); BW_APART(); PUT(d + 7, w7); BW_APART(); \
+            }                                                                              \
+            LOOP                                                                           \
+            for (; s < end; ++s, ++d)                                                      \
+                PUT(d, LOAD(s));                                                           \
+            BW_##KIND##_PASS_END();                                                        \
+        }                                                                                  \
+        BW_##KIND##_END();                                                                 \
+        return 0;                                                                          \
+    }
+
+#define BW_KERNEL_ARGS void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value
+
+BW_KERNEL static uint64_t write_scalar(BW_KERNEL_ARGS)
+    BW_WRITE_BODY(long long, BW_PLAIN_LOOP, BW_WORD_SET1, BW_IN_GPR, BW_PLAIN_PUT, PLAIN)
+
+BW_KERNEL static uint64_t copy_scalar(BW_KERNEL_ARGS)
+    BW_COPY_BODY(long long, BW_PLAIN_LOOP, BW_WORD_LOAD, BW_PLAIN_PUT, PLAIN)
 
 #if BW_X86
 /* movnti: the non-temporal store of a general register (SSE2, every x86-64). */
-BW_KERNEL static uint64_t write_nt_scalar(void *dst, const void *src, size_t bytes,
-                                          uint64_t passes, uint64_t value)
-{
-    (void)src;
-    long long *end = (long long *)dst + bytes / 8;
-    long long *end8 = (long long *)dst + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
-    long long v = (long long)value;
-    BW_PLAIN_LOOP
-    for (uint64_t pass = 0; pass < passes; ++pass) {
-        long long *p = dst;
-        BW_PLAIN_LOOP
-        for (; p < end8; p += ML_BW_UNROLL) {
-            BW_IN_GPR(v);
-            _mm_stream_si64(p + 0, v), _mm_stream_si64(p + 1, v);
-            _mm_stream_si64(p + 2, v), _mm_stream_si64(p + 3, v);
-            _mm_stream_si64(p + 4, v), _mm_stream_si64(p + 5, v);
-            _mm_stream_si64(p + 6, v), _mm_stream_si64(p + 7, v);
-        }
-        BW_PLAIN_LOOP
-        for (; p < end; ++p)
-            _mm_stream_si64(p, v);
-    }
-    _mm_sfence();
-    return 0;
-}
+BW_KERNEL static uint64_t write_nt_scalar(BW_KERNEL_ARGS)
+    BW_WRITE_BODY(long long, BW_PLAIN_LOOP, BW_WORD_SET1, BW_IN_GPR, _mm_stream_si64, NT)
 
-BW_KERNEL static uint64_t copy_nt_scalar(void *dst, const void *src, size_t bytes,
-                                         uint64_t passes, uint64_t value)
-{
-    (void)value;
-    const long long *end = (const long long *)src + bytes / 8;
-    const long long *end8 = (const long long *)src + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
-    BW_PLAIN_LOOP
-    for (uint64_t pass = 0; pass < passes; ++pass) {
-        const long long *s = src;
-        long long *d = dst;
-        BW_PLAIN_LOOP
-        for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {
-            long long w0 = s[0]; BW_APART(); long long w1 = s[1]; BW_APART(); long long w2 = s[2]; BW_APART(); long long w3 = s[3]; BW_APART();
-            long long w4 = s[4]; BW_APART(); long long w5 = s[5]; BW_APART(); long long w6 = s[6]; BW_APART(); long long w7 = s[7]; BW_APART();
-            _mm_stream_si64(d + 0, w0), _mm_stream_si64(d + 1, w1);
-            _mm_stream_si64(d + 2, w2), _mm_stream_si64(d + 3, w3);
-            _mm_stream_si64(d + 4, w4), _mm_stream_si64(d + 5, w5);
-            _mm_stream_si64(d + 6, w6), _mm_stream_si64(d + 7, w7);
-        }
-        BW_PLAIN_LOOP
-        for (; s < end; ++s, ++d)
-            _mm_stream_si64(d, *s);
-    }
-    _mm_sfence();
-    return 0;
-}
+BW_KERNEL static uint64_t copy_nt_scalar(BW_KERNEL_ARGS)
+    BW_COPY_BODY(long long, BW_PLAIN_LOOP, BW_WORD_LOAD, _mm_stream_si64, NT)
 
 /* ---- vector kernels: one set per width, written once as a macro ---------
  * VEC is the register type, LOAD/STORE/STREAM aligned moves, ADD a 64-bit
@@ -278,86 +259,14 @@ BW_KERNEL static uint64_t copy_nt_scalar(void *dst, const void *src, size_t byte
             sum += lanes[i];                                                               \
         return sum;                                                                        \
     }                                                                                      \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t write_##NAME(                 \
-        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
-    {                                                                                      \
-        (void)src;                                                                         \
-        VEC *end = (VEC *)dst + bytes / sizeof(VEC);                                       \
-        VEC *end8 = (VEC *)dst + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL;         \
-        const VEC v = SET1((long long)value);                                              \
-        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
-            VEC *p = dst;                                                                  \
-            for (; p < end8; p += ML_BW_UNROLL) {                                           \
-                STORE(p + 0, v), STORE(p + 1, v), STORE(p + 2, v), STORE(p + 3, v);         \
-                STORE(p + 4, v), STORE(p + 5, v), STORE(p + 6, v), STORE(p + 7, v);         \
-            }                                                                              \
-            for (; p < end; ++p)                                                           \
-                STORE(p, v);                                                               \
-            __asm__ volatile("" ::: "memory");                                             \
-        }                                                                                  \
-        return 0;                                                                          \
-    }                                                                                      \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t write_nt_##NAME(              \
-        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
-    {                                                                                      \
-        (void)src;                                                                         \
-        VEC *end = (VEC *)dst + bytes / sizeof(VEC);                                       \
-        VEC *end8 = (VEC *)dst + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL;         \
-        const VEC v = SET1((long long)value);                                              \
-        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
-            VEC *p = dst;                                                                  \
-            for (; p < end8; p += ML_BW_UNROLL) {                                           \
-                STREAM(p + 0, v), STREAM(p + 1, v), STREAM(p + 2, v), STREAM(p + 3, v);     \
-                STREAM(p + 4, v), STREAM(p + 5, v), STREAM(p + 6, v), STREAM(p + 7, v);     \
-            }                                                                              \
-            for (; p < end; ++p)                                                           \
-                STREAM(p, v);                                                              \
-        }                                                                                  \
-        _mm_sfence();                                                                      \
-        return 0;                                                                          \
-    }                                                                                      \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_##NAME(                  \
-        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
-    {                                                                                      \
-        (void)value;                                                                       \
-        const VEC *end = (const VEC *)src + bytes / sizeof(VEC);                           \
-        const VEC *end8 = (const VEC *)src + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL; \
-        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
-            const VEC *s = src;                                                            \
-            VEC *d = dst;                                                                  \
-            for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
-                VEC w0 = LOAD(s + 0); BW_APART(); VEC w1 = LOAD(s + 1); BW_APART(); VEC w2 = LOAD(s + 2); BW_APART(); VEC w3 = LOAD(s + 3); BW_APART(); \
-                VEC w4 = LOAD(s + 4); BW_APART(); VEC w5 = LOAD(s + 5); BW_APART(); VEC w6 = LOAD(s + 6); BW_APART(); VEC w7 = LOAD(s + 7); BW_APART(); \
-                STORE(d + 0, w0); BW_APART(); STORE(d + 1, w1); BW_APART(); STORE(d + 2, w2); BW_APART(); STORE(d + 3, w3); BW_APART(); \
-                STORE(d + 4, w4); BW_APART(); STORE(d + 5, w5); BW_APART(); STORE(d + 6, w6); BW_APART(); STORE(d + 7, w7); BW_APART(); \
-            }                                                                              \
-            for (; s < end; ++s, ++d)                                                      \
-                STORE(d, LOAD(s));                                                         \
-            __asm__ volatile("" ::: "memory");                                             \
-        }                                                                                  \
-        return 0;                                                                          \
-    }                                                                                      \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_nt_##NAME(               \
-        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
-    {                                                                                      \
-        (void)value;                                                                       \
-        const VEC *end = (const VEC *)src + bytes / sizeof(VEC);                           \
-        const VEC *end8 = (const VEC *)src + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL; \
-        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
-            const VEC *s = src;                                                            \
-            VEC *d = dst;                                                                  \
-            for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
-                VEC w0 = LOAD(s + 0); BW_APART(); VEC w1 = LOAD(s + 1); BW_APART(); VEC w2 = LOAD(s + 2); BW_APART(); VEC w3 = LOAD(s + 3); BW_APART(); \
-                VEC w4 = LOAD(s + 4); BW_APART(); VEC w5 = LOAD(s + 5); BW_APART(); VEC w6 = LOAD(s + 6); BW_APART(); VEC w7 = LOAD(s + 7); BW_APART(); \
-                STREAM(d + 0, w0), STREAM(d + 1, w1), STREAM(d + 2, w2), STREAM(d + 3, w3); \
-                STREAM(d + 4, w4), STREAM(d + 5, w5), STREAM(d + 6, w6), STREAM(d + 7, w7); \
-            }                                                                              \
-            for (; s < end; ++s, ++d)                                                      \
-                STREAM(d, LOAD(s));                                                        \
-        }                                                                                  \
-        _mm_sfence();                                                                      \
-        return 0;                                                                          \
-    }
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t write_##NAME(BW_KERNEL_ARGS)      \
+        BW_WRITE_BODY(VEC, , SET1, BW_NO_HOLD, STORE, PLAIN)                                \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t write_nt_##NAME(BW_KERNEL_ARGS)   \
+        BW_WRITE_BODY(VEC, , SET1, BW_NO_HOLD, STREAM, NT)                                  \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_##NAME(BW_KERNEL_ARGS)       \
+        BW_COPY_BODY(VEC, , LOAD, STORE, PLAIN)                                             \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_nt_##NAME(BW_KERNEL_ARGS)    \
+        BW_COPY_BODY(VEC, , LOAD, STREAM, NT)
 
 BW_VECTOR_KERNELS(sse2, "sse2", __m128i, _mm_load_si128, _mm_store_si128, _mm_stream_si128,
                   _mm_add_epi64, _mm_setzero_si128, _mm_set1_epi64x)
@@ -597,25 +506,10 @@ int ml_bw_team_start(ml_bw_team *team, ml_error *err)
                            i, w->bytes, ML_BW_LINE_BYTES);
         }
         w->team = team;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        if (w->cpu >= 0) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(w->cpu, &one);
-            pthread_attr_setaffinity_np(&attr, sizeof one, &one);
-        }
-        int e = pthread_create(&team->threads[i], &attr, worker_main, w);
-        pthread_attr_destroy(&attr);
-        if (e) {
+        if (ml_thread_start_pinned(&team->threads[i], w->cpu, 0, worker_main, w, err, "worker %d of %d", i,
+                                   team->n)) {
             ml_bw_team_stop(team);
-            if (e == EINVAL && w->cpu >= 0)
-                return ml_fail(err, ML_ERR_VALUE, e,
-                               "worker %d cannot run on CPU %d: not a CPU this process may use "
-                               "(affinity or cpuset)",
-                               i, w->cpu);
-            return ml_fail(err, e == EAGAIN ? ML_ERR_MEMORY : ML_ERR_OS, e,
-                           "pthread_create of worker %d of %d: %s", i, team->n, strerror(e));
+            return -1;
         }
         team->started++;
     }

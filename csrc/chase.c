@@ -877,19 +877,8 @@ static int chase_pin_self(int cpu)
     return pthread_setaffinity_np(pthread_self(), sizeof one, &one);
 }
 
-static int chase_start_thread(pthread_t *thread, int cpu, void *(*main_fn)(void *), void *arg)
-{
-    pthread_attr_t attr;
-    cpu_set_t one;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 1u << 16);
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    pthread_attr_setaffinity_np(&attr, sizeof one, &one);
-    int rc = pthread_create(thread, &attr, main_fn, arg);
-    pthread_attr_destroy(&attr);
-    return rc;
-}
+/* The helper and the other walking threads need little stack. */
+#define CHASE_THREAD_STACK_BYTES (1u << 16)
 
 static int chase_helper_start(chase_state *s, const cpu_set_t *allowed, int main_cpu, ml_error *err)
 {
@@ -905,13 +894,9 @@ static int chase_helper_start(chase_state *s, const cpu_set_t *allowed, int main
     h->element_bytes = s->element_bytes;
     for (int c = 0; c < s->k; c++)
         h->pos[c] = walk->pos[c];
-    int rc = chase_start_thread(&h->thread, cpu, chase_helper_main, h);
-    if (rc) {
-        if (rc == EINVAL)
-            return ml_fail(err, ML_ERR_VALUE, rc,
-                           "helper_cpu=%d cannot be used by this process (affinity or cpuset)", cpu);
-        return ml_fail(err, ML_ERR_OS, rc, "cannot start the helper thread on CPU %d", cpu);
-    }
+    if (ml_thread_start_pinned(&h->thread, cpu, CHASE_THREAD_STACK_BYTES, chase_helper_main, h, err,
+                               "the helper thread"))
+        return -1;
     h->running = 1;
     walk->progress = &h->progress;
     return 0;
@@ -993,12 +978,10 @@ static int chase_workers_start(chase_state *s, uint64_t fixed_steps, ml_error *e
         chase_walker *w = &s->walkers[t];
         w->fixed_steps = fixed_steps;
         w->steps = w->elapsed_ns = w->cpu_ns = 0;
-        int rc = chase_start_thread(&w->thread, w->cpu, chase_worker_main, w);
-        if (rc) {
+        if (ml_thread_start_pinned(&w->thread, w->cpu, CHASE_THREAD_STACK_BYTES, chase_worker_main, w, err,
+                                   "walking thread %d of threads=%d", t, s->threads)) {
             chase_workers_stop(s);
-            return ml_fail(err, rc == EAGAIN ? ML_ERR_MEMORY : ML_ERR_OS, rc,
-                           "cannot start walking thread %d of threads=%d on CPU %d: %s", t, s->threads,
-                           w->cpu, strerror(rc));
+            return -1;
         }
         w->running = 1;
     }

@@ -1,6 +1,9 @@
-/* Errors, measurement records, the counting bracket and the family table:
- * what every kernel shares. */
+/* Errors, measurement records, the counting bracket, pinned threads and the
+ * family table: what every kernel shares. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -59,6 +62,43 @@ int ml_cpu_supports(ml_cpu_feature feature)
 #else
     return 0;
 #endif
+}
+
+int ml_thread_start_pinned(pthread_t *tid, int cpu, size_t stack_bytes, void *(*fn)(void *), void *arg,
+                           ml_error *err, const char *what_fmt, ...)
+{
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0 && stack_bytes)
+        rc = pthread_attr_setstacksize(&attr, stack_bytes);
+    if (rc == 0 && cpu >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        if (cpu < CPU_SETSIZE)
+            CPU_SET(cpu, &one);
+        rc = cpu < CPU_SETSIZE ? pthread_attr_setaffinity_np(&attr, sizeof one, &one) : EINVAL;
+    }
+    if (rc == 0)
+        rc = pthread_create(tid, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    if (rc == 0)
+        return 0;
+    char what[160], where[32] = "(unpinned)";
+    va_list args;
+    va_start(args, what_fmt);
+    vsnprintf(what, sizeof what, what_fmt, args);
+    va_end(args);
+    if (cpu >= 0)
+        snprintf(where, sizeof where, "on CPU %d", cpu);
+    if (rc == EINVAL && cpu >= 0)
+        return ml_fail(err, ML_ERR_VALUE, rc,
+                       "cannot start %s on CPU %d: not a CPU this process may use (affinity or cpuset)",
+                       what, cpu);
+    /* an OSError shows the errno itself; a MemoryError only says what the message says */
+    if (rc == EAGAIN)
+        return ml_fail(err, ML_ERR_MEMORY, rc, "cannot start %s %s: %s (errno %d: too many threads, or no "
+                       "memory for a thread stack)", what, where, strerror(rc), rc);
+    return ml_fail(err, ML_ERR_OS, rc, "cannot start %s %s: %s", what, where, strerror(rc));
 }
 
 int ml_metric_add(ml_measurement *m, const char *name, double value)

@@ -233,22 +233,10 @@ static int c2c_measure(void *state, ml_context *ctx, ml_measurement *out, ml_err
     pthread_t tids[2];
     int created = 0;
     for (int i = 1; i >= 0; i--) { /* B first: it waits for A's first step */
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpus[i], &set);
-        int rc = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
-        if (rc == 0)
-            rc = pthread_create(&tids[created], &attr, c2c_thread, &st->side[i]);
-        pthread_attr_destroy(&attr);
-        if (rc != 0) {
+        if (ml_thread_start_pinned(&tids[created], cpus[i], 0, c2c_thread, &st->side[i], err, "the %s thread",
+                                   i ? "cpu_b" : "cpu_a")) {
             c2c_stop_join(st, tids, created);
-            if (rc == EINVAL)
-                return ml_fail(err, ML_ERR_VALUE, 0, "%s=%d: a thread cannot be pinned there",
-                               i ? "cpu_b" : "cpu_a", cpus[i]);
-            return ml_fail(err, ML_ERR_OS, rc, "pthread_create of the thread on %s=%d failed",
-                           i ? "cpu_b" : "cpu_a", cpus[i]);
+            return -1;
         }
         created++;
     }

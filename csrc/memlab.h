@@ -3,6 +3,7 @@
 #ifndef MEMLAB_H
 #define MEMLAB_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -67,6 +68,20 @@ typedef enum {
  * as on a CPU without them, so an AVX-512 host can test the AVX2 paths and
  * the refusal of a missing ISA.  Hiding a feature hides every wider one. */
 int ml_cpu_supports(ml_cpu_feature feature);
+
+/* ---- threads (core.c) ----------------------------------------------- */
+
+/* Start fn(arg) on a new thread pinned to `cpu` from its first instruction
+ * (the affinity is set in the attributes before the thread exists, so it
+ * never runs elsewhere); cpu < 0 leaves it where the scheduler puts it.
+ * stack_bytes 0 keeps the default stack.  On failure nothing was started
+ * and err names the thread (`what_fmt`, printf-style: "worker 1 of 2"),
+ * the CPU and the error: a CPU this process may not use (EINVAL) is
+ * ML_ERR_VALUE, too many threads or no memory for a stack (EAGAIN)
+ * ML_ERR_MEMORY, anything else ML_ERR_OS.  The caller joins what started. */
+int ml_thread_start_pinned(pthread_t *tid, int cpu, size_t stack_bytes, void *(*fn)(void *), void *arg,
+                           ml_error *err, const char *what_fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 
 /* ---- clock (clock.c) ------------------------------------------------ */
 

@@ -391,21 +391,10 @@ static int run_threads(share_state *s, ml_context *ctx, ml_error *err)
         w->returned_sum = 0;
         w->cas_failures = 0;
         w->start_ns = w->end_ns = 0;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        if (w->cpu >= 0) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(w->cpu, &one);
-            pthread_attr_setaffinity_np(&attr, sizeof one, &one);
-        }
-        int e = pthread_create(&s->tids[i], &attr, share_thread, w);
-        pthread_attr_destroy(&attr);
-        if (e) {
-            rc = ml_fail(err, e == EAGAIN ? ML_ERR_MEMORY : ML_ERR_OS, e, "pthread_create of thread %d of %d: %s",
-                         i, threads, strerror(e));
+        rc = ml_thread_start_pinned(&s->tids[i], w->cpu, 0, share_thread, w, err, "thread %d of %d", i,
+                                    threads);
+        if (rc)
             break;
-        }
         started++;
     }
     /* wait asleep for every started worker to be ready, looking at Ctrl-C */

@@ -59,10 +59,27 @@ def guarded(words: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
     return whole, whole[64 : 64 + words]
 
 
-@pytest.mark.build
-@pytest.mark.parametrize("chunk_bytes", CHUNKS)
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("width", WIDTHS)
+def assert_guards_unchanged(whole: np.ndarray, before: np.ndarray) -> None:
+    """The 64 guard words on each side of the view are as they were."""
+    np.testing.assert_array_equal(whole[:64], before[:64])
+    np.testing.assert_array_equal(whole[-64:], before[-64:])
+
+
+def kernel_cases(*, stores: bool):
+    """Run a kernel test for every width, size and chunking (and store kind, for the stores' tests)."""
+    marks = [pytest.mark.parametrize("width", WIDTHS), pytest.mark.parametrize("size", SIZES),
+             pytest.mark.parametrize("chunk_bytes", CHUNKS)]
+    if stores:
+        marks.append(pytest.mark.parametrize("stores", bw.STORES))
+
+    def mark(test):
+        for each in [*marks, pytest.mark.build]:  # as decorators listed bottom-up: ids width-size-chunk[-stores]
+            test = each(test)
+        return test
+    return mark
+
+
+@kernel_cases(stores=False)
 def test_sum_twin_of_the_read_adds_every_word_once_per_pass(width, size, chunk_bytes):
     needs_width(width)
     rng = np.random.default_rng(size)
@@ -74,11 +91,7 @@ def test_sum_twin_of_the_read_adds_every_word_once_per_pass(width, size, chunk_b
     np.testing.assert_array_equal(whole, before)  # a read changes nothing
 
 
-@pytest.mark.build
-@pytest.mark.parametrize("stores", bw.STORES)
-@pytest.mark.parametrize("chunk_bytes", CHUNKS)
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("width", WIDTHS)
+@kernel_cases(stores=True)
 def test_write_stores_the_value_into_exactly_its_words(width, size, chunk_bytes, stores):
     needs_width(width)
     rng = np.random.default_rng(size + 1)
@@ -88,15 +101,10 @@ def test_write_stores_the_value_into_exactly_its_words(width, size, chunk_bytes,
     bw.run_pass("write", dst=view, width=width, stores=stores, value=value, passes=2,
                 chunk_bytes=chunk_bytes)
     assert (view == value).all()
-    np.testing.assert_array_equal(whole[:64], before[:64])
-    np.testing.assert_array_equal(whole[-64:], before[-64:])
+    assert_guards_unchanged(whole, before)
 
 
-@pytest.mark.build
-@pytest.mark.parametrize("stores", bw.STORES)
-@pytest.mark.parametrize("chunk_bytes", CHUNKS)
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("width", WIDTHS)
+@kernel_cases(stores=True)
 def test_copy_makes_dst_equal_src_and_touches_nothing_else(width, size, chunk_bytes, stores):
     needs_width(width)
     rng = np.random.default_rng(size + 2)
@@ -106,8 +114,7 @@ def test_copy_makes_dst_equal_src_and_touches_nothing_else(width, size, chunk_by
     bw.run_pass("copy", src, dst, width=width, stores=stores, chunk_bytes=chunk_bytes)
     np.testing.assert_array_equal(dst, src)
     np.testing.assert_array_equal(src_whole, src_before)
-    np.testing.assert_array_equal(dst_whole[:64], dst_before[:64])
-    np.testing.assert_array_equal(dst_whole[-64:], dst_before[-64:])
+    assert_guards_unchanged(dst_whole, dst_before)
 
 
 @pytest.mark.build
@@ -495,7 +502,7 @@ def test_a_thread_that_cannot_start_leaves_no_thread_running():
     if "Operation not permitted" in result.stderr:
         pytest.skip("cannot drop to an unprivileged user here to make thread creation fail")
     assert result.returncode == 0, result.stderr
-    assert "refused: pthread_create of worker 1 of 2" in result.stdout
+    assert "refused: cannot start worker 1 of 2 (unpinned): " in result.stdout
     counts = dict(re.findall(r"threads (before|after): (\d+)", result.stdout))
     assert counts["before"] == counts["after"], result.stdout
 

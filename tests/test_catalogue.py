@@ -557,6 +557,179 @@ CASES = [
 ]
 
 
+# ---- figures 5.3, 6.2, 6.4, 6.5, 7.1 (the chase) and 6.12 (atomic increments) ---------------------
+
+NUMA_DISTANCES = (10, 16, 22)
+
+
+def numa(costs, nodes=3, sizes=SIZES):
+    """Random walks by (op, hops) -> ns per element; ``nodes`` nodes with memory in the facts."""
+    facts = {"numa_nodes": [{"node": n, "cpus": str(n), "has_memory": True, "distances": []} for n in range(nodes)]}
+    return chase(*[({"order": "random", "op": op, "npad": 7, "numa_distance": NUMA_DISTANCES[hop]}, fn)
+                   for (op, hop), fn in costs.items()], sizes=sizes, **facts)
+
+
+def flat(ns):
+    return lambda ws: ns
+
+
+READS = {("follow", 0): steps(1, 2, 100), ("follow", 1): steps(1, 2, 109), ("follow", 2): steps(1, 2, 130)}
+
+
+def pairs(slowdowns, sizes=SIZES, series=None):
+    """Figure 6.2: per series, ns with both values in the first line (``steps(1, 2, 10)``) and the
+    other placement that much slower (a fraction) by region: (l1, l2, memory)."""
+    entries = []
+    for name, match in catalogue.FIG6_2_SERIES.items():
+        if series is not None and name not in series:
+            continue
+        l1, l2, memory = slowdowns
+        far = (match["element_bytes"] - 64) // 8
+        entries.append(({**match, "op": "addpair", "pair_word": 2}, steps(1, 2, 10)))
+        entries.append(({**match, "op": "addpair", "pair_word": far}, steps(1 + l1, 2 * (1 + l2), 10 * (1 + memory))))
+    return chase(*entries, sizes=sizes)
+
+
+def misaligned(sequential, random=(0.1, 0.1), sizes=SIZES, orders=("sequential", "random")):
+    """Figure 6.4: per order the misaligned slowdown (l2, memory); aligned costs steps(1, 2, 10)."""
+    entries = []
+    for order, (l2, memory) in (("sequential", sequential), ("random", random)):
+        if order in orders:
+            entries.append(({"order": order, "npad": 1, "op": "inc", "misalign_bytes": 0}, steps(1, 2, 10)))
+            entries.append(({"order": order, "npad": 1, "op": "inc", "misalign_bytes": 4},
+                            steps(1, 2 * (1 + l2), 10 * (1 + memory))))
+    return chase(*entries, sizes=sizes)
+
+
+def surface(conflict, distances=catalogue.FIG6_5_DISTANCES, ways=8):
+    """Figure 6.5: 64-byte elements ``d`` apart, lists of 1..16; ``conflict(d, n)`` says which points
+    miss the L1d (5 ns against 1.5). The machine's L1d is 32 KiB with ``ways`` ways."""
+    caches = [dict(c, ways=ways) if c["level"] == 1 else c for c in MACHINE["caches"]]
+    entries = [{"element_distance": d, "working_set_bytes": 64 * n, "npad": 7, "order": "sequential",
+                "ns_per_element": 5.0 if conflict(d, n) else 1.5, "context_core_GHz": 2.0}
+               for d in distances for n in range(1, 17)]
+    return rows("chase", entries, caches=caches)
+
+
+def one_way(d, n):
+    return d % 64 == 0 and n > 8
+
+
+def cpi(fn, missing=None, counters=True):
+    """Figure 7.1: random NPAD=0 rows with cycles and instructions giving ``fn(ws)`` cycles per instruction."""
+    ds = chase(({"order": "random", "npad": 0}, fn))
+    for row in ds.rows:
+        if counters:
+            row["counter_instructions"] = 1000.0
+            row["counter_cycles"] = 1000.0 * fn(row["working_set_bytes"])
+        if missing:
+            row["counters_missing"] = missing
+    return ds
+
+
+NO_PMU = {"cycles": "event not supported by this CPU or hypervisor (ENOENT)",
+          "instructions": "event not supported by this CPU or hypervisor (ENOENT)"}
+SOURCE_6_12 = {"sync_add_and_fetch": 230.0, "sync_fetch_and_add": 210.0, "sync_cas": 730.0}
+
+
+def atomics(ns, threads=(1, 2), **facts):
+    """Figure 6.12: ns per increment per thread of each form on one counter, the same at every thread count."""
+    return rows("share", [{"threads": n, "disp_longs": 0, "atomic": True, "atomic_op": form,
+                           "ns_per_increment_per_thread": value}
+                          for n in threads for form, value in ns.items()], **facts)
+
+
+CASES += [
+    ("fig5.3", 0, numa(READS), numa({**READS, ("follow", 1): steps(1, 2, 100)}),
+     numa({("follow", 0): steps(1, 2, 100)}, nodes=1), "one NUMA node with memory"),
+    ("fig5.3", 1, numa(READS), numa({**READS, ("follow", 2): steps(1, 2, 105)}),
+     numa({("follow", 0): steps(1, 2, 100), ("follow", 1): steps(1, 2, 109)}, nodes=2), "needs memory at 0, 1 and 2"),
+    ("fig5.3", 2, numa({("follow", 0): steps(1, 2, 100), ("inc", 0): steps(1, 2, 130)}, nodes=1),
+     numa({("follow", 0): steps(1, 2, 100), ("inc", 0): steps(1, 2, 100)}, nodes=1),
+     numa({("follow", 0): steps(1, 2, 100), ("inc", 0): steps(1, 2, 130)}, nodes=1, sizes=SIZES[:11]),
+     "beyond 4x the L2"),
+    ("fig6.2", 0, pairs((0.0, 0.17, 0.27)), pairs((0.5, 0.17, 0.27)), pairs((0.0, 0.17, 0.27), sizes=SIZES[6:]),
+     "within the L1d"),
+    ("fig6.2", 1, pairs((0.0, 0.17, 0.27)), pairs((0.0, 0.17, -0.05)), pairs((0.0, 0.17, 0.27), sizes=SIZES[:11]),
+     "beyond 4x the L2"),
+    ("fig6.2", 2, pairs((0.0, 0.30, 0.10)), pairs((0.0, 0.0, 0.10)),
+     pairs((0.0, 0.30, 0.10), series=["sequential, 4 lines"]), "order=random"),
+    ("fig6.4", 0, misaligned((3.0, 0.25)), misaligned((0.0, 0.25)), misaligned((3.0, 0.25), orders=("random",)),
+     "order=sequential"),
+    ("fig6.4", 1, misaligned((3.0, 0.25)), misaligned((3.0, 0.0)), misaligned((3.0, 0.25), sizes=SIZES[:11]),
+     "beyond 4x the L2"),
+    ("fig6.4", 2, misaligned((3.0, 0.25), (0.3, 0.1)), misaligned((0.05, 0.25), (0.3, 0.1)),
+     misaligned((3.0, 0.25), orders=("sequential",)), "order=random"),
+    ("fig6.5", 0, surface(one_way), surface(lambda d, n: False), surface(one_way, ways=16), "16 ways"),
+    ("fig6.5", 1, surface(one_way), surface(lambda d, n: n > 8), surface(one_way, distances=(64, 128)),
+     "too few sets"),
+    ("fig6.5", 2, surface(one_way), surface(lambda d, n: d % 64 == 0 and n > 4),
+     surface(one_way, distances=(1, 2, 3)), "one L1d way"),
+    ("fig7.1", 0, cpi(steps(1, 3, 20)), cpi(steps(3, 3, 20)), cpi(steps(1, 3, 20), missing=NO_PMU, counters=False),
+     "no PMU: cycles"),
+    ("fig7.1", 1, cpi(steps(1, 3, 20)), cpi(steps(1, 3, 3)), cpi(steps(1, 3, 20), counters=False),
+     "no cycles and instructions counters"),
+    ("fig6.12", 0, atomics(SOURCE_6_12), atomics({**SOURCE_6_12, "sync_cas": 300.0}),
+     atomics(SOURCE_6_12, cpu_count=1), "needs 2 CPUs"),
+    ("fig6.12", 1, atomics(SOURCE_6_12), atomics({**SOURCE_6_12, "sync_fetch_and_add": 150.0}),
+     atomics(SOURCE_6_12, threads=(1,)), "only one thread"),
+]
+
+
+def test_numa_numbers_read_the_ratio_by_hops():
+    entry = catalogue.item("fig5.3")
+    ds = numa({**READS, ("inc", 0): steps(1, 2, 120), ("inc", 2): steps(1, 2, 158)})
+    values = [n.measure(ds)[0] for n in entry.numbers]
+    assert values == pytest.approx([1.09, 1.30, 1.58, 158 / 120])
+    value, reason = entry.numbers[0].measure(numa({("follow", 0): steps(1, 2, 100)}, nodes=1))
+    assert value is None and "no remote memory" in reason
+
+
+def test_two_line_and_misalignment_numbers_are_percent_slowdowns():
+    assert catalogue.item("fig6.2").numbers[0].measure(pairs((0.0, 0.17, 0.27)))[0] == pytest.approx(17)
+    assert catalogue.item("fig6.4").numbers[0].measure(misaligned((3.0, 0.25)))[0] == pytest.approx(300)
+    assert catalogue.item("fig6.2").numbers[2].ratio(30.0) is None  # the source gives a range, 25-35%
+
+
+def test_associativity_numbers_are_cycles_and_the_l1d_read_off_the_map():
+    values = [n.measure(surface(one_way))[0] for n in catalogue.item("fig6.5").numbers]
+    assert values == [3.0, 10.0, 8.0, 32768.0]  # 1.5 and 5 ns at 2 GHz
+
+
+def test_atomic_seconds_read_the_million_per_thread_at_the_most_threads():
+    entry = catalogue.item("fig6.12")
+    ds = atomics(SOURCE_6_12, threads=(1,))
+    ds = Dataset(ds.rows + atomics({k: 2 * v for k, v in SOURCE_6_12.items()}, threads=(2,)).rows, ds.metadata)
+    seconds = [n.measure(ds)[0] for n in entry.numbers[:3]]
+    assert seconds == pytest.approx([0.46, 0.42, 1.46])  # 2 threads' ns x 1e6
+    assert not any(n.compare for n in entry.numbers[:3])
+    assert entry.numbers[4].measure(ds)[0] == pytest.approx(730 / 230)
+    assert "2 threads on one counter (the source: 4)" in judged("fig6.12", 0, ds).detail
+
+
+def test_figures_6_2_and_6_4_quick_keep_five_samples_of_each_placement(monkeypatch):
+    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    points = [{"order": "sequential", "working_set_bytes": s, "misalign_bytes": m} for s in SIZES for m in (0, 4)]
+    quick = catalogue.item("fig6.4").quick(Sweep("fig6_4", "chase", points, repeat=7))
+    assert quick.repeat == 5 and len(quick.points) == 2 * len({p["working_set_bytes"] for p in quick.points})
+
+
+def test_numa_counters_and_associativity_quick_variants(monkeypatch):
+    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    points = [{"order": o, "op": op, "working_set_bytes": s, "walk_cpu": 0, "memory_node": 0}
+              for o in ("random", "sequential") for op in ("follow", "inc") for s in SIZES]
+    for key, repeat in (("fig5.3", 5), ("fig7.1", 2)):
+        quick = catalogue.item(key).quick(Sweep(key, "chase", points, repeat=5))
+        assert {p["order"] for p in quick.points} == {"random"} and quick.repeat == repeat
+        assert len({p["working_set_bytes"] for p in quick.points}) == 4
+    numa = catalogue.item("fig5.3").quick(Sweep("fig5_3", "chase", points, repeat=5)).points
+    assert [p["op"] for p in numa[:4]] == ["follow", "inc", "follow", "inc"]  # read and write back to back
+    surface_points = [{"element_distance": d, "working_set_bytes": 64 * n} for d in range(1, 129) for n in range(1, 17)]
+    quick = catalogue.item("fig6.5").quick(Sweep("fig6_5", "chase", surface_points, repeat=3, target_seconds=0.01))
+    assert {p["element_distance"] for p in quick.points} == set(catalogue.FIG6_5_DISTANCES)
+    assert len(quick.points) == 16 * len(catalogue.FIG6_5_DISTANCES) and quick.target_seconds == 0.004
+
+
 def test_every_claim_has_its_three_cases():
     covered = {(key, index) for key, index, *_ in CASES}
     every = {(entry.key, index) for entry in catalogue.ITEMS for index in range(len(entry.claims))}
@@ -808,3 +981,27 @@ def test_two_thread_points_that_barely_ran_together_are_left_out():
     for row in ds.rows:
         row["overlap_fraction"] = 0.9
     assert judged("fig3.27", 1, ds).status == NOT_REPRODUCED
+
+
+def test_atomic_forms_are_compared_on_the_cpu_where_the_rows_say():
+    """Another process taking a CPU stretches the wall time of whichever form it hits; the threads'
+    own CPU time per increment does not count it."""
+    ds = atomics({**SOURCE_6_12, "sync_fetch_and_add": 900.0})  # fetch_and_add's run was preempted
+    for row in ds.rows:
+        row["cpu_ns_per_increment"] = {"sync_add_and_fetch": 23.0, "sync_fetch_and_add": 21.0,
+                                       "sync_cas": 73.0}[row["atomic_op"]]
+    assert judged("fig6.12", 1, ds).status == REPRODUCED
+    assert catalogue.item("fig6.12").numbers[0].measure(ds)[0] == pytest.approx(0.023)
+
+
+def test_atomic_forms_that_barely_ran_together_are_not_judged():
+    """Two threads that took turns on a busy machine never competed for the counter."""
+    ds = atomics(SOURCE_6_12)
+    for row in ds.rows:
+        row["mean_threads_on_cpu"] = 0.4 if row["threads"] == 2 else 0.9
+    for index in (0, 1):
+        found = judged("fig6.12", index, ds)
+        assert found.status == NOT_MEASURABLE and "ran together less than 50%" in found.detail
+    for row in ds.rows:
+        row["mean_threads_on_cpu"] = 1.8 if row["threads"] == 2 else 0.9
+    assert judged("fig6.12", 0, ds).status == REPRODUCED

@@ -435,7 +435,10 @@ class _Bar:
         if enabled and total > 0:
             self.bar = tqdm(total=round(total, 1), unit="s", desc="reproduce", file=sys.stderr,
                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, "
-                                       "~{remaining} left{postfix}", dynamic_ncols=True)
+                                       "~{remaining} left{postfix}", dynamic_ncols=True,
+                            # the rate over the whole run: one slow point (a 4 GiB fault sweep on a
+                            # busy machine) no longer turns the ETA into hours
+                            smoothing=0)
 
     def describe(self, text: str) -> None:
         if self.bar is not None:

@@ -334,3 +334,15 @@ def test_a_machine_without_cache_sizes_plans_the_other_items(monkeypatch, tmp_pa
     assert by_item["fig3.15"].sweep is None and "no cache facts" in by_item["fig3.15"].unmeasurable
     assert by_item["fig3.24"].sweep is None and "no cache facts" in by_item["fig3.24"].unmeasurable
     assert by_item["table6.1"].sweep is not None
+
+
+def test_the_overall_eta_uses_the_rate_of_the_whole_run():
+    """tqdm's default smoothing extrapolates from the last few updates: one slow point made the
+    full run's ETA read twelve hours half-way through a 78-minute run."""
+    module = importlib.import_module("memlab.reproduce")
+    bar = module._Bar(100.0, enabled=True)
+    try:
+        assert bar.bar is not None and bar.bar.smoothing == 0
+    finally:
+        bar.close()
+    assert module._Bar(100.0, enabled=False).bar is None

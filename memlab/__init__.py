@@ -12,7 +12,7 @@ from memlab._version import __version__
 from memlab.dataset import Dataset
 # The function shadows the submodule attribute: use `from memlab.compare import ...`
 # (or importlib) to reach the module's other names.
-from memlab.compare import compare
+from memlab.compare import compare, compare_machines
 from memlab.check import check
 from memlab.grid import Sweep, grid, zipped
 from memlab.measure import Measurement, core_ghz
@@ -31,6 +31,7 @@ __all__ = [
     "all_families",
     "check",
     "compare",
+    "compare_machines",
     "core_ghz",
     "get_family",
     "grid",

@@ -27,15 +27,17 @@ import os
 import textwrap
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from memlab.dataset import OUTCOME_PAIRS, Dataset
-from memlab.machine import cache_sizes
+from memlab.dataset import MACHINE_PARAM, OUTCOME_PAIRS, Dataset, machine_series
+from memlab.machine import cache_sizes, identity
 from memlab.units import format_bytes, format_param, metric_label
 
 __all__ = [
     "INSTALL_HINT",
     "as_dataset",
     "bars_figure",
+    "by_machine",
     "cache_sizes_of",
+    "default_machine",
     "family_of",
     "finite",
     "generic_figure",
@@ -44,6 +46,8 @@ __all__ = [
     "label",
     "line_figure",
     "log2_axis",
+    "machine_entries",
+    "machine_labels",
     "mark_caches",
     "narrow",
     "outcome_note",
@@ -338,6 +342,71 @@ def spread(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[list[float],
     return below, above
 
 
+def default_machine(ds: Dataset) -> tuple:
+    """The machine ``(host, fingerprint id)`` of rows that do not name one: the one the
+    metadata records, else ``(None, None)``.
+
+    >>> default_machine(Dataset([], {}))
+    (None, None)
+    """
+    facts = ds.metadata.get("machine")
+    if isinstance(facts, Mapping) and facts:
+        me = identity(facts)
+        return me["host"] or None, me["fingerprint_id"]
+    return None, None
+
+
+def machine_labels(ds: Dataset) -> list[str]:
+    """Which machine measured each row, as a label ("" for every row of a one-machine dataset).
+
+    See :func:`memlab.dataset.machine_series`: machines differ by fingerprint;
+    hosts of one fingerprint are told apart when they measured the same points.
+
+    >>> machine_labels(Dataset([{"family": "f", "n": 1, "context_host": "a", "context_fingerprint_id": "1"},
+    ...                         {"family": "f", "n": 1, "context_host": "b", "context_fingerprint_id": "2"}],
+    ...                        {"param_names": ["n"]}))
+    ['a', 'b']
+    """
+    return machine_series(ds.rows, ds.param_names, default_machine(ds))
+
+
+def by_machine(data: Dataset | str | os.PathLike) -> Dataset:
+    """The dataset as figures draw it: with several machines, each row gets a ``machine``
+    parameter (its label, the first parameter), so every figure kind draws one curve,
+    bar series or column per machine; a one-machine dataset is returned as it is.
+
+    >>> view = by_machine(Dataset([{"family": "f", "n": 1, "context_host": "a", "context_fingerprint_id": "1"},
+    ...                            {"family": "f", "n": 1, "context_host": "b", "context_fingerprint_id": "2"}],
+    ...                           {"param_names": ["n"]}))
+    >>> view.param_names, [row["machine"] for row in view.rows]
+    (['machine', 'n'], ['a', 'b'])
+    """
+    ds = as_dataset(data)
+    labels = machine_labels(ds)
+    if not any(labels):
+        return ds
+    metadata = dict(ds.metadata)
+    metadata["param_names"] = [MACHINE_PARAM] + [n for n in ds.param_names if n != MACHINE_PARAM]
+    return Dataset([{**row, MACHINE_PARAM: label} for row, label in zip(ds.rows, labels)], metadata)
+
+
+def machine_entries(ds: Dataset) -> list[dict[str, Any]]:
+    """The machines a dataset's metadata records, one entry each (``host``,
+    ``fingerprint_id``, ``fingerprint``, ``facts``): ``metadata["machines"]``, else
+    the single ``metadata["machine"]``.
+
+    >>> [e["host"] for e in machine_entries(Dataset([], {"machine": {"hostname": "a"}}))]
+    ['a']
+    """
+    entries = [e for e in ds.metadata.get("machines") or [] if isinstance(e, Mapping)]
+    if entries:
+        return [dict(e) for e in entries]
+    facts = ds.metadata.get("machine")
+    if isinstance(facts, Mapping) and facts:
+        return [{**identity(facts), "facts": dict(facts)}]
+    return []
+
+
 def cache_sizes_of(ds: Dataset) -> tuple[dict[str, int], str]:
     """Cache sizes in bytes for the dataset's machine, and where they came from.
 
@@ -351,13 +420,20 @@ def cache_sizes_of(ds: Dataset) -> tuple[dict[str, int], str]:
     facts = ds.metadata.get("machine") or {}
     if facts.get("caches"):
         return cache_sizes(facts), "dataset"
+    layouts = [cache_sizes(e.get("facts") or {}) for e in machine_entries(ds)]
+    if layouts and all(layout == layouts[0] for layout in layouts) and layouts[0]:
+        return layouts[0], "dataset"
+    if len(layouts) > 1:
+        return {}, "several machines with different caches: none marked"
     return cache_sizes(), "this machine"
 
 
 def set_title(fig, ds: Dataset, text: str) -> None:
     """The figure's title: ``text``, then the sweep and the CPU model the data came from."""
     machine = ds.metadata.get("machine") or {}
-    detail = [part for part in (ds.metadata.get("sweep"), machine.get("cpu_model")) if part]
+    machines = machine_entries(ds)
+    cpu = f"{len(machines)} machines" if len(machines) > 1 else machine.get("cpu_model")
+    detail = [part for part in (ds.metadata.get("sweep"), cpu) if part]
     fig.suptitle(text + (f"\n{' - '.join(map(str, detail))}" if detail else ""), fontsize=11)
 
 
@@ -396,7 +472,8 @@ def mark_caches(ax, sizes: Mapping[str, int], x_range: tuple[float, float], sour
             fontsize=8, color="0.3",
         )
     if source != "dataset":
-        ax.text(0.99, 0.01, f"cache sizes of {source}", transform=ax.transAxes, ha="right",
+        text = source if not sizes else f"cache sizes of {source}"
+        ax.text(0.99, 0.01, text, transform=ax.transAxes, ha="right",
                 va="bottom", fontsize=7, color="0.4")
 
 
@@ -491,12 +568,13 @@ def bars_figure(
     metric = metric or ds.primary_metric()
     rows = rows_with(ds, metric)
     changing = telling_names(ds, rows)
-    series = [n for n in series if n in changing]
     facet = [n for n in facet if n in changing]
+    machine = [MACHINE_PARAM] if MACHINE_PARAM in changing and MACHINE_PARAM not in facet else []
+    series = machine + [n for n in series if n in changing and n != MACHINE_PARAM]
     if category is None:
         category = [n for n in changing if n not in series and n not in facet]
     else:
-        category = [n for n in category if n in changing]
+        category = [n for n in category if n in changing and n not in series]
     panels = groups(rows, facet)
     per_panel = [len(groups(members, category)) * max(1, len(groups(members, series)))
                  for members in panels.values()]

@@ -1,6 +1,6 @@
 """The `memlab` command: one argparse tree with every subcommand.
 
-``memlab info | check | run | sweep | compare | plot | report | tour | reproduce`` (and
+``memlab info | check | run | sweep | merge | compare | plot | report | tour | reproduce`` (and
 ``python -m memlab ...``); an experiment script's command line
 (:func:`script_main`) is ``memlab sweep`` applied to the script's sweeps.
 
@@ -45,14 +45,14 @@ from memlab._version import __version__
 from memlab.chart import outcome_note, require_matplotlib
 from memlab.check import TUNABLE_SETTINGS, largest_bytes, read_cpu_times, reset, tune
 from memlab.check import check as machine_check
-from memlab.compare import compare, parse_fraction
-from memlab.dataset import Dataset, DatasetWriter, check_compatible, paths_for
+from memlab.compare import compare, compare_machines, load_dataset, parse_fraction
+from memlab.dataset import Dataset, DatasetWriter, check_compatible, machine_key, paths_for
 from memlab.family import Family, ParamSpec
 from memlab.files import atomic_write, check_output_directory, check_output_file
 from memlab.grid import Sweep, as_sweeps, parse_shard, shard_points
 from memlab.measure import MAX_REPEAT, MAX_WARMUP, Measurement
 from memlab.report import as_items, write_report
-from memlab.reproduce import format_seconds, listing, reproduce
+from memlab.reproduce import listing, reproduce
 from memlab.sweep import (
     estimate_seconds,
     output_path,
@@ -274,7 +274,27 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --no-resume: move an existing dataset aside (NAME.replaced-TIME.csv)")
     _progress_options(sweep)
     _measure_options(sweep, "CSV path (one sweep) or folder (several); default results/")
+    fleet_options = sweep.add_argument_group(
+        "fleet (docs/fleet.md; needs pip install 'memlab[fleet]')",
+        "measure on the workers of a Dask cluster that offer the resource memlab=1")
+    fleet_options.add_argument("--scheduler", metavar="ADDRESS",
+                               help="the Dask scheduler, e.g. tcp://HOST:8786")
+    fleet_mode = fleet_options.add_mutually_exclusive_group()
+    fleet_mode.add_argument("--each-host", action="store_true",
+                            help="measure the whole sweep on every host (rows name their host)")
+    fleet_mode.add_argument("--spread", action="store_true",
+                            help="split the points over hosts whose machines agree on CPU model, "
+                            "CPU count, kernel and memory (refused otherwise)")
     sweep.set_defaults(handler=cmd_sweep)
+
+    merge = sub.add_parser(
+        "merge", help="merge datasets (shards, hosts) into one",
+        description="Merge datasets of one sweep (shards of a Slurm job array, the hosts of a fleet) "
+        "into one. The same point measured twice by the same machine is an error unless --dedupe.")
+    merge.add_argument("out", help="the merged dataset (.csv)")
+    merge.add_argument("datasets", nargs="+", metavar="DATASET", help="datasets (.csv, .json or stem)")
+    merge.add_argument("--dedupe", action="store_true", help="keep the first row of a point measured twice")
+    merge.set_defaults(handler=cmd_merge)
 
     _compare_parser(sub)
 
@@ -410,7 +430,13 @@ def _compare_parser(sub) -> None:
         ),
     )
     parser.add_argument("baseline", help="baseline dataset file")
-    parser.add_argument("candidate", help="candidate dataset file")
+    parser.add_argument("candidate", nargs="?",
+                        help="candidate dataset file (with --by-machine: optional, merged with the first)")
+    parser.add_argument("--by-machine", action="store_true",
+                        help="compare the machines of the dataset(s) point by point, each against the "
+                        "first by name (or --baseline-machine)")
+    parser.add_argument("--baseline-machine", metavar="NAME",
+                        help="with --by-machine: the machine the others are compared with")
     parser.add_argument("--metric", help="metric to compare (default: the baseline's primary metric)")
     parser.add_argument("--better", choices=("lower", "higher"),
                         help="whether lower or higher values are better (default: from the metric's name)")
@@ -581,6 +607,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweeps = as_sweeps(script(quick=args.quick))
     else:
         sweeps = resolve(args.name, quick=args.quick)
+    if args.scheduler is None and (args.each_host or args.spread):
+        raise UsageError(f"--{'each-host' if args.each_host else 'spread'} needs --scheduler ADDRESS")
+    if args.scheduler is not None and not (args.each_host or args.spread):
+        raise UsageError("--scheduler needs --each-host (the whole sweep on every host) "
+                         "or --spread (its points split over identical hosts)")
+    incomplete = False
     if args.force and not args.no_resume:
         raise UsageError("--force goes with --no-resume (it moves an existing dataset aside)")
     paths = [output_path(args.out, sweep, len(sweeps) > 1) for sweep in sweeps]
@@ -589,15 +621,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             check_output_directory(path.parent, "--out")
         check_output_file(path, "--out")
     overall = None
-    if len(sweeps) > 1:
+    if len(sweeps) > 1 and not args.each_host:  # each-host: points times hosts, unknown before connecting
         total = sum(len(shard_points(s.points, parse_shard(args.shard))) for s in sweeps)
         overall = progress_bar(total, f"{len(sweeps)} sweeps", enabled=progress_enabled(not args.no_progress))
     try:
         for sweep, path in zip(sweeps, paths):
             dataset = run_sweep(sweep, path, shard=args.shard, resume=not args.no_resume, force=args.force,
                                 progress=not args.no_progress, repeat=args.repeat, warmup=args.warmup,
-                                cpu=args.cpu, overall=overall)
-            message = f"{sweep.family}.{sweep.name}: {len(dataset)} rows -> {path}"
+                                cpu=args.cpu, overall=overall, client=args.scheduler,
+                                each_host=args.each_host, spread=args.spread)
+            hosts = ""
+            if args.scheduler is not None:
+                count = len({machine_key(row) for row in dataset.rows})
+                hosts = f" from {count} host{'' if count == 1 else 's'}"
+                incomplete |= bool(dataset.metadata.get("fleet", {}).get("lost"))
+            message = f"{sweep.family}.{sweep.name}: {len(dataset)} rows{hosts} -> {path}"
             if overall is not None:
                 overall.write(message, file=sys.stdout)
             else:
@@ -605,6 +643,38 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finally:
         if overall is not None:
             overall.close()
+    if incomplete:
+        print("memlab sweep: error: hosts left the cluster before their points were measured; "
+              "run the same command again to measure them", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """``memlab merge OUT DATASET...``: one dataset of several (shards, hosts).
+
+    0: merged; 2: a dataset that is missing or unreadable, or the same point
+    measured twice by one machine without ``--dedupe``; 1: the merged file
+    cannot be written.
+    """
+    out = Path(args.out)
+    if out.parent != Path(""):
+        check_output_directory(out.parent, "OUT")
+    check_output_file(out, "OUT")
+    datasets = []
+    for path in args.datasets:
+        try:
+            datasets.append(Dataset.load(path))
+        except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
+            return _error("merge", error if isinstance(error, OSError) else f"{path}: {error}", 2)
+    try:
+        merged = Dataset.merge(*datasets, dedupe=args.dedupe)
+    except ValueError as error:
+        return _error("merge", error, 2)
+    merged.save(out)
+    machines = len({machine_key(row) for row in merged.rows})
+    print(f"{len(datasets)} datasets, {len(merged)} rows from {machines} "
+          f"machine{'' if machines == 1 else 's'} -> {out}")
     return 0
 
 
@@ -656,12 +726,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     arguments or datasets that cannot be compared (missing or corrupt file,
     unknown metric direction, no point in common).
     """
+    if args.baseline_machine and not args.by_machine:
+        return _error("compare", "--baseline-machine needs --by-machine", 2)
+    if args.candidate is None and not args.by_machine:
+        return _error("compare", "a candidate dataset is needed (or --by-machine to compare the "
+                      "machines of one dataset)", 2)
     try:
         fail_above = parse_fraction("fail_above", args.fail_above) if args.fail_above else None
         if args.threshold:
             threshold = parse_fraction("threshold", args.threshold)
         else:
             threshold = fail_above if fail_above is not None and fail_above < 1 else 0.05
+        if args.by_machine:
+            return _compare_machines(args, threshold, fail_above)
         comparison = compare(
             args.baseline, args.candidate, metric=args.metric, better=args.better,
             threshold=threshold, alpha=args.alpha, confidence=args.confidence,
@@ -684,6 +761,30 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"memlab compare: {len(comparison.unjudged)} point(s) without a verdict "
               f"(too noisy or too few samples) and --fail-on-noise", file=sys.stderr)
         return 1
+    return 0
+
+
+def _compare_machines(args: argparse.Namespace, threshold: float, fail_above: float | None) -> int:
+    """``memlab compare --by-machine``: every machine against the first (exit 0; 1 with
+    --fail-above when a machine is significantly worse by at least that much)."""
+    paths = [args.baseline] + ([args.candidate] if args.candidate else [])
+    datasets = [load_dataset(path, "dataset") for path in paths]
+    data = datasets[0] if len(datasets) == 1 else Dataset.merge(*datasets)
+    comparisons = compare_machines(data, baseline=args.baseline_machine, metric=args.metric,
+                                   better=args.better, threshold=threshold, alpha=args.alpha,
+                                   confidence=args.confidence)
+    if args.json:
+        print(json.dumps({name: c.to_dict() for name, c in comparisons.items()}, indent=2, default=str))
+    else:
+        print("\n\n".join(f"== {name}\n{c.format()}" for name, c in comparisons.items()))
+    if not any(c.points for c in comparisons.values()):
+        return _error("compare", "the machines have no point in common", 2)
+    if fail_above is not None:
+        failing = sum(len(c.failing(fail_above)) for c in comparisons.values())
+        if failing:
+            print(f"memlab compare: {failing} point(s) significantly worse by at least {fail_above:.1%} "
+                  f"than on the baseline machine", file=sys.stderr)
+            return 1
     return 0
 
 
@@ -773,8 +874,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         summary = ", ".join(f"{counts[s]} {s}" for s in catalogue.VERDICTS if counts[s])
         print(f"{judged.item.key:<20} {summary}" + (f"  [{judged.error}]" if judged.error else ""))
     totals = ", ".join(f"{result.count(s)} {s}" for s in catalogue.VERDICTS)
-    print(f"reproduce: {len(result.items)} items in {format_seconds(result.seconds)}: {totals}; "
-          f"report -> {result.report}")
+    print(f"reproduce: {len(result.items)} items: {totals}; report -> {result.report}")
+    print(f"reproduce: time: {result.timing()}")
     _say_if_no_figures("reproduce")
     if result.interrupted:
         return 130
@@ -862,7 +963,7 @@ def _dispatch(argv: list[str], script: SweepFactory | None) -> int:
         with _sigint_ignored():  # a second Ctrl-C while this is printed changes nothing
             print("memlab: interrupted; rows measured so far are on disk", file=sys.stderr)
         return EXIT_STATUS["interrupted"]
-    except ImportError as error:  # an optional dependency (matplotlib) is missing
+    except ImportError as error:  # an optional dependency (matplotlib, the fleet extra) is missing
         print(f"memlab {args.command}: {error}", file=sys.stderr)
         return EXIT_STATUS["failed"]
     except (OSError, MemoryError, TimeoutError, RuntimeError) as error:

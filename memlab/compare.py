@@ -30,8 +30,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from memlab.chart import default_machine, machine_entries, machine_labels
 from memlab.machine import FINGERPRINT_FACTS, fingerprint
-from memlab.dataset import SAMPLES, Dataset, DatasetError, key_value, paths_for, point_key, statistic_column
+from memlab.dataset import (
+    SAMPLES,
+    MACHINE_PARAM,
+    Dataset,
+    DatasetError,
+    key_value,
+    machine_key,
+    paths_for,
+    point_key,
+    statistic_column,
+)
 from memlab.dataset import param_names as schema_param_names
 from memlab.significance import (
     clean_samples,
@@ -50,6 +61,7 @@ __all__ = [
     "SETTING_FACTS",
     "PointComparison",
     "compare",
+    "compare_machines",
     "load_dataset",
     "metadata_fingerprint",
     "metric_direction",
@@ -441,6 +453,11 @@ def compare(
     interval of the ratio of medians. Returns a :class:`Comparison`; print it
     for the report.
 
+    When either side holds rows of several machines (a fleet sweep,
+    docs/fleet.md), each machine is compared with the same machine on the
+    other side (``machine`` is then a parameter of the points) and machine
+    differences are listed per machine.
+
     >>> from memlab.dataset import Dataset
     >>> meta = {"param_names": ["n"], "primary_metric": "ns_per_element"}
     >>> def row(n, scale):
@@ -470,6 +487,14 @@ def compare(
     direction = metric_direction(metric, better)
     for role, rows in (("baseline", base_rows), ("candidate", cand_rows)):
         _check_metric_present(metric, rows, role)
+    per_machine = _per_machine(base_rows, base_meta, cand_rows, cand_meta)
+    if per_machine is not None:
+        base_rows, base_meta, cand_rows, cand_meta, machine_differences, machine_unknown = per_machine
+    else:
+        machine_differences = _differences(
+            metadata_fingerprint(base_meta) or {}, metadata_fingerprint(cand_meta) or {}, MACHINE_FACTS)
+        machine_unknown = [side for side, meta in (("baseline", base_meta), ("candidate", cand_meta))
+                           if not metadata_fingerprint(meta)]
     param_names = _param_names(base_rows, base_meta, cand_rows, cand_meta, warnings)
     base_points = _index_rows(base_rows, param_names, metric, "baseline", warnings)
     cand_points = _index_rows(cand_rows, param_names, metric, "candidate", warnings)
@@ -494,14 +519,8 @@ def compare(
         points=points,
         only_in_baseline=[p for k, (p, _, _) in base_points.items() if k not in cand_points],
         only_in_candidate=[p for k, (p, _, _) in cand_points.items() if k not in base_points],
-        machine_differences=_differences(
-            metadata_fingerprint(base_meta) or {}, metadata_fingerprint(cand_meta) or {},
-            MACHINE_FACTS,
-        ),
-        machine_unknown=[
-            side for side, meta in (("baseline", base_meta), ("candidate", cand_meta))
-            if not metadata_fingerprint(meta)
-        ],
+        machine_differences=machine_differences,
+        machine_unknown=machine_unknown,
         setting_differences=_differences(
             base_meta.get("machine") or {}, cand_meta.get("machine") or {}, SETTING_FACTS
         ),
@@ -510,6 +529,109 @@ def compare(
         baseline_label=base_label,
         candidate_label=cand_label,
     )
+
+
+def compare_machines(
+    data: Any,
+    baseline: str | None = None,
+    **options: Any,
+) -> dict[str, Comparison]:
+    """The machines of one dataset compared point by point: each against the baseline machine.
+
+    ``data`` is a Dataset (or path) holding rows of several machines (a
+    fleet sweep in each-host mode, merged shards of several hosts); the
+    machines are told apart as its figures tell them apart
+    (:func:`memlab.chart.machine_labels`). ``baseline`` names the machine the
+    others are compared with (default: the first by name). Returns ``{machine:
+    Comparison}`` for every other machine; ``options`` go to :func:`compare`
+    (metric, better, threshold, ...). Each side's metadata carries its own
+    machine's fingerprint, so the comparison lists how the machines differ.
+
+    >>> rows = [{"family": "f", "n": 1, "t_ns": v, "t_ns_samples": [v] * 5, "context_host": h,
+    ...          "context_fingerprint_id": h * 3} for h, v in (("a", 1.0), ("b", 2.0))]
+    >>> result = compare_machines(Dataset(rows, {"param_names": ["n"], "primary_metric": "t_ns"}))
+    >>> list(result), result["b"].points[0].ratio
+    (['b'], 2.0)
+    """
+    ds = data if isinstance(data, Dataset) else load_dataset(data, "dataset")
+    labels = machine_labels(ds)
+    names = sorted(set(labels))
+    if len(names) < 2:
+        raise ValueError("the dataset holds the rows of one machine; comparing machines needs "
+                         "rows from two or more (a fleet sweep, or merged datasets of several hosts)")
+    if baseline is None:
+        baseline = names[0]
+    if baseline not in names:
+        raise ValueError(f"baseline machine {baseline!r} is not in the dataset (machines: {', '.join(names)})")
+    entries = machine_entries(ds)
+
+    def side(name: str) -> Dataset:
+        rows = [row for row, label in zip(ds.rows, labels) if label == name]
+        metadata = {k: v for k, v in ds.metadata.items()
+                    if k not in ("machine", "machine_id", "machine_fingerprint", "machines")}
+        keys = {machine_key(row) for row in rows}
+        mine = [e for e in entries if (e.get("host"), e.get("fingerprint_id")) in keys
+                or (None, e.get("fingerprint_id")) in keys]
+        if mine:
+            metadata["machine"] = dict(mine[0].get("facts") or {})
+            metadata["machine_fingerprint"] = dict(mine[0].get("fingerprint") or {})
+        return Dataset(rows, metadata)
+
+    base = side(baseline)
+    return {name: compare(base, side(name), **options) for name in names if name != baseline}
+
+
+def _machines_of(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]) -> tuple[list[str], dict]:
+    """Each row's machine label, and ``{label: fingerprint}`` of the machines the metadata describes.
+
+    A dataset of one machine labels every row with that machine's host name
+    (else its fingerprint id), so that it matches the same host in a
+    dataset of several."""
+    ds = Dataset(list(rows), dict(metadata))
+    labels = machine_labels(ds)
+    default = default_machine(ds)
+    keys = [machine_key(row, default) for row in rows]
+    if not any(labels):
+        labels = [host or print_id or "unknown machine" for host, print_id in keys]
+    entries = {(e.get("host") or None, e.get("fingerprint_id")): e for e in machine_entries(ds)}
+    prints: dict[str, Any] = {}
+    for label, key in zip(labels, keys):
+        entry = entries.get(key) or next((e for (h, p), e in entries.items() if p == key[1]), None)
+        if label not in prints or not prints[label]:
+            prints[label] = dict((entry or {}).get("fingerprint") or {})
+    return labels, prints
+
+
+def _per_machine(
+    base_rows: Sequence[Mapping[str, Any]],
+    base_meta: Mapping[str, Any],
+    cand_rows: Sequence[Mapping[str, Any]],
+    cand_meta: Mapping[str, Any],
+) -> tuple | None:
+    """When either side holds rows of several machines (a fleet sweep): both sides with a
+    ``machine`` parameter, so that each machine's points meet the same machine's points
+    rather than pooling the machines' samples, and the fingerprint differences and
+    missing fingerprints machine by machine (``"node-a: kernel_release"``). None when
+    both sides are one machine each."""
+    base_labels, base_prints = _machines_of(base_rows, base_meta)
+    cand_labels, cand_prints = _machines_of(cand_rows, cand_meta)
+    if len(set(base_labels)) < 2 and len(set(cand_labels)) < 2:
+        return None
+
+    def tagged(rows, metadata, labels):
+        names = [MACHINE_PARAM] + [n for n in schema_param_names(rows, metadata) if n != MACHINE_PARAM]
+        return ([{**row, MACHINE_PARAM: label} for row, label in zip(rows, labels)],
+                {**metadata, "param_names": names})
+
+    differences: list[tuple[str, Any, Any]] = []
+    unknown: set[str] = set()
+    for label in sorted(set(base_labels) & set(cand_labels)):
+        differences += [(f"{label}: {fact}", b, c) for fact, b, c in
+                        _differences(base_prints[label], cand_prints[label], MACHINE_FACTS)]
+        unknown.update(side for side, prints in (("baseline", base_prints), ("candidate", cand_prints))
+                       if not prints[label])
+    return (*tagged(base_rows, base_meta, base_labels), *tagged(cand_rows, cand_meta, cand_labels),
+            differences, [side for side in ("baseline", "candidate") if side in unknown])
 
 
 def _compare_point(

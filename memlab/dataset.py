@@ -51,6 +51,9 @@ __all__ = [
     "OUTCOME_COLUMNS",
     "OUTCOME_PAIRS",
     "COLUMN_ALIASES",
+    "FINGERPRINT_COLUMN",
+    "HOST_COLUMN",
+    "MACHINE_PARAM",
     "NEGATED_ALIASES",
     "FORMAT_NAME",
     "FORMAT_VERSION",
@@ -68,6 +71,8 @@ __all__ = [
     "context_column",
     "counter_column",
     "key_value",
+    "machine_key",
+    "machine_series",
     "metric_column",
     "metric_names",
     "param_names",
@@ -76,6 +81,7 @@ __all__ = [
     "primary_metric",
     "renamed_column",
     "statistic_column",
+    "union_machines",
 ]
 
 FORMAT_NAME = "memlab-dataset"
@@ -400,6 +406,117 @@ def primary_metric(
         if name.startswith(_HEADLINE_PREFIXES):
             return name
     raise ValueError(f"the dataset has no metric to plot (columns: {', '.join(columns)})")
+
+
+# --------------------------------------------------------------------------
+# machines: which host measured a row (docs/dataset.md, "Machines")
+
+#: The column naming the host that measured a row (its hostname).
+HOST_COLUMN = CONTEXT_PREFIX + "host"
+#: The column holding the id of the measuring machine's fingerprint
+#: (``memlab.machine.fingerprint_id``: CPU model, CPU count, kernel, memory).
+FINGERPRINT_COLUMN = CONTEXT_PREFIX + "fingerprint_id"
+#: The parameter views add to a dataset of several machines (one curve per machine).
+MACHINE_PARAM = "machine"
+
+MachineKey = tuple  # (host or None, fingerprint id or None)
+
+
+def machine_key(row: Mapping[str, Any], default: MachineKey = (None, None)) -> MachineKey:
+    """``(host, fingerprint id)`` of the machine that measured ``row``; ``default`` for a row
+    that does not say (written before rows named their machine).
+
+    >>> machine_key({"context_host": "node-a", "context_fingerprint_id": "c4e459e1b89d"})
+    ('node-a', 'c4e459e1b89d')
+    >>> machine_key({}, default=("here", "0123456789ab"))
+    ('here', '0123456789ab')
+    """
+    host, print_id = row.get(HOST_COLUMN), row.get(FINGERPRINT_COLUMN)
+    if is_missing(host) and is_missing(print_id):
+        return tuple(default)
+    return (None if is_missing(host) else str(host), None if is_missing(print_id) else str(print_id))
+
+
+def machine_series(
+    rows: Sequence[Mapping[str, Any]],
+    names: Sequence[str],
+    default: MachineKey = (None, None),
+) -> list[str]:
+    """The machine each row belongs to in a view: one label per row, ``""`` for every
+    row when all come from one machine.
+
+    Machines are told apart by fingerprint (CPU model, CPU count, kernel,
+    memory). Hosts sharing a fingerprint are one machine when they measured
+    different points (a sweep spread over identical hosts, or shards), and
+    one machine each when they measured the same point (each-host mode on a
+    cluster of identical nodes). ``names`` are the parameter names that key
+    a point; ``default`` is the machine of rows that name none.
+
+    >>> rows = [{"family": "f", "n": 1, "context_host": h, "context_fingerprint_id": p}
+    ...         for h, p in (("a", "111111111111"), ("b", "222222222222"))]
+    >>> machine_series(rows, ["n"])
+    ['a', 'b']
+    >>> machine_series(rows[:1], ["n"])
+    ['']
+    """
+    keys = [machine_key(row, default) for row in rows]
+    hosts_of: dict[Any, list[Any]] = {}
+    for host, print_id in keys:
+        hosts = hosts_of.setdefault(print_id, [])
+        if host not in hosts:
+            hosts.append(host)
+    split: set[Any] = set()
+    for print_id, hosts in hosts_of.items():
+        if len(hosts) < 2:
+            continue
+        measured: dict[tuple, Any] = {}
+        for row, (host, other) in zip(rows, keys):
+            if other != print_id:
+                continue
+            point = point_key(row, names)
+            if measured.setdefault(point, host) != host:
+                split.add(print_id)
+                break
+    series = [(print_id, host if print_id in split else None) for host, print_id in keys]
+    distinct = list(dict.fromkeys(series))
+    if len(distinct) < 2:
+        return ["" for _ in rows]
+    labels: dict[tuple, str] = {}
+    for print_id, host in distinct:
+        hosts = hosts_of[print_id]
+        if host is None and len(hosts) > 1:
+            labels[(print_id, host)] = f"{print_id} ({len(hosts)} hosts)"
+        else:
+            name = host if host is not None else hosts[0]
+            labels[(print_id, host)] = name or print_id or "unknown machine"
+    texts = list(labels.values())
+    for entry, text in list(labels.items()):  # one host seen with two fingerprints (a new kernel)
+        if texts.count(text) > 1 and entry[0]:
+            labels[entry] = f"{text} ({entry[0][:6]})"
+    return [labels[entry] for entry in series]
+
+
+def union_machines(*lists: Any) -> list[dict]:
+    """The entries of several ``metadata["machines"]`` lists, each machine once (the first entry
+    of each ``(host, fingerprint_id)``); what is not a list of dicts is skipped.
+
+    >>> union_machines([{"host": "a", "fingerprint_id": "1"}], [{"host": "a", "fingerprint_id": "1"},
+    ...                                                       {"host": "b", "fingerprint_id": "1"}])
+    [{'host': 'a', 'fingerprint_id': '1'}, {'host': 'b', 'fingerprint_id': '1'}]
+    """
+    machines: list[dict] = []
+    seen: set[tuple] = set()
+    for entries in lists:
+        if not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            key = (entry.get("host"), entry.get("fingerprint_id"))
+            if key not in seen:
+                seen.add(key)
+                machines.append(entry)
+    return machines
 
 
 def point_key(row: Mapping[str, Any], names: Sequence[str]) -> tuple:
@@ -846,9 +963,12 @@ class Dataset:
     def merge(cls, *datasets: "Dataset", dedupe: bool = False) -> "Dataset":
         """Concatenate datasets (e.g. shards); metadata comes from the first.
 
-        Rows with the same :meth:`key` (family + parameter values, using the
-        first dataset's ``param_names``) raise ValueError unless
-        ``dedupe=True``, which keeps the first occurrence.
+        Rows of the same point measured by the same machine (same :meth:`key`,
+        using the first dataset's ``param_names``, and same
+        :func:`machine_key`) raise ValueError unless ``dedupe=True``, which
+        keeps the first occurrence. The same point from two machines is two
+        rows (a fleet's hosts); ``metadata["machines"]`` lists the machines of
+        every dataset.
 
         >>> a = Dataset([{"family": "f", "n": 1}], {"param_names": ["n"]})
         >>> b = Dataset([{"family": "f", "n": 2}], {"param_names": ["n"]})
@@ -866,18 +986,23 @@ class Dataset:
             }
             for ds in datasets
         ]
+        machines = union_machines(*(ds.metadata.get("machines") for ds in datasets))
+        if machines:
+            metadata["machines"] = machines
         merged = cls([], metadata)
         check = "param_names" in metadata
         seen: dict[tuple, int] = {}
         for index, ds in enumerate(datasets):
             for row in ds.rows:
                 if check:
-                    key = merged.key(row)
+                    machine = machine_key(row)
+                    key = (*merged.key(row), *machine)
                     if key in seen:
                         if dedupe:
                             continue
+                        host = f" measured by {machine[0] or machine[1]}" if any(machine) else ""
                         raise ValueError(
-                            f"merge: duplicate point {key} in dataset {index} "
+                            f"merge: duplicate point {merged.key(row)}{host} in dataset {index} "
                             f"(first seen in dataset {seen[key]}); pass dedupe=True to keep the first"
                         )
                     seen[key] = index
@@ -1069,6 +1194,9 @@ class DatasetWriter:
             created = existing.metadata.get("created")
             previous = {k: v for k, v in existing.metadata.items() if k != "load_warnings"}
             self.metadata = {**previous, **new_metadata}
+            machines = union_machines(previous.get("machines"), new_metadata.get("machines"))
+            if machines:
+                self.metadata["machines"] = machines
             if created:
                 self.metadata["created"] = created
             if "load_warnings" in existing.metadata or on_disk != self._columns:

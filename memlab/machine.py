@@ -10,6 +10,12 @@ Example::
 
     >>> facts = collect(include_core=False)
     >>> print(format_facts(facts))  # doctest: +SKIP
+
+Test hook: the environment variable ``MEMLAB_FAKE_FINGERPRINT`` (see
+:data:`FAKE_FINGERPRINT_ENV`), a JSON object of facts, replaces those facts
+in what :func:`collect` returns, so that tests can make one machine look like
+several (the fleet tests give each Dask worker its own). It is for tests
+only: a dataset measured under it records the fake facts.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import ctypes.util
 import errno
 import functools
 import hashlib
+import json
 import mmap
 import os
 import platform
@@ -35,13 +42,16 @@ from memlab._core import build_info, counters_probe, cpu_features
 from memlab.units import format_bytes
 
 __all__ = [
+    "FAKE_FINGERPRINT_ENV",
     "PLACEMENTS",
     "cache_sizes",
     "caches_shared_by",
     "collect",
     "cpu_topology",
     "fingerprint",
+    "fingerprint_id",
     "format_facts",
+    "identity",
     "machine_id",
     "numa_nodes",
     "parse_cpu_list",
@@ -480,7 +490,35 @@ def collect(include_core: bool = True, root: str = "/") -> dict:
         collector(facts, root=root)
     if include_core:
         collect_core(facts)
+    if root == "/":
+        facts.update(fake_facts())
     return facts
+
+
+FAKE_FINGERPRINT_ENV = "MEMLAB_FAKE_FINGERPRINT"
+"""Test hook: a JSON object of machine facts (``{"hostname": "node-a", "cpu_model":
+"Fake CPU A"}``) that :func:`collect` reports instead of the real ones. The fleet
+tests give each Dask worker of one machine a different fingerprint with it."""
+
+
+def fake_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The facts the test hook :data:`FAKE_FINGERPRINT_ENV` fakes ({} when unset or empty).
+
+    A value that is not a JSON object is a ValueError naming the variable.
+
+    >>> fake_facts({"MEMLAB_FAKE_FINGERPRINT": '{"cpu_model": "Fake CPU"}'})
+    {'cpu_model': 'Fake CPU'}
+    """
+    text = (os.environ if environ is None else environ).get(FAKE_FINGERPRINT_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{FAKE_FINGERPRINT_ENV}={text!r} is not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{FAKE_FINGERPRINT_ENV}={text!r} must be a JSON object of machine facts")
+    return value
 
 
 def numa_nodes(facts: dict | None = None, root: str = "/") -> list[dict[str, Any]]:
@@ -688,6 +726,32 @@ def fingerprint(facts: dict) -> dict[str, Any]:
     elif isinstance(facts.get("memory_total_bytes"), (int, float)):
         result["memory_total_GiB"] = int(round(facts["memory_total_bytes"] / 2**30))
     return result
+
+
+def fingerprint_id(print_: Mapping[str, Any]) -> str:
+    """A short id (12 hex digits) of a fingerprint (:func:`fingerprint`): equal fingerprints, equal ids.
+
+    >>> fingerprint_id({"cpu_model": "Example CPU", "cpu_count": 2})
+    'c4e459e1b89d'
+    """
+    text = json.dumps({key: print_[key] for key in sorted(print_)}, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def identity(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """Which machine measured, as rows and metadata record it: the host's name, its
+    fingerprint (:func:`fingerprint`) and the fingerprint's id.
+
+    Two hosts of one kind (a cluster's identical nodes) share a fingerprint
+    and differ by ``host``; one host after a kernel upgrade keeps its ``host``
+    and gets a new fingerprint.
+
+    >>> identity({"hostname": "node-a", "cpu_model": "Example CPU", "cpu_count": 2})
+    {'host': 'node-a', 'fingerprint_id': 'c4e459e1b89d', 'fingerprint': {'cpu_model': 'Example CPU', 'cpu_count': 2}}
+    """
+    print_ = fingerprint(dict(facts))
+    return {"host": str(facts.get("hostname") or ""), "fingerprint_id": fingerprint_id(print_),
+            "fingerprint": print_}
 
 
 def format_facts(facts: dict) -> str:

@@ -316,6 +316,7 @@ def measure(
         "cpu": cpu if cpu is not None else "",
         "pause_before_s": round(pause_before_s, 3) if pause_before_s is not None else "",
         "started_unix": round(started, 3),
+        "ended_unix": round(time.time(), 3),
         "wall_s": round(_last_measurement_end - started_monotonic, 3),
     }
     if ghz:
@@ -357,7 +358,7 @@ class _ConditionsWatch:
 
     on_cpu_fraction: :func:`cpu_seconds` over the wall time (above 1 when
     several threads or processes worked at once). steal_fraction: from
-    /proc/stat, of the pinned CPU when there is one, else of all CPUs; absent
+    /proc/stat, of the pinned CPU when there is one, else of all CPUs; NaN
     when /proc/stat cannot be read or too few busy ticks passed.
     """
 
@@ -374,10 +375,13 @@ class _ConditionsWatch:
             self.end = (time.monotonic(), cpu_seconds(), read_cpu_times())
 
     def result(self) -> dict[str, float]:
+        """Both fractions, NaN when unknown: present in every row whatever the load, so that
+        the rows of one sweep have the same columns (a row written to a CSV among rows
+        that have the column reads back with it)."""
+        values = {"on_cpu_fraction": math.nan, "steal_fraction": math.nan}
         if self.begin is None or self.end is None:
-            return {}
+            return values
         wall = self.end[0] - self.begin[0]
-        values: dict[str, float] = {}
         if wall > 0:
             values["on_cpu_fraction"] = round((self.end[1] - self.begin[1]) / wall, 4)
         steal = steal_fraction(self.begin[2], self.end[2], self.line)

@@ -26,6 +26,7 @@ from memlab.chart import (
     INSTALL_HINT,
     as_dataset,
     bars_figure,
+    by_machine,
     cache_sizes_of,
     family_of,
     generic_figure,
@@ -56,6 +57,10 @@ __all__ = [
 def figure(data: Dataset | str | os.PathLike):
     """The standard figure of a dataset, chosen by its family (a generic one for others).
 
+    A dataset of several machines (a fleet sweep, merged shards of several
+    hosts) is drawn with one curve, bar series or column per machine: its
+    rows get a ``machine`` parameter (:func:`memlab.chart.by_machine`).
+
     Returns a matplotlib Figure; ValueError for a dataset without rows or
     without a metric to draw, and for a family whose result is a number or
     a table (calibrate, system: the message gives the number).
@@ -67,6 +72,7 @@ def figure(data: Dataset | str | os.PathLike):
     require_matplotlib()
     if not ds.rows:
         raise ValueError("the dataset has no rows to plot")
+    ds = by_machine(ds)  # several machines: one curve (bar series, column) per machine
     family = registry.all_families().get(family_of(ds))
     if family is not None and not family.has_figure:
         shown = "a number" if family.table is None else "a table"

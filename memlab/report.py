@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 from memlab import chart, plot, registry
 from memlab._version import __version__
 from memlab.check import conditions_warning
-from memlab.dataset import Dataset, context_column
+from memlab.dataset import MACHINE_PARAM, Dataset, context_column, machine_key
 from memlab.family import Family
 from memlab.files import atomic_write, check_output_directory, check_output_file
 from memlab.machine import collect, format_facts
@@ -164,6 +164,8 @@ def _table(ds: Dataset) -> str:
         return "<p>No metric columns.</p>"
     params = ds.param_names
     shown = chart.telling_names(ds) or params[:1]
+    # Several machines (chart.by_machine): the machine heads a series, as in the figure's legend.
+    shown = [n for n in shown if n != MACHINE_PARAM] + [n for n in shown if n == MACHINE_PARAM]
     wanted = family.report_columns if family is not None else ()
     extras = [c for c in wanted if c in set(ds.columns) and c != metric]
     # The measured value right after the first parameter: a phone shows it without scrolling.
@@ -364,7 +366,7 @@ def _section(index: int, item: ReportItem, figures: dict[int, str | tuple[str, s
                 caption = item.caption
             if caption:
                 parts.append(f"<p>{_escape(caption)}</p>")
-            parts.append(_table(ds))
+            parts.append(_table(chart.by_machine(ds)))
             parts += _counters_notes(ds)
         else:
             parts.append("<p>The dataset has no rows.</p>")
@@ -403,15 +405,43 @@ def _counters_notes(ds: Dataset) -> list[str]:
 
 
 def _machines(items: Sequence[ReportItem]) -> list[dict]:
-    seen: dict[str, dict] = {}
+    """Every machine the datasets record (``metadata["machines"]`` or ``["machine"]``), once each,
+    with the number of rows it measured."""
+    seen: dict[tuple, dict] = {}
     for item in items:
         if item.dataset is None:
             continue
-        facts = item.dataset.metadata.get("machine")
-        if isinstance(facts, dict) and facts:
-            key = str(item.dataset.metadata.get("machine_id") or sorted(facts.items())[:4])
-            seen.setdefault(key, facts)
+        entries = chart.machine_entries(item.dataset)
+        for entry in entries:
+            key = (entry.get("host"), entry.get("fingerprint_id"))
+            seen.setdefault(key, {**entry, "rows": 0})
+        for row in item.dataset.rows:
+            key = machine_key(row)
+            if key in seen:
+                seen[key]["rows"] += 1
+            elif not any(key) and len(entries) == 1:  # a row written before rows named their machine
+                seen[(entries[0].get("host"), entries[0].get("fingerprint_id"))]["rows"] += 1
     return list(seen.values())
+
+
+_MACHINE_TABLE = (("host", "host"), ("CPU", "cpu_model"), ("CPUs", "cpu_count"),
+                  ("kernel", "kernel_release"), ("memory", "memory_total_GiB"))
+
+
+def _machine_table(machines: Sequence[dict]) -> str:
+    """One line per machine: host, the fingerprint's facts, its id and how many rows it measured."""
+    lines = ["<div class=scroll><table>", "<thead><tr>"]
+    lines += [f"<th>{_escape(h)}</th>" for h, _ in _MACHINE_TABLE] + ["<th>fingerprint</th>", "<th>rows</th>"]
+    lines.append("</tr></thead><tbody>")
+    for entry in machines:
+        facts = {**(entry.get("fingerprint") or {}), "host": entry.get("host") or "-"}
+        cells = [facts.get(key, "-") for _, key in _MACHINE_TABLE]
+        if isinstance(cells[-1], (int, float)):
+            cells[-1] = f"{cells[-1]} GiB"
+        cells += [entry.get("fingerprint_id", "-"), entry.get("rows", 0)]
+        lines.append("<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in cells) + "</tr>")
+    lines.append("</tbody></table></div>")
+    return "\n".join(lines)
 
 
 def _machine_html(items: Sequence[ReportItem]) -> str:
@@ -420,11 +450,14 @@ def _machine_html(items: Sequence[ReportItem]) -> str:
     if not machines:
         parts.append("<p class=meta>The datasets record no machine facts; these are of the machine "
                      "that wrote the report.</p>")
-        machines = [collect(include_core=False)]
-    elif len(machines) > 1:
-        parts.append(f"<p class=meta>The datasets come from {len(machines)} different machines.</p>")
-    for facts in machines:
-        parts.append(f"<pre>{_escape(format_facts(facts))}</pre>")
+        machines = [{"facts": collect(include_core=False)}]
+    else:
+        if len(machines) > 1:
+            parts.append(f"<p class=meta>The datasets come from {len(machines)} different machines.</p>")
+        parts.append(_machine_table(machines))
+    for entry in machines:
+        if entry.get("facts"):
+            parts.append(f"<pre>{_escape(format_facts(entry['facts']))}</pre>")
     parts.append("</section>")
     return "\n".join(parts)
 

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import math
 import os
+import resource
 import sys
 import time
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from memlab.units import format_number
 
 __all__ = [
     "ItemResult",
+    "PhaseTime",
     "ReproduceResult",
     "Task",
     "estimate_seconds",
@@ -141,6 +143,46 @@ class ItemResult:
         return _numbers_html(self) + _verdicts_html(self)
 
 
+@dataclass(frozen=True)
+class PhaseTime:
+    """How long one phase of a run took: wall-clock seconds, and CPU seconds (user + system) of
+    this process and of the child processes it waited for (UnixBench's, the pipe ladder's). On a
+    busy machine the wall time includes waiting for a CPU; the CPU time does not.
+
+    >>> PhaseTime(2.0, 1.5).to_dict()
+    {'wall_s': 2.0, 'cpu_s': 1.5}
+    """
+
+    wall_s: float
+    cpu_s: float
+
+    def __add__(self, other: PhaseTime) -> PhaseTime:
+        return PhaseTime(self.wall_s + other.wall_s, self.cpu_s + other.cpu_s)
+
+    def to_dict(self) -> dict[str, float]:
+        return {"wall_s": round(self.wall_s, 2), "cpu_s": round(self.cpu_s, 2)}
+
+
+#: The phases of a run, in order: running the sweeps; reading the datasets back, judging every
+#: claim and writing report.html (its figures) and verdicts.json.
+PHASES = ("measuring", "reporting")
+
+
+class _Stopwatch:
+    """Wall and CPU seconds since it was made (:class:`PhaseTime`)."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.monotonic(), self._cpu()
+
+    @staticmethod
+    def _cpu() -> float:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    def elapsed(self) -> PhaseTime:
+        return PhaseTime(time.monotonic() - self.wall, self._cpu() - self.cpu)
+
+
 @dataclass
 class ReproduceResult:
     """What ``reproduce`` did: the tasks run, every item judged, the report's path."""
@@ -152,6 +194,14 @@ class ReproduceResult:
     report: Path | None = None
     seconds: float = 0.0
     interrupted: bool = False
+    phases: dict[str, PhaseTime] = field(default_factory=dict)
+
+    def timing(self) -> str:
+        """The run's wall time split into its phases, with CPU time: what ``memlab reproduce``
+        prints at the end (``measuring 95 s, reporting 21 s: 116 s (CPU 88 s)``)."""
+        parts = [f"{name} {format_seconds(self.phases[name].wall_s)}" for name in PHASES if name in self.phases]
+        total = sum(self.phases.values(), PhaseTime(0.0, 0.0))
+        return f"{', '.join(parts)}: {format_seconds(total.wall_s)} (CPU {format_seconds(total.cpu_s)})"
 
     @property
     def failed(self) -> list[Task]:
@@ -189,16 +239,25 @@ def item_sweep(item: Item, quick: bool = False) -> Sweep:
 
 def estimate_seconds(sweep: Sweep, points: Sequence[dict[str, Any]] | None = None) -> float:
     """Seconds ``sweep`` should take here: per point, (warm-up + repetitions) x the sample length
-    (the point's ``duration_s``, else the sweep's or the family's target) plus a setup allowance.
+    (the point's ``duration_s``, else what the family's ``sample_seconds`` says, else the sweep's or
+    the family's target) plus a setup allowance.
 
-    >>> estimate_seconds(Sweep("s", "calibrate", [{}], repeat=2, warmup=1, target_seconds=0.5))
+    >>> estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 500_000_000}], repeat=2, warmup=1))
     1.75
     """
     family = get_family(sweep.family)
     default = sweep.target_seconds if sweep.target_seconds is not None else family.default_target_seconds
     total = 0.0
     for point in sweep.points if points is None else points:
-        sample = point.get("duration_s") if isinstance(point.get("duration_s"), (int, float)) else default
+        if isinstance(point.get("duration_s"), (int, float)):
+            sample = point["duration_s"]
+        elif family.sample_seconds is not None:  # a sample's own length (say, a pause before it)
+            try:
+                sample = family.sample_seconds(family.params(point), default)
+            except (ValueError, TypeError):
+                sample = default
+        else:
+            sample = default
         total += (sweep.warmup + sweep.repeat) * float(sample or 0.0) + POINT_OVERHEAD_S
     return total
 
@@ -376,7 +435,10 @@ class _Bar:
         if enabled and total > 0:
             self.bar = tqdm(total=round(total, 1), unit="s", desc="reproduce", file=sys.stderr,
                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, "
-                                       "~{remaining} left{postfix}", dynamic_ncols=True)
+                                       "~{remaining} left{postfix}", dynamic_ncols=True,
+                            # the rate over the whole run: one slow point (a 4 GiB fault sweep on a
+                            # busy machine) no longer turns the ETA into hours
+                            smoothing=0)
 
     def describe(self, text: str) -> None:
         if self.bar is not None:
@@ -459,7 +521,7 @@ def reproduce(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     result = ReproduceResult(out=out, quick=quick)
-    started = time.monotonic()
+    measuring = _Stopwatch()
     result.tasks = plan(chosen, quick, out)
     times = _times(out)
     runnable = [t for t in result.tasks if t.sweep is not None]
@@ -481,6 +543,8 @@ def reproduce(
                     say(f"memlab reproduce: {task.name} failed: {task.error}")
     finally:
         bar.close()
+    result.phases["measuring"] = measuring.elapsed()
+    reporting = _Stopwatch()
     datasets: dict[str, Dataset | None] = {}
     for task in result.tasks:
         dataset = None
@@ -505,15 +569,17 @@ def reproduce(
             result.items.append(judged)
     order = {entry.key: index for index, entry in enumerate(chosen)}
     result.items.sort(key=lambda r: order[r.item.key])
-    result.seconds = time.monotonic() - started
-    write_results(result, command, progress=progress)
+    write_results(result, command, progress=progress, reporting=reporting)
     return result
 
 
-def write_results(result: ReproduceResult, command: str | None = None, *, progress: bool = False) -> Path:
+def write_results(result: ReproduceResult, command: str | None = None, *, progress: bool = False,
+                  reporting: _Stopwatch | None = None) -> Path:
     """Write ``report.html`` and ``verdicts.json`` of a result into its folder; the report's path.
-    ``progress``: a bar over the report's sections (drawing the figures takes a while)."""
-    _write_verdicts(result)
+    ``progress``: a bar over the report's sections (drawing the figures takes a while).
+    ``reporting``: when the reporting phase began (default: now); its wall and CPU time, up to the
+    report written, go into ``result.phases`` and verdicts.json (written even if the report fails)."""
+    reporting = reporting or _Stopwatch()
     bar = None
     if progress and result.items:
         bar = tqdm(total=len(result.items), unit="figure", desc="report.html", file=sys.stderr,
@@ -530,6 +596,9 @@ def write_results(result: ReproduceResult, command: str | None = None, *, progre
     finally:
         if bar is not None:
             bar.close()
+        result.phases["reporting"] = reporting.elapsed()
+        result.seconds = sum(phase.wall_s for phase in result.phases.values())
+        _write_verdicts(result)
     return result.report
 
 
@@ -537,6 +606,7 @@ def _write_verdicts(result: ReproduceResult) -> None:
     data = {
         "quick": result.quick,
         "seconds": round(result.seconds, 1),
+        "phases": {name: phase.to_dict() for name, phase in result.phases.items()},
         "interrupted": result.interrupted,
         "counts": {status: result.count(status) for status in VERDICTS},
         "items": [r.to_dict() for r in result.items],
@@ -612,8 +682,9 @@ def _report_items(result: ReproduceResult) -> list[ReportItem]:
 
 def _intro(result: ReproduceResult) -> str:
     mode = "quick" if result.quick else "full"
+    measuring = result.phases.get("measuring", PhaseTime(0.0, 0.0))
     text = (f"Every source item memlab reproduces, re-measured on this machine ({mode} sweeps, "
-            f"{len(result.items)} items in {format_seconds(result.seconds)}): what the source measured and on "
+            f"{len(result.items)} items, measured in {format_seconds(measuring.wall_s)}): what the source measured and on "
             "what machine, its numbers beside this machine's, this machine's figure and points, and a "
             "verdict per claim: reproduced, not reproduced (with the values measured) or not measurable "
             "here (with the reason).")

@@ -4,9 +4,13 @@
 order with a progress bar, appends every row to the dataset file at once (so
 Ctrl-C loses nothing), skips points already on disk when run again (resume),
 and can take only its share of the points (``shard=(i, n)``) so that n
-processes or hosts split one sweep and the results merge. It records the
-metadata that makes a dataset readable a year later (machine, version,
-command). :func:`resolve` finds sweeps by name or script path.
+processes or hosts split one sweep and the results merge. Given a Dask
+``client`` it measures on the workers of a cluster instead (docs/fleet.md):
+the whole sweep on every host (``each_host``) or its points spread over
+identical hosts (``spread``), the rows written here as they arrive. It records
+the metadata that makes a dataset readable a year later (machine, version,
+command), and every row names the machine that measured it. :func:`resolve`
+finds sweeps by name or script path.
 
 ``Sweep``, ``grid``, ``zipped`` and the shard helpers are defined in
 :mod:`memlab.grid` and importable from here for scripts.
@@ -14,6 +18,7 @@ command). :func:`resolve` finds sweeps by name or script path.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import importlib.util
 import os
@@ -24,13 +29,23 @@ from typing import Any, Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from memlab import fleet
 from memlab.check import check, largest_bytes, read_cpu_times
 from memlab._version import __version__
-from memlab.dataset import Dataset, DatasetError, DatasetWriter, paths_for
+from memlab.dataset import (
+    FINGERPRINT_COLUMN,
+    HOST_COLUMN,
+    Dataset,
+    DatasetError,
+    DatasetWriter,
+    context_column,
+    machine_key,
+    paths_for,
+)
 from memlab.family import Family
 from memlab.files import OutputError, check_output_file, inside
 from memlab.grid import Sweep, as_sweeps, grid, parse_shard, shard_points, zipped
-from memlab.machine import collect, fingerprint, machine_id
+from memlab.machine import collect, fingerprint, identity, machine_id
 from memlab.registry import all_families
 from memlab.registry import family as get_family
 from memlab.units import format_param, suggest
@@ -138,6 +153,9 @@ def run_sweep(
     overall: Any = None,
     warn: Callable[[str], None] | None = None,
     on_point: Callable[[dict[str, Any], dict[str, Any] | None], None] | None = None,
+    client: Any = None,
+    each_host: bool = False,
+    spread: bool = False,
 ) -> Dataset:
     """Measure every point of ``sweep`` (or of its shard) into a Dataset.
 
@@ -150,9 +168,10 @@ def run_sweep(
     measured. Ctrl-C stops between samples; the rows measured so far stay on
     disk. ``progress`` draws a bar when stderr is a terminal or in Jupyter
     (never in logs); ``overall``, a bar of :func:`progress_bar` covering
-    several sweeps (the tour), advances by one per point too.
-    ``on_point(point, row)`` is called after each point (``row`` None for a
-    point found on disk): a caller's own progress display.
+    several sweeps (the tour), advances by one per point too (in each-host
+    mode, by one per point and host). ``on_point(point, row)`` is called
+    after each point (``row`` None for a point found on disk): a caller's own
+    progress display.
 
     The machine check (:func:`memlab.check.check`) runs before the first
     point and after the last; the metadata keeps both as ``check_start`` and
@@ -160,22 +179,33 @@ def run_sweep(
     on CPU, or saw more than 2% steal, gives one warning line, passed to
     ``warn`` (default: printed to stderr).
 
+    Every row names the machine that measured it (``context_host``,
+    ``context_fingerprint_id``; docs/dataset.md).
+
+    Fleet mode (docs/fleet.md): with ``client`` (a ``distributed.Client`` or
+    a scheduler address such as ``"tcp://host:8786"``) the points are
+    measured by the Dask workers that offer the ``memlab`` resource, one at
+    a time per worker, and written here as they arrive. ``each_host=True``
+    measures the whole sweep on every host (resume skips the points already
+    on disk for that host); ``spread=True`` splits the points over hosts
+    whose fingerprints agree and refuses, naming the differing facts, when
+    they do not. A host that leaves the cluster loses only the point it was
+    measuring: a warning says how many of its points are missing,
+    ``metadata["fleet"]["lost"]`` lists them, and running the sweep again
+    measures them. Needs ``pip install 'memlab[fleet]'``.
+
     >>> ds = run_sweep(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1),
     ...                progress=False)
     >>> len(ds)
     1
     """
+    mode = _fleet_mode(client, each_host, spread)
     family = get_family(sweep.family)
     shard = parse_shard(shard)
     points = [dataclasses.asdict(family.params(p)) for p in shard_points(sweep.points, shard)]
     repeat = sweep.repeat if repeat is None else repeat
     warmup = sweep.warmup if warmup is None else warmup
     varying = [n for n in family.param_names if len({repr(p[n]) for p in points}) > 1]
-    meta = sweep_metadata(sweep, family, shard, repeat)
-    meta.update(metadata or {})
-    bar = progress_bar(len(points), f"{sweep.family}:{sweep.name}", enabled=progress_enabled(progress),
-                       position=1 if overall is not None else 0, leave=overall is None)
-    warn = warn or (lambda text: bar.write(text, file=sys.stderr))
     if out is not None:  # refused before the machine check says anything about the machine
         csv_path, json_path = paths_for(out)
         check_output_file(csv_path, "--out")
@@ -184,6 +214,19 @@ def run_sweep(
                 f"{csv_path} already holds a dataset; not resuming starts a fresh one: "
                 "add --force to move the old one aside (or choose another --out)"
             )
+    if mode is not None:
+        return _run_on_fleet(sweep, family, points, out, mode=mode, client=client, shard=shard,
+                             resume=resume, progress=progress, repeat=repeat, warmup=warmup, cpu=cpu,
+                             metadata=metadata, overall=overall, warn=warn, varying=varying,
+                             on_point=on_point)
+    meta = sweep_metadata(sweep, family, shard, repeat)
+    machine = identity(meta["machine"])
+    tags = {HOST_COLUMN: machine["host"], FINGERPRINT_COLUMN: machine["fingerprint_id"]}
+    meta["machines"] = [{**machine, "facts": meta["machine"]}]
+    meta.update(metadata or {})
+    bar = progress_bar(len(points), f"{sweep.family}:{sweep.name}", enabled=progress_enabled(progress),
+                       position=1 if overall is not None else 0, leave=overall is None)
+    warn = warn or (lambda text: bar.write(text, file=sys.stderr))
     start = check(planned_bytes=largest_bytes(points), steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
     since = (time.monotonic(), read_cpu_times())
     meta["check_start"] = start.to_dict()
@@ -219,7 +262,7 @@ def run_sweep(
                 target_seconds=sweep.target_seconds,
                 **sweep.options,
             )
-            row = measurement.to_row()
+            row = {**measurement.to_row(), **tags}
             if writer is not None:
                 writer.append(row)
             dataset.rows.append(row)
@@ -279,16 +322,151 @@ CHECK_STEAL_WINDOW_SECONDS = 0.15
 measures steal over the whole sweep instead."""
 
 
+FLEET_MODES = ("each-host", "spread")
+
+
+def _fleet_mode(client: Any, each_host: bool, spread: bool) -> str | None:
+    if client is None:
+        if each_host or spread:
+            raise ValueError(f"{'each_host' if each_host else 'spread'}=True needs client= "
+                             "(a distributed.Client or a scheduler address)")
+        return None
+    if each_host == spread:
+        raise ValueError("client= needs exactly one of each_host=True (the whole sweep on every host) "
+                         "and spread=True (its points split over identical hosts)")
+    return "each-host" if each_host else "spread"
+
+
+def _run_on_fleet(
+    sweep: Sweep,
+    family: Family,
+    points: list[dict[str, Any]],
+    out: str | os.PathLike | None,
+    *,
+    mode: str,
+    client: Any,
+    shard: tuple[int, int] | None,
+    resume: bool,
+    progress: bool,
+    repeat: int,
+    warmup: int,
+    cpu: int | None,
+    metadata: Mapping[str, Any] | None,
+    overall: Any,
+    warn: Callable[[str], None] | None,
+    varying: Sequence[str],
+    on_point: Callable[[dict[str, Any], dict[str, Any] | None], None] | None,
+) -> Dataset:
+    """run_sweep on a Dask cluster: the hosts measure, this process writes every row."""
+    dask_client, owned = fleet.connect(client)
+    try:
+        hosts = fleet.gather_hosts(dask_client, planned_bytes=largest_bytes(points))
+        fleet.check_each_host(hosts)  # one measuring worker per host, in both modes
+        if mode == "spread":
+            fleet.check_spread(hosts)
+        meta = sweep_metadata(sweep, family, shard, repeat, facts=hosts[0].facts)
+        if mode == "each-host" and len(hosts) > 1:
+            for key in ("machine", "machine_id", "machine_fingerprint"):
+                meta.pop(key)  # several machines: metadata["machines"] lists them
+        meta["machines"] = [host.entry() for host in hosts]
+        meta["fleet"] = {"mode": mode, "scheduler": dask_client.scheduler.address,
+                         "workers": [host.address for host in hosts], "lost": {}}
+        meta.update(metadata or {})
+        if out is not None and not resume and _has_rows(paths_for(out)[0]):
+            move_aside(out)  # run_sweep refused this without force
+        writer = DatasetWriter(out, meta, defaults=family.defaults()) if out is not None else None
+        existing = list(writer.existing_rows) if writer is not None else []
+        dataset = Dataset(existing, writer.metadata if writer is not None else meta)
+
+        def key(point: Mapping[str, Any]) -> tuple:
+            return dataset.key({"family": family.name, **point})
+
+        if mode == "each-host":
+            done = {h.address: [r for r in existing if machine_key(r) == h.key] for h in hosts}
+            plan = fleet.plan_each_host([h.address for h in hosts], done, points, key)
+            queues = {address: collections.deque(todo) for address, todo in plan.items()}
+            total = len(points) * len(hosts)
+            waiting = sum(len(q) for q in queues.values())
+        else:
+            print_id = hosts[0].fingerprint_id
+            measured = {key(r) for r in existing if machine_key(r)[1] == print_id}
+            shared = collections.deque(p for p in points if key(p) not in measured)
+            queues = {h.address: shared for h in hosts}
+            total, waiting = len(points), len(shared)
+        bar = progress_bar(total, f"{sweep.family}:{sweep.name} on {len(hosts)} hosts ({mode})",
+                           enabled=progress_enabled(progress), position=1 if overall is not None else 0,
+                           leave=overall is None)
+        warn = warn or (lambda text: bar.write(text, file=sys.stderr))
+
+        def advance(count: int, what: str) -> None:
+            bar.set_postfix_str(what, refresh=False)
+            bar.update(count)
+            if overall is not None:
+                overall.update(count)
+
+        if total > waiting:
+            advance(total - waiting, "(on disk)")
+        for host in hosts:
+            if host.check_start.get("warnings"):
+                found = "; ".join(str(w) for w in host.check_start["warnings"])
+                warn(f"memlab: warning: the machine check of {host.host} found {found}")
+        versions = {h.host: h.facts.get("memlab_version") for h in hosts}
+        if any(v and v != __version__ for v in versions.values()):
+            warn(f"memlab: warning: the hosts run other memlab versions than this one ({__version__}): "
+                 + ", ".join(f"{h}={v}" for h, v in versions.items()))
+        options = dict(repeat=repeat, warmup=warmup, cpu=cpu, target_seconds=sweep.target_seconds,
+                       **sweep.options)
+
+        def record(host: fleet.Host, point: Mapping[str, Any], outcome: dict[str, Any]) -> None:
+            row = dict(outcome["row"])
+            row[HOST_COLUMN], row[FINGERPRINT_COLUMN] = host.key
+            row[context_column("dask_overhead_s")] = round(outcome["overhead_s"], 4)
+            if writer is not None:
+                writer.append(row)
+            dataset.rows.append(row)
+            if outcome.get("warning"):
+                warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'} "
+                     f"on {host.host}: {outcome['warning']}")
+            advance(1, f"{host.host} {_describe(point, varying)}")
+            if on_point is not None:
+                on_point(dict(point), row)
+
+        quieted = fleet.quiet_workers(dask_client, [h.address for h in hosts], True)
+        try:
+            result = fleet.dispatch(dask_client, family.name, hosts, queues, options, record,
+                                    requeue=mode == "spread")
+            dataset.metadata["fleet"] = {**dataset.metadata["fleet"], "lost": result.lost}
+            if writer is not None:
+                writer.update_metadata(fleet=dataset.metadata["fleet"])
+        finally:
+            fleet.quiet_workers(dask_client, [a for a, names in quieted.items() if isinstance(names, list)
+                                              and names], False)
+            bar.close()
+            if writer is not None:
+                writer.close()
+        for host, missing in result.lost.items():
+            warn(f"memlab: warning: {host} left the cluster; {missing} of its points were not measured "
+                 f"(run the sweep again to measure them)")
+        if result.errors:
+            raise result.errors[0][1]
+        return dataset
+    finally:
+        if owned:
+            dask_client.close()
+
+
 def _check_words(report) -> str:
     return "; ".join(f"{finding.name}: {finding.value}" for finding in report.warnings)
 
 
 def sweep_metadata(
     sweep: Sweep, family: Family, shard: tuple[int, int] | None = None, repeat: int | None = None,
+    facts: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The metadata of a dataset of ``sweep`` (docs/dataset.md, "Sidecar"): the family,
-    sweep, parameter names, primary metric, machine facts, memlab version and command."""
-    facts = collect()
+    sweep, parameter names, primary metric, machine facts (``facts``, default this
+    machine's), memlab version and command."""
+    facts = collect() if facts is None else dict(facts)
     return {
         "family": family.name,
         "sweep": sweep.name,

@@ -281,6 +281,42 @@ def patch(two_mib, batches, **llc):
     return rows("clear_order", entries)
 
 
+# figures 3.4, 3.16, 3.19-3.21, 3.30 (random writes, the miss ratio, several threads, the critical word)
+RANDOM_INC = {"order": "random", "op": "inc"}
+
+
+def counted(random, sequential=None, sizes=SIZES, missing=None):
+    """Chase rows with the LLC counters: misses per reference (%) by working set, per order; or, with
+    ``missing``, rows whose counters the PMU refused (no counts, the reason in counters_missing)."""
+    entries = []
+    for order, fn in (("random", random), ("sequential", sequential)):
+        for ws in sizes if fn is not None else ():
+            entry = {"order": order, "npad": 0, "working_set_bytes": ws, "ns_per_element": 1.0}
+            if missing:
+                entry["counters_missing"] = dict(missing)
+            else:
+                entry.update(counter_cache_references=1000.0, counter_cache_misses=10.0 * fn(ws))
+            entries.append(entry)
+    return rows("chase", entries)
+
+
+def threads(one, two=None, four=None, sizes=SIZES, **facts):
+    """Walks by 1, 2 and 4 threads: the fastest thread's ns per element by working set."""
+    series = [({"threads": n}, fn) for n, fn in ((1, one), (2, two), (4, four)) if fn is not None]
+    return chase(*series, sizes=sizes, **facts)
+
+
+def words(first, last, sizes=SIZES):
+    """Figure 3.30: the pointer in word 0 and in word 7, both orders."""
+    return chase(*[({"order": o, "pointer_word": w}, fn) for o in ("sequential", "random")
+                   for w, fn in ((0, first), (7, last))], sizes=sizes)
+
+
+def scaled(fn, beyond: float):
+    """``fn`` times ``beyond`` past 4x the L2, unchanged below."""
+    return lambda ws: fn(ws) * (beyond if ws >= 4 * L2 else 1.0)
+
+
 UB = {"execl": ("execl", None, None, 43.0), "spawn": ("spawn", None, None, 126.0),
       "fsbuffer": ("file_copy", 256, 500, 1655.0), "fstime": ("file_copy", 1024, 2000, 3960.0),
       "fsdisk": ("file_copy", 4096, 8000, 5800.0)}
@@ -382,6 +418,37 @@ CASES = [
     ("fig3.17", 1, blocks({1: rising(1, 30), 64: rising(1, 45), "whole": rising(1, 60)}),
      blocks({1: rising(1, 50), 64: rising(1, 30), "whole": rising(1, 60)}),
      blocks({1: rising(1, 30), "whole": rising(1, 60)}), "fewer than two block sizes"),
+    ("fig3.4", 0, chase((RANDOM_INC, steps(1, 3, 50))), chase((RANDOM_INC, steps(1, 1, 50))),
+     chase((RANDOM_INC, steps(1, 3, 50)), sizes=SIZES[:11]), "beyond 4x the L2"),
+    ("fig3.4", 1, chase((RANDOM_INC, steps(1, 3, 50))), chase((RANDOM_INC, steps(1, 3, 5))),
+     chase((RANDOM_INC, steps(1, 3, 50)), sizes=SIZES[6:]), "within the L1d"),
+    ("fig3.16", 0, counted(rising(1, 95)), counted(lambda ws: 50.0 if ws < 8 * L2 else 20.0),
+     counted(rising(1, 95), missing={"cache_misses": "event not supported (ENOENT)"}), "ENOENT"),
+    ("fig3.16", 1, counted(rising(1, 95), lambda ws: 1.0), counted(rising(1, 95), rising(1, 95)),
+     counted(rising(1, 95), lambda ws: 1.0, sizes=SIZES[:11]), "not beyond 4x the L2"),
+    ("fig3.19", 0, threads(steps(1, 2, 10), steps(1, 2.1, 12)), threads(steps(1, 2, 10), steps(1, 3, 12)),
+     threads(steps(1, 2, 10), steps(1, 2.1, 12), cpu_count=1), "needs 2 CPUs"),
+    ("fig3.19", 1, threads(steps(1, 2, 10), steps(1, 2, 12)), threads(steps(1, 2, 10), steps(1, 2, 10)),
+     threads(steps(1, 2, 10), steps(1, 2, 12), sizes=SIZES[:14]), "beyond 2x the last cache"),
+    ("fig3.19", 2, threads(steps(1, 2, 10), steps(1, 2, 12), steps(1, 2, 14)),
+     threads(steps(1, 2, 10), steps(1, 2, 12), steps(1, 2, 11)),
+     threads(steps(1, 2, 10), steps(1, 2, 12), steps(1, 2, 14), cpu_count=2), "needs 4 CPUs"),
+    ("fig3.20", 0, threads(steps(1, 2, 10), steps(3, 3, 12)), threads(steps(1, 2, 10), steps(1.2, 2, 12)),
+     threads(steps(1, 2, 10)), "threads=2"),
+    ("fig3.20", 1, threads(steps(1, 2, 10), steps(3, 3, 12)), threads(steps(1, 2, 10), steps(3, 3, 10)),
+     threads(steps(1, 2, 10), steps(3, 3, 12), cpu_count=2, cpus_allowed=1), "its CPU affinity"),
+    ("fig3.20", 2, threads(steps(1, 2, 10), steps(3, 3, 12), steps(6, 6, 20)),
+     threads(steps(1, 2, 10), steps(3, 3, 12), steps(6, 6, 13)),
+     threads(steps(1, 2, 10), steps(3, 3, 12), steps(6, 6, 20), cpu_count=2), "needs 4 CPUs"),
+    ("fig3.21", 0, threads(steps(1, 2, 10), steps(1, 2.2, 15)), threads(steps(1, 2, 10), steps(1, 3, 15)),
+     threads(steps(1, 2, 10), steps(1, 2.2, 15), sizes=SIZES[10:]), "within the L2"),
+    ("fig3.21", 1, threads(steps(1, 2, 10), steps(1, 2.2, 15)), threads(steps(1, 2, 10), steps(1, 2.2, 11)),
+     threads(steps(1, 2, 10), steps(1, 2.2, 15), sizes=SIZES[:14]), "beyond 2x the last cache"),
+    ("fig3.21", 2, threads(steps(1, 2, 10), steps(1, 2.2, 15), steps(1, 2.2, 28)),
+     threads(steps(1, 2, 10), steps(1, 2.2, 15), steps(1, 2.2, 20)),
+     threads(steps(1, 2, 10), steps(1, 2.2, 15), steps(1, 2.2, 28), cpu_count=2), "needs 4 CPUs"),
+    ("fig3.30", 0, words(rising(1, 100), scaled(rising(1, 100), 1.007)), words(rising(1, 100), scaled(rising(1, 100), 1.3)),
+     words(rising(1, 100), scaled(rising(1, 100), 1.007), sizes=SIZES[:11]), "beyond 4x the L2"),
     ("fig3.24", 0, one(read=P4_READ), one(read=levels(16, 12, 10, 10)), one(read=P4_READ, sizes=SIZES[:14]),
      "beyond 2x the last cache"),
     ("fig3.24", 1, one(read=P4_READ, write=P4_WRITE), one(read=P4_READ, write=levels(4, 4, 4, 4)),
@@ -593,7 +660,8 @@ CASES += [
      "beyond 4x the L2"),
     ("fig6.4", 2, misaligned((3.0, 0.25), (0.3, 0.1)), misaligned((0.05, 0.25), (0.3, 0.1)),
      misaligned((3.0, 0.25), orders=("sequential",)), "order=random"),
-    ("fig6.5", 0, surface(one_way), surface(lambda d, n: False), surface(one_way, ways=16), "16 ways"),
+    ("fig6.5", 0, surface(one_way), surface(lambda d, n: False), surface(one_way, ways=16, distances=(1, 16, 32, 64, 128)),
+     "16 ways"),
     ("fig6.5", 1, surface(one_way), surface(lambda d, n: n > 8), surface(one_way, distances=(64, 128)),
      "too few sets"),
     ("fig6.5", 2, surface(one_way), surface(lambda d, n: d % 64 == 0 and n > 4),
@@ -758,6 +826,35 @@ def test_unixbench_index_number_is_the_geometric_mean():
     assert value == pytest.approx(number.source, rel=1e-3)
 
 
+def test_miss_ratio_numbers_have_no_source_value_and_read_the_counters():
+    random, sequential = catalogue.item("fig3.16").numbers
+    assert random.source is None and sequential.source is None and "no number" in random.note
+    ds = counted(rising(1, 95), lambda ws: 1.0)
+    assert random.measure(ds) == (pytest.approx(95.0), "")
+    assert sequential.measure(ds) == (pytest.approx(1.0), "")
+    value, reason = random.measure(counted(rising(1, 95), missing={"cache_references": "no PMU (ENOENT)"}))
+    assert value is None and "cache_references: no PMU (ENOENT)" in reason
+
+
+def test_thread_numbers_read_the_slowdown_and_say_when_the_cpus_lack():
+    two, four = catalogue.item("fig3.19").numbers
+    ds = threads(steps(1, 2, 10), steps(1, 2, 11.8), steps(1, 2, 13.4))
+    assert two.measure(ds)[0] == pytest.approx(18.0) and four.measure(ds)[0] == pytest.approx(34.0)
+    value, reason = four.measure(threads(steps(1, 2, 10), steps(1, 2, 11.8), cpu_count=2))
+    assert value is None and "needs 4 CPUs" in reason
+    extreme = catalogue.item("fig3.21").numbers[0]
+    assert extreme.measure(threads(steps(1, 2, 10), steps(1, 2, 500))) == (pytest.approx(1500.0), "")
+    assert extreme.ratio(1500.0) is None
+    value, reason = extreme.measure(chase(({"order": "random"}, steps(1, 2, 500))))
+    assert value is None and "number of threads" in reason
+
+
+def test_critical_word_numbers_are_the_slowdown_beyond_the_l2():
+    sequential, random = catalogue.item("fig3.30").numbers
+    ds = words(rising(1, 100), scaled(rising(1, 100), 1.007))
+    assert sequential.measure(ds)[0] == pytest.approx(0.7) and random.measure(ds)[0] == pytest.approx(0.7)
+
+
 # ---- quick variants ------------------------------------------------------------------------
 
 
@@ -782,6 +879,15 @@ def test_only_keeps_the_matching_points_defaults_included():
         catalogue.only(pages="hugetlb-1g")(sweep)
     smaller = catalogue.only(update={"region_bytes": 64 * mib}, pages="4k", region_bytes=256 * mib)(sweep)
     assert smaller.points == [{"pages": "4k", "region_bytes": 64 * mib}]
+
+
+def test_critical_word_quick_keeps_three_sets_of_the_full_sweep_repeated_three_times(monkeypatch):
+    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    points = [{"order": o, "pointer_word": w, "working_set_bytes": s} for s in SIZES for o in ("sequential", "random")
+              for w in (0, 7)]
+    quick = catalogue.item("fig3.30").quick(Sweep("fig3_30", "chase", points, repeat=9, target_seconds=0.1))
+    assert sorted({p["working_set_bytes"] for p in quick.points}) == [256 << 10, 8 << 20, 128 << 20]
+    assert len(quick.points) == 12 and quick.repeat == 3 and quick.name == "fig3_30_quick"
 
 
 def test_item_needs_a_known_source_and_a_claim():

@@ -112,6 +112,15 @@ TABLE: dict[str, dict[str, Case]] = {
         "interrupted": Case(lambda d: ["sweep", str(d / "tiny.py"), "--out", str(d / "i"), "--no-progress"],
                             in_measure(INTERRUPT)),
     },
+    "merge": {
+        "ok": Case(lambda d: ["merge", str(d / "m.csv"), str(d / "base.csv")]),
+        "usage": Case(lambda d: ["merge", str(d / "a_file" / "m.csv"), str(d / "base.csv")]),
+        "input": Case(lambda d: ["merge", str(d / "m.csv"), str(d / "base.csv"), str(d / "corrupt.csv")]),
+        "failed": Case(lambda d: ["merge", str(d / "m.csv"), str(d / "base.csv")],
+                       lambda mp: mp.setattr(Dataset, "save", boom(OSError(errno.ENOSPC, "no space left")))),
+        "interrupted": Case(lambda d: ["merge", str(d / "m.csv"), str(d / "base.csv")],
+                            lambda mp: mp.setattr(Dataset, "save", boom(INTERRUPT))),
+    },
     "compare": {
         "ok": Case(lambda d: ["compare", str(d / "base.csv"), str(d / "base.csv")]),
         "usage": Case(lambda d: ["compare", str(d / "base.csv"), str(d / "slow.csv"), "--alpha", "x"]),

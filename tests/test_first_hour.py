@@ -273,6 +273,7 @@ BAD_ARGUMENTS = {
     "compare": (["compare", "{tmp}/absent.csv", "{tmp}/absent2.csv"], "absent.csv"),
     "plot": (["plot", "{tmp}/absent.csv"], "absent.csv"),
     "report": (["report", "{tmp}/absent.csv", "-o", "{tmp}/r.html"], "absent.csv"),
+    "merge": (["merge", "{tmp}/r.html", "{tmp}/absent.csv"], "absent.csv"),
     "tour": (["tour", "--family", "chaes", "--out", "{tmp}/tour"], "did you mean 'chase'"),
     "reproduce": (["reproduce", "fig3.51", "--out", "{tmp}/tour"], "item='fig3.51' is not an item"),
 }
@@ -289,7 +290,7 @@ def test_a_bad_argument_exits_2_with_one_error_line_in_every_subcommand(command,
 def test_an_unreadable_dataset_is_a_bad_argument_too(tmp_path, capsys):
     (tmp_path / "junk.csv").write_text("a,b\n1,2\n")
     (tmp_path / "junk.json").write_text("{")  # a sidecar cut short
-    for command in (["plot"], ["report", "-o", str(tmp_path / "r.html")]):
+    for command in (["plot"], ["report", "-o", str(tmp_path / "r.html")], ["merge", str(tmp_path / "r.html")]):
         assert cli.main([*command, str(tmp_path / "junk.csv")]) == 2
         assert "junk" in _last_error_line(capsys.readouterr().err)
 

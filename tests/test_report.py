@@ -73,7 +73,8 @@ def test_report_table_heads_each_series_once_instead_of_repeating_it_in_columns(
     headings = [c for c in parsed.cells if c.startswith("npad=")]
     assert headings == ["npad=0 · order=sequential", "npad=7 · order=sequential",
                         "npad=0 · order=random", "npad=7 · order=random"]
-    assert text.count("<tr class=series>") == 4 and text.count("<tbody>") == 4
+    table = next(part for part in text.split("<section") if "<tr class=series>" in part)  # not the machine table
+    assert table.count("<tr class=series>") == 4 and table.count("<tbody>") == 4
     # Under each heading its own rows, in the dataset's order.
     start = parsed.cells.index("npad=7 · order=random")
     first = next(r for r in ds.rows if r["npad"] == 7 and r["order"] == "random")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import re
 
 import pytest
 
@@ -110,6 +111,13 @@ def test_estimate_uses_each_points_duration():
     assert reproducing.estimate_seconds(sweep) == pytest.approx(6.0 + reproducing.POINT_OVERHEAD_S)
 
 
+def test_estimate_uses_the_familys_sample_length():
+    """A clearing point that pauses 5 s before each sample costs those seconds (clear's sample_seconds)."""
+    paused = Sweep("s", "clear_fault", [{"region_bytes": 2 << 20, "pages": "4k", "pause_s": 5.0}],
+                   repeat=1, warmup=0, target_seconds=0.01)
+    assert reproducing.estimate_seconds(paused) == pytest.approx(5.01 + reproducing.POINT_OVERHEAD_S)
+
+
 def test_listing_shows_every_item_and_the_totals():
     text = reproducing.listing()
     for entry in catalogue.ITEMS:
@@ -168,6 +176,33 @@ def test_a_second_run_measures_nothing_again(fake_catalogue, tmp_path, monkeypat
     assert result.items[0].verdicts[0].status == REPRODUCED
     assert "on disk" not in reproducing.listing(catalogue.select(["clock"]), quick=True)
     assert "1/1 points" in reproducing.listing(catalogue.select(["clock"]), quick=True, out=tmp_path)
+
+
+def test_the_run_says_how_long_measuring_and_reporting_took(fake_catalogue, tmp_path, capsys):
+    """The time split into its phases is printed, kept in verdicts.json and the result, and the
+    report says how long measuring took (what the 3-minute target of --quick is about)."""
+    assert cli.main(["reproduce", "clock", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"time: measuring [\d.]+ (s|min), reporting [\d.]+ (s|min): [\d.]+ (s|min) "
+                     r"\(CPU [\d.]+ (s|min)\)", out), out
+    data = json.loads((tmp_path / "verdicts.json").read_text())
+    assert list(data["phases"]) == list(reproducing.PHASES)
+    measuring, reporting = (data["phases"][name] for name in reproducing.PHASES)
+    assert measuring["cpu_s"] > 0  # the calibrate point spins a CPU: its CPU time is counted
+    assert reporting["wall_s"] > 0 and reporting["cpu_s"] >= 0
+    assert data["seconds"] == pytest.approx(measuring["wall_s"] + reporting["wall_s"], abs=0.1)
+    assert ", measured in " in (tmp_path / "report.html").read_text()
+
+
+def test_verdicts_and_times_are_kept_when_the_report_fails(fake_catalogue, tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(reproducing, "write_report", broken)
+    with pytest.raises(OSError):
+        reproducing.reproduce(["clock"], quick=True, out=tmp_path, progress=False)
+    data = json.loads((tmp_path / "verdicts.json").read_text())
+    assert data["counts"][REPRODUCED] == 1 and set(data["phases"]) == set(reproducing.PHASES)
 
 
 def test_a_failing_sweep_is_recorded_and_the_run_goes_on(fake_catalogue, tmp_path, monkeypatch):
@@ -299,3 +334,15 @@ def test_a_machine_without_cache_sizes_plans_the_other_items(monkeypatch, tmp_pa
     assert by_item["fig3.15"].sweep is None and "no cache facts" in by_item["fig3.15"].unmeasurable
     assert by_item["fig3.24"].sweep is None and "no cache facts" in by_item["fig3.24"].unmeasurable
     assert by_item["table6.1"].sweep is not None
+
+
+def test_the_overall_eta_uses_the_rate_of_the_whole_run():
+    """tqdm's default smoothing extrapolates from the last few updates: one slow point made the
+    full run's ETA read twelve hours half-way through a 78-minute run."""
+    module = importlib.import_module("memlab.reproduce")
+    bar = module._Bar(100.0, enabled=True)
+    try:
+        assert bar.bar is not None and bar.bar.smoothing == 0
+    finally:
+        bar.close()
+    assert module._Bar(100.0, enabled=False).bar is None

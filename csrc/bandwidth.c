@@ -38,7 +38,9 @@
 #define BW_PLAIN_LOOP
 #endif
 
-const char *const ml_bw_op_names[] = {"read", "write", "copy", NULL};
+const char *const ml_bw_op_names[] = {"read", "write", "copy", "add", NULL};
+/* What the bandwidth family measures (add is a load mix: see ml_bw_op_traffic). */
+static const char *const bw_family_op_names[] = {"read", "write", "copy", NULL};
 const char *const ml_bw_width_names[] = {"scalar", "sse2", "avx2", "avx512", NULL};
 const char *const ml_bw_stores_names[] = {"normal", "nontemporal", NULL};
 
@@ -192,6 +194,36 @@ BW_KERNEL static uint64_t sum_scalar(void *dst, const void *src, size_t bytes, u
         return 0;                                                                          \
     }
 
+/* The 2:1 read/write mix: src added into dst word by word (64-bit lanes,
+ * wrapping), dst[i] += src[i]: two loads and one store per word or vector
+ * (ADD a 64-bit lane add).  dst is read before it is written, so a normal
+ * store finds its line in the cache and the memory traffic is 2:1 as well (a
+ * copy's normal store reads its line first); plain stores only. */
+#define BW_WORD_ADD(a, b) ((a) + (b))
+#define BW_ADD_BODY(T, LOOP, LOAD, ADD, PUT)                                                  \
+    {                                                                                      \
+        (void)value;                                                                       \
+        const T *end = (const T *)src + bytes / sizeof(T);                                 \
+        const T *end8 = (const T *)src + bytes / sizeof(T) / ML_BW_UNROLL * ML_BW_UNROLL;   \
+        LOOP                                                                               \
+        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
+            const T *s = src;                                                              \
+            T *d = dst;                                                                    \
+            LOOP                                                                           \
+            for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
+                PUT(d + 0, ADD(LOAD(d + 0), LOAD(s + 0))); BW_APART(); PUT(d + 1, ADD(LOAD(d + 1), LOAD(s + 1))); BW_APART(); \
+                PUT(d + 2, ADD(LOAD(d + 2), LOAD(s + 2))); BW_APART(); PUT(d + 3, ADD(LOAD(d + 3), LOAD(s + 3))); BW_APART(); \
+                PUT(d + 4, ADD(LOAD(d + 4), LOAD(s + 4))); BW_APART(); PUT(d + 5, ADD(LOAD(d + 5), LOAD(s + 5))); BW_APART(); \
+                PUT(d + 6, ADD(LOAD(d + 6), LOAD(s + 6))); BW_APART(); PUT(d + 7, ADD(LOAD(d + 7), LOAD(s + 7))); BW_APART(); \
+            }                                                                              \
+            LOOP                                                                           \
+            for (; s < end; ++s, ++d)                                                      \
+                PUT(d, ADD(LOAD(d), LOAD(s)));                                             \
+            BW_PLAIN_PASS_END();                                                           \
+        }                                                                                  \
+        return 0;                                                                          \
+    }
+
 #define BW_KERNEL_ARGS void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value
 
 BW_KERNEL static uint64_t write_scalar(BW_KERNEL_ARGS)
@@ -199,6 +231,9 @@ BW_KERNEL static uint64_t write_scalar(BW_KERNEL_ARGS)
 
 BW_KERNEL static uint64_t copy_scalar(BW_KERNEL_ARGS)
     BW_COPY_BODY(long long, BW_PLAIN_LOOP, BW_WORD_LOAD, BW_PLAIN_PUT, PLAIN)
+
+BW_KERNEL static uint64_t add_scalar(BW_KERNEL_ARGS)
+    BW_ADD_BODY(unsigned long long, BW_PLAIN_LOOP, BW_WORD_LOAD, BW_WORD_ADD, BW_PLAIN_PUT)
 
 #if BW_X86
 /* movnti: the non-temporal store of a general register (SSE2, every x86-64). */
@@ -266,7 +301,9 @@ BW_KERNEL static uint64_t copy_nt_scalar(BW_KERNEL_ARGS)
     BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_##NAME(BW_KERNEL_ARGS)       \
         BW_COPY_BODY(VEC, , LOAD, STORE, PLAIN)                                             \
     BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_nt_##NAME(BW_KERNEL_ARGS)    \
-        BW_COPY_BODY(VEC, , LOAD, STREAM, NT)
+        BW_COPY_BODY(VEC, , LOAD, STREAM, NT)                                               \
+    BW_KERNEL __attribute__((target(TARGET))) static uint64_t add_##NAME(BW_KERNEL_ARGS)        \
+        BW_ADD_BODY(VEC, , LOAD, ADD, STORE)
 
 BW_VECTOR_KERNELS(sse2, "sse2", __m128i, _mm_load_si128, _mm_store_si128, _mm_stream_si128,
                   _mm_add_epi64, _mm_setzero_si128, _mm_set1_epi64x)
@@ -288,10 +325,12 @@ static const ml_bw_kernel bw_kernels[ML_BW_OP_COUNT][ML_BW_WIDTH_COUNT][ML_BW_ST
                     {copy_sse2, copy_nt_sse2},
                     {copy_avx2, copy_nt_avx2},
                     {copy_avx512, copy_nt_avx512}},
+    [ML_BW_ADD] = {{add_scalar, NULL}, {add_sse2, NULL}, {add_avx2, NULL}, {add_avx512, NULL}},
 #else
     [ML_BW_READ] = {{read_scalar, NULL}},
     [ML_BW_WRITE] = {{write_scalar, NULL}},
     [ML_BW_COPY] = {{copy_scalar, NULL}},
+    [ML_BW_ADD] = {{add_scalar, NULL}},
 #endif
 };
 
@@ -333,6 +372,15 @@ int ml_bw_width_supported(ml_bw_width width, const char **why)
     return missing == NULL;
 }
 
+void ml_bw_op_traffic(ml_bw_op op, unsigned *reads, unsigned *writes)
+{
+    static const unsigned r[ML_BW_OP_COUNT] = {[ML_BW_READ] = 1, [ML_BW_COPY] = 1, [ML_BW_ADD] = 2};
+    static const unsigned w[ML_BW_OP_COUNT] = {[ML_BW_WRITE] = 1, [ML_BW_COPY] = 1, [ML_BW_ADD] = 1};
+    int known = (unsigned)op < ML_BW_OP_COUNT;
+    *reads = known ? r[op] : 0;
+    *writes = known ? w[op] : 0;
+}
+
 ml_bw_width ml_bw_widest(void)
 {
     for (int width = ML_BW_WIDTH_COUNT - 1; width > ML_BW_SCALAR; --width)
@@ -349,6 +397,9 @@ ml_bw_kernel ml_bw_kernel_for(ml_bw_op op, ml_bw_width width, ml_bw_stores store
         reason = "no such operation, width or store kind";
     else if (op == ML_BW_READ && stores == ML_BW_STORES_NONTEMPORAL)
         reason = "a read makes no stores: non-temporal stores apply to write and copy";
+    else if (op == ML_BW_ADD && stores == ML_BW_STORES_NONTEMPORAL)
+        reason = "add reads every line it writes (it is in the cache when stored): non-temporal "
+                 "stores apply to write and copy";
     else if (!ml_bw_width_supported(width, &reason))
         ;
     else if (!bw_kernels[op][width][stores])
@@ -580,7 +631,7 @@ typedef struct bw_config {
 static const ml_param bw_params[] = {
     {.name = "working_set_bytes", .kind = ML_PARAM_INT, .offset = offsetof(bw_config, working_set_bytes),
      .min = ML_BW_LINE_BYTES, .max = BW_MAX_BYTES},
-    {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, op), .choices = ml_bw_op_names},
+    {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, op), .choices = bw_family_op_names},
     {.name = "width", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, width),
      .choices = bw_width_choices},
     {.name = "stores", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, stores),
@@ -1017,9 +1068,9 @@ typedef struct pass_config {
     int64_t chunk_bytes;
 } pass_config;
 
-/* The three ops, and "sum": the read's checking twin (ml_bw_sum_kernel). */
+/* The four ops, and "sum": the read's checking twin (ml_bw_sum_kernel). */
 enum { PASS_SUM = ML_BW_OP_COUNT };
-static const char *const pass_op_names[] = {"read", "write", "copy", "sum", NULL};
+static const char *const pass_op_names[] = {"read", "write", "copy", "add", "sum", NULL};
 
 static const ml_param pass_params[] = {
     {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(pass_config, op), .choices = pass_op_names},
@@ -1066,7 +1117,7 @@ static int pass_setup(const void *config, void **state_out, ml_context *ctx, ml_
     if (op != ML_BW_WRITE && check_pass_buffer(&cfg->src, "src", 0, err))
         return -1;
     if (op != ML_BW_READ &&
-        check_pass_buffer(&cfg->dst, "dst", op == ML_BW_COPY ? cfg->src.bytes : 0, err))
+        check_pass_buffer(&cfg->dst, "dst", op == ML_BW_COPY || op == ML_BW_ADD ? cfg->src.bytes : 0, err))
         return -1;
     if (cfg->chunk_bytes % ML_BW_LINE_BYTES)
         return ml_fail(err, ML_ERR_VALUE, 0, "chunk_bytes=%lld must be a multiple of %u",

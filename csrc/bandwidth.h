@@ -38,7 +38,7 @@
 
 /* ---- kernels ---------------------------------------------------------- */
 
-typedef enum ml_bw_op { ML_BW_READ = 0, ML_BW_WRITE, ML_BW_COPY, ML_BW_OP_COUNT } ml_bw_op;
+typedef enum ml_bw_op { ML_BW_READ = 0, ML_BW_WRITE, ML_BW_COPY, ML_BW_ADD, ML_BW_OP_COUNT } ml_bw_op;
 
 /* Vector widths, narrowest first: 8-byte general registers, 16-byte SSE2,
  * 32-byte AVX2, 64-byte AVX-512. */
@@ -73,10 +73,17 @@ extern const char *const ml_bw_stores_names[];
  *          it (Drepper's read test: only the loads); returns 0
  *   write: stores `value` into every 64-bit word of dst; returns 0
  *   copy:  copies src into dst; returns 0
+ *   add:   adds src into dst, 64-bit word by word (wrapping): two loads and
+ *          one store per vector, the 2:1 read/write mix; returns 0
  * Non-temporal kernels end with an sfence. */
 typedef uint64_t (*ml_bw_kernel)(void *dst, const void *src, size_t bytes, uint64_t passes,
                                  uint64_t value);
 
+/* Bytes read and bytes written per byte a kernel passes over (what
+ * ml_bw_worker.bytes_done counts): read 1 and 0, write 0 and 1, copy 1 and 1,
+ * add 2 and 1 (the instructions' bytes; a normal store's read of its line
+ * before the write, which copy and write cause, is not counted). */
+void ml_bw_op_traffic(ml_bw_op op, unsigned *reads, unsigned *writes);
 /* Bytes of one load or store of the width: 8, 16, 32 or 64. */
 size_t ml_bw_vector_bytes(ml_bw_width width);
 /* 1 if this build and this CPU (and its OS) can run the width; otherwise 0
@@ -106,8 +113,8 @@ typedef int (*ml_bw_hook)(ml_bw_worker *worker, void *arg);
 struct ml_bw_worker {
     /* set by the caller */
     ml_bw_kernel kernel;
-    void *dst;            /* written by write and copy */
-    const void *src;      /* read by read and copy */
+    void *dst;            /* written by write, copy and add (add reads it too) */
+    const void *src;      /* read by read, copy and add */
     size_t bytes;         /* per pass: multiple of ML_BW_LINE_BYTES */
     uint64_t value;       /* what write stores */
     int cpu;              /* pin to this CPU; -1: leave the affinity alone */
@@ -117,7 +124,7 @@ struct ml_bw_worker {
     ml_bw_hook hook;      /* may be NULL */
     void *hook_arg;
     /* results of the last run */
-    uint64_t bytes_done;  /* bytes passed over (copy: bytes copied) */
+    uint64_t bytes_done;  /* bytes passed over (copy: bytes copied; add: bytes of dst updated) */
     uint64_t chunks;
     uint64_t sum;         /* what the kernel calls returned, added up (the sum kernel's sum) */
     uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC around the whole run */

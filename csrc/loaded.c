@@ -31,7 +31,8 @@ extern const ml_family ml_family_chase;
 #define LOADED_MAX_DELAY_NS 10000000
 #define LOADED_MAX_CPU_METRICS 4
 
-static const char *const loaded_ops[] = {"read", "write", "copy", NULL};
+/* The load mixes, indexed as ml_bw_op: reads only, writes only, 1:1 (copy), 2:1 (add). */
+static const char *const loaded_ops[] = {"read", "write", "copy", "add", NULL};
 static const char *const loaded_pages[] = {"4k", "thp", "hugetlb-2m", NULL};
 
 typedef struct loaded_config {
@@ -205,7 +206,7 @@ static int loaded_setup(const void *config, void **state_out, ml_context *ctx, m
         return -1;
     }
     size_t load_bytes = (size_t)s->cfg.load_working_set_bytes;
-    int copies = s->cfg.load_op == ML_BW_COPY ? 2 : 1;
+    int copies = (s->cfg.load_op != ML_BW_WRITE) + (s->cfg.load_op != ML_BW_READ); /* src and/or dst */
     if (n > 0 && ml_check_memory(load_bytes * (size_t)n * (size_t)copies, "the load threads' working sets", err)) {
         loaded_teardown(s);
         return -1;
@@ -318,21 +319,28 @@ static int loaded_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     if (rc)
         return rc;
 
-    double rate_sum = 0, cpu_fraction_sum = 0;
+    double rate_sum = 0, cpu_fraction_sum = 0, window_bytes = 0;
     int unmeasured = 0;
     for (int i = 0; i < n; i++) {
         const loaded_note *note = &s->notes[i];
         const ml_bw_worker *w = &s->team.workers[i];
-        if (note->notes >= 2 && note->last_ns > note->first_ns)
+        if (note->notes >= 2 && note->last_ns > note->first_ns) {
             rate_sum += (double)(note->last_bytes - note->first_bytes) / (double)(note->last_ns - note->first_ns);
-        else
+            window_bytes += (double)(note->last_bytes - note->first_bytes);
+        } else
             unmeasured++;
         uint64_t run = w->end_ns > w->start_ns ? w->end_ns - w->start_ns : 1;
         cpu_fraction_sum += (double)w->cpu_ns / (double)run;
     }
-    double traffic = s->cfg.load_op == ML_BW_COPY ? 2.0 : 1.0;
+    /* bytes passed over, and read and written, counted as the bandwidth family counts its kernels */
+    unsigned reads, writes;
+    ml_bw_op_traffic((ml_bw_op)s->cfg.load_op, &reads, &writes);
     ml_metric_add(out, "load_GB_per_s", rate_sum);
-    ml_metric_add(out, "load_traffic_GB_per_s", rate_sum * traffic);
+    ml_metric_add(out, "load_read_GB_per_s", rate_sum * reads);
+    ml_metric_add(out, "load_write_GB_per_s", rate_sum * writes);
+    ml_metric_add(out, "load_traffic_GB_per_s", rate_sum * (reads + writes));
+    ml_metric_add(out, "load_bytes", window_bytes);
+    ml_metric_add(out, "load_traffic_bytes", window_bytes * (reads + writes));
     ml_metric_add(out, "load_threads_unmeasured", unmeasured);
     ml_metric_add(out, "load_cpu_fraction", n ? cpu_fraction_sum / n : 0.0);
     ml_metric_add(out, "window_ns", (double)(t1 - t0));

@@ -66,6 +66,7 @@ from memlab.measure import Measurement
 
 __all__ = [
     "BACKGROUND_OPS",
+    "BYTES_READ_WRITTEN",
     "CAPTION",
     "FAMILY",
     "LINE_BYTES",
@@ -97,6 +98,11 @@ PAGE_KINDS = ("4k", "thp", "hugetlb-2m")
 BACKGROUND_OPS = ("none", "read", "write", "copy")
 #: Bytes of one load or store of each width.
 VECTOR_BYTES = {"scalar": 8, "sse2": 16, "avx2": 32, "avx512": 64}
+#: Bytes read and bytes written per byte an op passes over (what ``GB_per_s`` counts): the
+#: instructions' bytes, STREAM's count (a normal store's read of its line first is not counted).
+#: ``traffic_GB_per_s`` is ``GB_per_s`` times their sum. ``add`` (dst += src) is the 2:1 mix of
+#: :func:`run_pass` and the loaded family; the C core's ``ml_bw_op_traffic`` holds the same table.
+BYTES_READ_WRITTEN = {"read": (1, 0), "write": (0, 1), "copy": (1, 1), "add": (2, 1)}
 #: Every kernel works on whole cache lines (the widest vector).
 LINE_BYTES = 64
 MAX_THREADS = 1024
@@ -240,7 +246,7 @@ def _derive(params: BandwidthParams, values: dict[str, float]) -> dict[str, floa
             if name in values:
                 derived[name.replace("GB_per_s", "bytes_per_cycle")] = values[name] / ghz
     if "GB_per_s" in values:
-        derived["traffic_GB_per_s"] = values["GB_per_s"] * (2.0 if params.op == "copy" else 1.0)
+        derived["traffic_GB_per_s"] = values["GB_per_s"] * float(sum(BYTES_READ_WRITTEN[params.op]))
     return derived
 
 
@@ -280,8 +286,9 @@ def run(params: BandwidthParams | dict | None = None, **options: Any) -> Measure
     return FAMILY.run(params, **options)
 
 
-#: What :func:`run_pass` runs: the three ops and the read's summing twin.
-PASS_OPS = (*OPS, "sum")
+#: What :func:`run_pass` runs: the three ops, ``add`` (the 2:1 read/write mix the loaded family
+#: draws load with; not a measured op of this family) and the read's summing twin.
+PASS_OPS = (*OPS, "add", "sum")
 
 
 #: The most bytes one run_pass call may move (passes x buffer): about ten seconds at 8 GB/s.
@@ -306,7 +313,9 @@ def run_pass(op: str, src: Any = None, dst: Any = None, *, width: str = "auto",
     same way adding up its 64-bit words and returns their sum over all
     passes (mod 2**64); ``write`` stores ``value`` into every 64-bit word of
     dst (0 to 2**64 - 1; a negative int64 is its two's complement); ``copy``
-    copies src into dst (same size). Buffers start on a 64-byte
+    copies src into dst (same size); ``add`` adds src into dst word by word
+    (64-bit, wrapping: two loads and one store per vector, normal stores
+    only). Buffers start on a 64-byte
     boundary and hold a multiple of 64 bytes (see :func:`aligned_array`).
     ``chunk_bytes`` > 0 runs the passes in chunks of that size, as a team
     worker does. More than one pass moves at most
@@ -321,9 +330,9 @@ def run_pass(op: str, src: Any = None, dst: Any = None, *, width: str = "auto",
     check_choice("stores", stores, STORES)
     if op == "sum" and stores != "normal":
         raise ValueError("stores='nontemporal' applies to write and copy: op='sum' makes no stores")
-    if op in ("read", "sum", "copy") and src is None:
+    if op in ("read", "sum", "copy", "add") and src is None:
         raise ValueError(f"op={op!r} needs src")
-    if op in ("write", "copy") and dst is None:
+    if op in ("write", "copy", "add") and dst is None:
         raise ValueError(f"op={op!r} needs dst")
     value = check_int("value", value, -(1 << 63), (1 << 64) - 1)
     passes = check_int("passes", passes, 1)

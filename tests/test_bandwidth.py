@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import interrupt_measure, python_with_hidden_features, thp_mode
+from disasm import function_instructions, mnemonic_and_operands, packed_instructions
 from memlab import _core, machine, plot
 from memlab import bandwidth as bw
 from memlab.dataset import Dataset
@@ -117,6 +118,38 @@ def test_copy_makes_dst_equal_src_and_touches_nothing_else(width, size, chunk_by
     assert_guards_unchanged(dst_whole, dst_before)
 
 
+@kernel_cases(stores=False)
+def test_add_adds_src_into_dst_once_per_pass_and_touches_nothing_else(width, size, chunk_bytes):
+    """The 2:1 read/write mix: dst += src (64-bit words, wrapping), src left as it was."""
+    needs_width(width)
+    rng = np.random.default_rng(size + 3)
+    src_whole, src = guarded(size // 8, rng)
+    dst_whole, dst = guarded(size // 8, rng)
+    src[:] |= np.uint64(1 << 63)  # sums wrap past 2**64
+    dst[:] |= np.uint64(1 << 63)
+    src_before, dst_before = src_whole.copy(), dst_whole.copy()
+    assert bw.run_pass("add", src, dst, width=width, passes=3, chunk_bytes=chunk_bytes) == 0
+    np.testing.assert_array_equal(dst, dst_before[64:-64] + np.uint64(3) * src_before[64:-64])
+    np.testing.assert_array_equal(src_whole, src_before)
+    assert_guards_unchanged(dst_whole, dst_before)
+
+
+@pytest.mark.build
+@pytest.mark.parametrize("op, passes", [("read", 3), ("write", 2), ("copy", 1), ("add", 5)])
+def test_bytes_done_counts_the_bytes_passed_over_read_and_written_as_the_table_says(op, passes):
+    """A known-size run: bytes_done is passes x buffer, whatever the chunks; the traffic table
+    (bytes read, written per byte passed) is the one the C core uses for the loaded family."""
+    words = 4096 // 8 + 24
+    src, dst = bw.aligned_array(words), bw.aligned_array(words)
+    config = {"op": op, "width": "scalar", "stores": "normal", "src": src, "dst": dst, "value": 7,
+              "passes": passes, "chunk_bytes": 192}
+    with _core.Kernel("bandwidth_pass", config) as kernel:
+        metrics = kernel.measure(target_ns=0, counters=False)["metrics"]
+    assert metrics["bytes_done"] == passes * words * 8
+    assert metrics["chunks"] >= passes * words * 8 // 192
+    assert bw.BYTES_READ_WRITTEN == {"read": (1, 0), "write": (0, 1), "copy": (1, 1), "add": (2, 1)}
+
+
 @pytest.mark.build
 def test_run_pass_refuses_misaligned_or_odd_buffers():
     words = bw.aligned_array(32)
@@ -134,6 +167,12 @@ def test_run_pass_refuses_misaligned_or_odd_buffers():
         bw.run_pass("read", words[:8], stores="nontemporal")
     with pytest.raises(ValueError, match="op='fill' is not one of"):
         bw.run_pass("fill", words[:8])
+    with pytest.raises(ValueError, match="add reads every line it writes"):
+        bw.run_pass("add", words[:8], words[16:24], stores="nontemporal")
+    with pytest.raises(ValueError, match="dst holds 128 bytes; it must match src"):
+        bw.run_pass("add", words[:8], words[16:32])
+    with pytest.raises(ValueError, match="op='add' needs dst"):
+        bw.run_pass("add", words[:8])
 
 
 @pytest.mark.parametrize("options, error", [
@@ -511,7 +550,7 @@ def test_a_thread_that_cannot_start_leaves_no_thread_running():
 
 REGISTER = {"scalar": None, "sse2": "xmm", "avx2": "ymm", "avx512": "zmm"}
 KERNELS = [(kind, width) for width in WIDTHS
-           for kind in ("read", "sum", "write", "write_nt", "copy", "copy_nt")]
+           for kind in ("read", "sum", "write", "write_nt", "copy", "copy_nt", "add")]
 
 
 def disassemble(function: str) -> list[tuple[int, str]]:
@@ -562,8 +601,10 @@ def test_kernel_main_loop_is_unrolled_at_its_width(kind, width):
     loop = main_loop(lines)
     memory = [text for text in loop if "(" in text and not text.startswith(("lea", "nop", "cs nop"))]
     others = [text for text in loop if text not in memory and not text.startswith(("nop", "cs nop"))]
-    per_vector = 2 if kind.startswith("copy") else 1
-    assert len(memory) >= 8 * per_vector, f"main loop of {kind}_{width}: {loop}"
+    per_vector = 2 if kind.startswith(("copy", "add")) else 1  # add: a load and an add-with-load, or
+    assert len(memory) >= 8 * per_vector, f"main loop of {kind}_{width}: {loop}"  # an add into memory
+    if kind == "add":  # the adds (with their operands in registers) are its work, nothing else
+        others = [text for text in others if not re.match(r"v?p?add\w*\s+[^$]", text)]
     if kind != "sum":  # the measured kernels: the loop's own work is a pointer bump and a branch
         assert len(others) <= 4, f"main loop of {kind}_{width} has {len(others)} other instructions: {others}"
     register = REGISTER[width]
@@ -582,9 +623,30 @@ def test_kernel_main_loop_is_unrolled_at_its_width(kind, width):
         assert not streaming
     if kind in ("read", "sum"):
         assert not stores, f"{kind}_{width} stores: {stores}"
+    if kind == "add":  # one store per vector, each an add's result
+        assert len(stores) >= 8, f"add_{width} stores: {stores}"
+        adds = [text for text in loop if re.match(r"v?p?add\w*\s+[^$]", text)]
+        assert len(adds) >= 8, f"add_{width} adds: {loop}"
     if kind == "read":  # only loads: nothing done with the data
         assert all(text.split()[0] in ("mov", "movdqa", "vmovdqa", "vmovdqa64", "movaps", "vmovaps")
                    for text in memory), memory
+
+
+@pytest.mark.build
+@pytest.mark.parametrize("width", ["scalar", "sse2"])
+def test_add_stays_at_its_width(width):
+    """add_scalar has no packed arithmetic (compilers merge neighbouring scalar adds into vector
+    ones if let), add_sse2 only 16-byte lanes: no ymm/zmm register, every packed op a paddq."""
+    if "-fsanitize" in _core.build_info().get("cflags", ""):
+        pytest.skip("a sanitizer build: its kernels carry the sanitizer's checks and calls")
+    instructions = function_instructions(_core.__file__, f"add_{width}")
+    if instructions is None:
+        pytest.skip(f"objdump is missing or add_{width} is not in the symbol table (stripped build)")
+    packed = packed_instructions(instructions)
+    if width == "scalar":
+        assert packed == [], packed
+    else:
+        assert packed and all(mnemonic_and_operands(line)[0] in ("paddq", "vpaddq") for line in packed), packed
 
 
 # ---- sweeps, figure, report -----------------------------------------------------------------

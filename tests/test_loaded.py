@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from conftest import interrupt_measure
-from memlab import loaded
+from memlab import bandwidth, loaded
 from memlab._core import Kernel
 from memlab.dataset import Dataset
 
@@ -45,8 +45,12 @@ def test_chaser_and_load_thread_run_on_their_cores_and_are_joined(op):
     assert m.median("ran_on_cpu_load_0") == CPUS[1]
     assert m.median("load_threads_unmeasured") == 0  # its rate is from inside the chaser's window
     assert m.median("load_GB_per_s") > 0
-    factor = 2 if op == "copy" else 1
-    assert m.median("load_traffic_GB_per_s") == pytest.approx(factor * m.median("load_GB_per_s"))
+    reads, writes = bandwidth.BYTES_READ_WRITTEN[op]  # the bandwidth family's count
+    for sample in m.samples:
+        rate = sample["load_GB_per_s"]
+        assert sample["load_read_GB_per_s"] == pytest.approx(reads * rate)
+        assert sample["load_write_GB_per_s"] == pytest.approx(writes * rate)
+        assert sample["load_traffic_GB_per_s"] == pytest.approx((reads + writes) * rate)
     assert m.median("ns_per_element") > 0
     # CPU time over steps: the chaser's own CPU time, never above its wall-clock latency. The two
     # clocks are read one after the other and thread CPU time is accounted in ticks, so a short
@@ -57,6 +61,21 @@ def test_chaser_and_load_thread_run_on_their_cores_and_are_joined(op):
     assert threads_now() == before
     # the calling thread is given its affinity back
     assert sorted(os.sched_getaffinity(0)) == CPUS
+
+
+@pytest.mark.parametrize("op", loaded.LOAD_OPS)
+def test_the_load_bytes_are_whole_passes_counted_read_and_written_per_mix(op):
+    """A known-size run: with a 64 KiB set, every chunk is one pass, so the bytes a load thread passed
+    over inside the window are whole passes, and the traffic is the mix's reads plus writes of them."""
+    two_cpus()
+    m = loaded.run(load_threads=1, load_op=op, working_set_bytes=1 << 20, load_working_set_bytes=CHUNK_BYTES,
+                   repeat=2, warmup=0, target_seconds=0.03, counters=False)
+    reads, writes = bandwidth.BYTES_READ_WRITTEN[op]
+    for sample in m.samples:
+        assert sample["load_bytes"] > 0 and sample["load_bytes"] % CHUNK_BYTES == 0
+        assert sample["load_traffic_bytes"] == (reads + writes) * sample["load_bytes"]
+    row = m.to_row()
+    assert row["load_op"] == op  # the mix is named in the rows
 
 
 def test_no_load_thread_measures_the_idle_latency():
@@ -118,7 +137,7 @@ def test_the_c_core_refuses_two_threads_on_one_cpu_and_cpus_not_allowed():
     ({"working_set_bytes": 100}, "working_set_bytes=100"),
     ({"pages": "1g"}, "pages='1g'"),
     ({"load_threads": -1}, "load_threads=-1"),
-    ({"load_op": "triad"}, "load_op='triad'"),
+    ({"load_op": "triad"}, "load_op='triad' is not one of 'read', 'write', 'copy', 'add'"),
     ({"load_working_set_bytes": (1 << 20) + 8}, "load_working_set_bytes=1048584 is not a multiple of 64"),
     ({"delay_ns": -5}, "delay_ns=-5"),
     ({"delay_ns": 10**9}, "delay_ns=1000000000"),
@@ -170,7 +189,76 @@ def test_figure_draws_one_curve_per_mix_starting_at_the_idle_latency():
         xs = list(line.get_xdata())
         assert xs == sorted(xs) and xs[0] == 0.0 and line.get_ydata()[0] == 90.0
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["load_op=read (1 load thread)", "load_op=copy (1 load thread)"]
+    assert sorted(labels) == sorted(["load_op=read (reads only, 1 load thread, knee 0.2 GB/s, 92 ns)",
+                                     "load_op=copy (1 read : 1 write, 1 load thread, no knee: rising)",
+                                     "idle + 10% (the knee's band)"])
+    # read stays within 10% of 90 ns up to 0.2 GB/s (92 ns), then 110 ns: its knee is marked; copy is
+    # 184 ns already at its lightest load (0.4 GB/s): no flat part, no mark
+    marks = [line for line in ax.get_lines() if line.get_marker() == "D"]
+    assert [(list(m.get_xdata()), list(m.get_ydata())) for m in marks] == [([0.2], [92.0])]
+    knees = {k.load_op: k for k in loaded.knees(Dataset(rows))}
+    assert knees["read"].status == "knee" and knees["copy"].status == "rising"
+
+
+def _curve_rows(points, idle_ns=100.0, op="add"):
+    rows = [{"family": "loaded", "load_threads": 0, "load_op": "read", "delay_ns": 0,
+             "ns_per_element": idle_ns, "load_traffic_GB_per_s": 0.0}]
+    rows += [{"family": "loaded", "load_threads": 1, "load_op": op, "delay_ns": 1000 * i,
+              "ns_per_element": ns, "load_traffic_GB_per_s": gbs} for i, (gbs, ns) in enumerate(points)]
+    return Dataset(rows)
+
+
+def test_knee_of_a_curve_flat_then_steep_is_the_last_point_within_the_band():
+    points = [(12.0, 400.0), (0.5, 101.0), (2.0, 103.0), (6.0, 108.0), (9.0, 125.0), (11.0, 200.0)]
+    knee = loaded.find_knee(points, 100.0)
+    assert (knee.status, knee.GB_per_s, knee.ns_per_element, knee.points) == ("knee", 6.0, 108.0, 6)
+    assert "up to 6 GB/s" in knee.reason and "25% above it at 9 GB/s" in knee.reason
+    # a wider band moves it out, a narrower one in
+    assert loaded.find_knee(points, 100.0, tolerance=0.3).GB_per_s == 9.0
+    assert loaded.find_knee(points, 100.0, tolerance=0.02).GB_per_s == 0.5
+    # the first exit marks it: a point back inside the band later does not move it
+    assert loaded.find_knee(points + [(13.0, 104.0)], 100.0).GB_per_s == 6.0
+    # the same through a dataset: per mix, named, with the idle latency from the load_threads=0 row
+    [found] = loaded.knees(_curve_rows(points))
+    assert (found.load_op, found.status, found.GB_per_s, found.idle_ns_per_element) == ("add", "knee", 6.0, 100.0)
+    table = loaded.knee_table(_curve_rows(points))
+    assert "add      2 reads : 1 write" in table and " knee " in table and "108" in table
+
+
+def test_a_flat_curve_has_no_knee_and_says_how_far_it_stayed_flat():
+    knee = loaded.find_knee([(1.0, 99.0), (4.0, 104.0), (8.0, 109.5)], 100.0)
+    assert knee.status == "flat" and knee.GB_per_s is None and knee.ns_per_element is None
+    assert "up to 8 GB/s" in knee.reason and "no knee" in knee.reason
+
+
+def test_a_curve_rising_from_the_lightest_load_has_no_flat_part():
+    rising = [(gbs, 100.0 * (1 + 0.2 * gbs)) for gbs in (1.0, 2.0, 4.0, 8.0)]  # monotone, 20% at the first
+    knee = loaded.find_knee(rising, 100.0)
+    assert knee.status == "rising" and knee.GB_per_s is None
+    assert "20% above the idle 100 ns at the lightest load measured (1 GB/s)" in knee.reason
+
+
+def test_too_few_points_or_no_idle_latency_say_so():
+    knee = loaded.find_knee([(1.0, 100.0), (9.0, 300.0)], 100.0)
+    assert knee.status == "too few points" and "2 loaded points: a knee needs at least 3" in knee.reason
+    assert loaded.find_knee([(1.0, 100.0), (9.0, 300.0)], 100.0, min_points=2).status == "knee"
+    rows = [r for r in _curve_rows([(1.0, 100.0), (2.0, 101.0), (3.0, 300.0)]).rows if r["load_threads"]]
+    [knee] = loaded.knees(Dataset(rows))
+    assert knee.status == "no idle point" and "load_threads=0" in knee.reason
+    with pytest.raises(ValueError, match="tolerance=-0.1 must be a finite number >= 0"):
+        loaded.find_knee([], 100.0, tolerance=-0.1)
+
+
+def test_figure_marks_the_knee_of_each_mix():
+    pytest.importorskip("matplotlib")
+    fig = loaded.figure(_curve_rows([(0.5, 101.0), (2.0, 103.0), (6.0, 108.0), (9.0, 125.0)]))
+    ax = fig.axes[0]
+    marks = [line for line in ax.get_lines() if line.get_marker() == "D"]
+    assert [(list(m.get_xdata()), list(m.get_ydata())) for m in marks] == [([6.0], [108.0])]
+    assert any("(2 reads : 1 write, 1 load thread, knee 6 GB/s, 108 ns)" in t.get_text()
+               for t in ax.get_legend().get_texts())
+    band = [line for line in ax.get_lines() if list(line.get_ydata()) == pytest.approx([110.0, 110.0])]
+    assert band  # the band: idle + 10%
 
 
 def test_quick_sweep_measures_and_draws():

@@ -84,7 +84,7 @@ VALID = {
     "core_to_core": dict(cpu_a=st.sampled_from(CPUS), cpu_b=st.sampled_from(CPUS),
                          method=st.sampled_from(["cas", "store"])),
     "loaded": dict(working_set_bytes=st.integers(1, 64).map(lambda n: n * 4 * KiB), pages=st.sampled_from(["4k", "thp"]),
-                   load_threads=st.integers(0, len(CPUS) - 1), load_op=st.sampled_from(["read", "write", "copy"]),
+                   load_threads=st.integers(0, len(CPUS) - 1), load_op=st.sampled_from(["read", "write", "copy", "add"]),
                    load_working_set_bytes=st.integers(1, 4).map(lambda n: n * 64 * KiB),
                    delay_ns=st.integers(0, 10_000)),
     "tlb": dict(working_set_bytes=st.integers(4, 64).map(lambda n: n * 64), seed=st.integers(0, 2**63 - 1)),

@@ -256,6 +256,14 @@ def test_metrics_hang_together():
     assert m.primary_metric == "bytes_per_cycle"
 
 
+def test_setup_reads_the_filled_set_once_before_any_sample():
+    """The settling read (see docs/bandwidth.md) runs once per set and is timed apart from the fill."""
+    m = bw.run(working_set_bytes=1 << 20, op="read", repeat=2, warmup=0, target_seconds=0.01)
+    first = m.samples[0]
+    assert first["settle_ns"] > 0 and first["fill_ns"] > 0
+    assert {s["settle_ns"] for s in m.samples} == {first["settle_ns"]}
+
+
 def test_threads_run_where_the_placement_put_them():
     two_cpus()
     cpus = machine.placement_cpus("cores", 2)

@@ -407,7 +407,9 @@ def test_child_failing_before_the_start_is_reported(no_leftovers):
 
 def test_children_hold_no_inherited_descriptors(no_leftovers):
     # A pipe of ours the children must not keep: each child holds only
-    # stdio, its data end and the two start-signal descriptors.
+    # stdio, its data end, the two start-signal descriptors (ready is closed
+    # once the child has said so, which a look under load can come before)
+    # and the shared report file (csrc/children.c child_enter's keep list).
     read_end, write_end = os.pipe()
     ours = os.readlink(f"/proc/self/fd/{write_end}")
     seen: dict[str, list[str]] = {}
@@ -432,7 +434,7 @@ def test_children_hold_no_inherited_descriptors(no_leftovers):
         os.close(write_end)
     assert seen, "could not look at the children"
     for name, targets in seen.items():
-        assert len(targets) <= 6, (name, targets)
+        assert len(targets) <= 7, (name, targets)
         assert ours not in targets
 
 

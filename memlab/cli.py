@@ -48,7 +48,7 @@ from memlab.check import check as machine_check
 from memlab.compare import compare, compare_machines, load_dataset, parse_fraction
 from memlab.dataset import Dataset, DatasetWriter, check_compatible, machine_key, paths_for
 from memlab.family import Family, ParamSpec
-from memlab.files import atomic_write, check_output_directory, check_output_file
+from memlab.files import atomic_write, check_output_directory, check_output_file, check_output_file_in_new_directory
 from memlab.grid import Sweep, as_sweeps, parse_shard, shard_points
 from memlab.measure import MAX_REPEAT, MAX_WARMUP, Measurement
 from memlab.report import as_items, write_report
@@ -548,9 +548,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _check_run_output(out: str, meta: dict, fam: Any, params: dict) -> None:
     """Refuse (ValueError) an --out that ``memlab run`` must not write, before measuring."""
     csv_path, json_path = paths_for(out)
-    if Path(csv_path).parent != Path(""):
-        check_output_directory(Path(csv_path).parent, "--out's directory")
-    check_output_file(csv_path, "--out")
+    check_output_file_in_new_directory(csv_path, "--out", "--out's directory")
     check_output_file(json_path, "--out")
     if not os.path.lexists(csv_path):
         return
@@ -617,9 +615,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError("--force goes with --no-resume (it moves an existing dataset aside)")
     paths = [output_path(args.out, sweep, len(sweeps) > 1) for sweep in sweeps]
     for path in paths:  # every output checked before the first point is measured
-        if path.parent != Path(""):
-            check_output_directory(path.parent, "--out")
-        check_output_file(path, "--out")
+        check_output_file_in_new_directory(path, "--out")
     overall = None
     if len(sweeps) > 1 and not args.each_host:  # each-host: points times hosts, unknown before connecting
         total = sum(len(shard_points(s.points, parse_shard(args.shard))) for s in sweeps)
@@ -658,9 +654,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     cannot be written.
     """
     out = Path(args.out)
-    if out.parent != Path(""):
-        check_output_directory(out.parent, "OUT")
-    check_output_file(out, "OUT")
+    check_output_file_in_new_directory(out, "OUT")
     datasets = []
     for path in args.datasets:
         try:
@@ -820,9 +814,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """``memlab report DATASET... -o report.html``: one self-contained HTML file."""
     out = Path(args.out)
-    if out.parent != Path(""):
-        check_output_directory(out.parent, "--out's directory")
-    check_output_file(out, "--out")
+    check_output_file_in_new_directory(out, "--out", "--out's directory")
     items = []
     for path in args.datasets:
         try:

@@ -42,6 +42,7 @@ __all__ = [
     "atomic_write",
     "check_output_directory",
     "check_output_file",
+    "check_output_file_in_new_directory",
     "check_readable_file",
     "file_name",
     "inside",
@@ -159,6 +160,23 @@ def check_output_directory(path: str | os.PathLike, what: str = "--out", create:
             raise OutputError(f"{what} {text} cannot be created: {error.strerror or error}") from None
     _probe(path, what, text)
     return path
+
+
+def check_output_file_in_new_directory(path: str | os.PathLike, what: str = "output",
+                                       directory_what: str | None = None) -> Path:
+    """:func:`check_output_file` after :func:`check_output_directory` has made the file's directory
+    (named ``directory_what`` in its errors, ``what`` when not given): an output may name a folder
+    that does not exist yet.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as top:
+    ...     check_output_file_in_new_directory(Path(top) / "new" / "r.csv").parent.is_dir()
+    True
+    """
+    path = Path(path)
+    if path.parent != Path(""):
+        check_output_directory(path.parent, directory_what or what)
+    return check_output_file(path, what)
 
 
 def check_readable_file(path: str | os.PathLike, what: str = "input") -> Path:

@@ -40,7 +40,7 @@ from memlab._version import __version__
 from memlab.check import conditions_warning
 from memlab.dataset import MACHINE_PARAM, Dataset, context_column, machine_key
 from memlab.family import Family
-from memlab.files import atomic_write, check_output_directory, check_output_file
+from memlab.files import atomic_write, check_output_file_in_new_directory
 from memlab.machine import collect, format_facts
 from memlab.units import column_unit, format_number, format_param
 
@@ -569,9 +569,7 @@ def write_report(
     PosixPath('report.html')
     """
     path = Path(out)
-    if path.parent != Path(""):
-        check_output_directory(path.parent, "report's directory")
-    check_output_file(path, "report")  # before the figures are drawn
+    check_output_file_in_new_directory(path, "report", "report's directory")  # before the figures are drawn
     text = build_report(datasets, **options)
     atomic_write(path, text)
     return path

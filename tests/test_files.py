@@ -127,6 +127,16 @@ def test_an_output_directory_that_is_a_file_is_refused(tmp_path):
         files.check_output_directory(tmp_path / "f")
 
 
+def test_an_output_in_a_new_directory_makes_it_and_names_a_bad_one(tmp_path):
+    made = files.check_output_file_in_new_directory(tmp_path / "a" / "b" / "r.csv", "--out")
+    assert made.parent.is_dir() and not made.exists()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(files.OutputError, match=r"^--out's directory .*/f is a file, not a directory"):
+        files.check_output_file_in_new_directory(tmp_path / "f" / "r.csv", "--out", "--out's directory")
+    with pytest.raises(files.OutputError, match=r"^--out .*/f is a file, not a directory"):
+        files.check_output_file_in_new_directory(tmp_path / "f" / "r.csv", "--out")
+
+
 def test_written_files_get_the_umask_mode_or_keep_the_targets(tmp_path):
     files.atomic_write(tmp_path / "new", "x")
     expected = 0o666 & ~files._umask()

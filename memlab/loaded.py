@@ -6,7 +6,7 @@ other threads run a bandwidth kernel (``load_op``, the load mix: ``read``;
 ``write``; ``copy``, one read per write like Intel MLC's 1:1 mix; ``add``,
 dst += src, two reads per write like MLC's 2:1 mix) over working sets of
 their own, each resting ``delay_ns`` after every 64 KiB chunk: the knob,
-from 0 (as fast as they can) to idle. A point reports the chaser's
+from 0 (as fast as they can, in 1 MiB chunks with no rest) to idle. A point reports the chaser's
 ``ns_per_element`` and the load's ``load_GB_per_s`` (bytes passed over, as
 the bandwidth family counts them), ``load_read_GB_per_s`` and
 ``load_write_GB_per_s`` (bytes read and written, :data:`memlab.bandwidth.BYTES_READ_WRITTEN`
@@ -52,6 +52,11 @@ LOAD_MIXES = {"read": "reads only", "write": "writes only", "copy": "1 read : 1 
 LOAD_OPS = tuple(LOAD_MIXES)
 PAGE_KINDS = ("4k", "thp", "hugetlb-2m")
 MAX_DELAY_NS = 10_000_000
+#: A throttled load thread's chunk: each is followed by ``delay_ns`` of rest (the C core's LOADED_CHUNK_BYTES).
+CHUNK_BYTES = 64 << 10
+#: An unthrottled one's (``delay_ns=0``): each chunk boundary costs about one memory round trip, which
+#: 64 KiB chunks paid 5-6% of the bandwidth family's rate for (LOADED_UNTHROTTLED_CHUNK_BYTES).
+UNTHROTTLED_CHUNK_BYTES = 1 << 20
 #: The delay knob of the named sweeps (ns of rest after every 64 KiB chunk of a load thread).
 DELAYS_NS = (0, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000, 400000)
 QUICK_DELAYS_NS = (0, 8000, 64000, 400000)
@@ -90,7 +95,7 @@ class LoadedParams:
       or ``add`` (dst += src: 2 reads : 1 write).
     - ``load_working_set_bytes``: each load thread's own set (a multiple of 64).
     - ``delay_ns``: busy rest after every 64 KiB chunk of a load thread
-      (0: unthrottled; 400 000: nearly idle).
+      (0: unthrottled, 1 MiB chunks with no rest; 400 000: nearly idle).
     """
 
     working_set_bytes: int = field(default_factory=beyond_caches_bytes)

@@ -14,7 +14,7 @@ from memlab.dataset import Dataset
 CPUS = sorted(os.sched_getaffinity(0))
 SMALL = dict(working_set_bytes=1 << 20, load_working_set_bytes=1 << 20)
 FAST = dict(repeat=1, warmup=0, target_seconds=0.03, counters=False)
-CHUNK_BYTES = 64 << 10
+CHUNK_BYTES = loaded.CHUNK_BYTES
 
 
 def two_cpus() -> None:
@@ -65,8 +65,9 @@ def test_chaser_and_load_thread_run_on_their_cores_and_are_joined(op):
 
 @pytest.mark.parametrize("op", loaded.LOAD_OPS)
 def test_the_load_bytes_are_whole_passes_counted_read_and_written_per_mix(op):
-    """A known-size run: with a 64 KiB set, every chunk is one pass, so the bytes a load thread passed
-    over inside the window are whole passes, and the traffic is the mix's reads plus writes of them."""
+    """A known-size run: with a 64 KiB set, every (1 MiB, unthrottled) chunk is whole passes, so the bytes
+    a load thread passed over inside the window are whole passes, and the traffic is the mix's reads plus
+    writes of them."""
     two_cpus()
     m = loaded.run(load_threads=1, load_op=op, working_set_bytes=1 << 20, load_working_set_bytes=CHUNK_BYTES,
                    repeat=2, warmup=0, target_seconds=0.03, counters=False)
@@ -78,10 +79,22 @@ def test_the_load_bytes_are_whole_passes_counted_read_and_written_per_mix(op):
     assert row["load_op"] == op  # the mix is named in the rows
 
 
+@pytest.mark.parametrize("delay, chunk", [(0, loaded.UNTHROTTLED_CHUNK_BYTES), (1000, CHUNK_BYTES)])
+def test_a_throttled_load_rests_after_64_kib_chunks_and_an_unthrottled_one_runs_1_mib_chunks(delay, chunk):
+    """The chunk a load thread ran, measured over the window (bytes over chunks): a 1 MiB set is one
+    unthrottled chunk per pass, or sixteen throttled ones."""
+    two_cpus()
+    m = loaded.run(load_threads=1, delay_ns=delay, **SMALL, **FAST)
+    assert m.median("load_threads_unmeasured") == 0
+    for sample in m.samples:
+        assert sample["load_chunk_bytes"] == chunk
+
+
 def test_no_load_thread_measures_the_idle_latency():
     before = threads_now()
     m = loaded.run(load_threads=0, **SMALL, **FAST)
     assert m.median("load_GB_per_s") == 0
+    assert m.median("load_chunk_bytes") == 0  # no load thread, no chunk
     assert "ran_on_cpu_load_0" not in m.metric_names
     assert m.median("element_bytes") == 64  # the chase list: one element per line
     assert threads_now() == before

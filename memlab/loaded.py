@@ -130,11 +130,17 @@ def _to_core(params: LoadedParams) -> dict[str, Any]:
 
 
 def _derive(params: LoadedParams, values: dict[str, float]) -> dict[str, float]:
-    """The chaser's latency over its CPU time: what it was while the walk ran."""
+    """The chaser's latency over its CPU time (what it was while the walk ran); the lines the chaser
+    read per second and the traffic of all the threads together over the window."""
+    derived = {}
     ns, elapsed, cpu = values.get("ns_per_element"), values.get("elapsed_ns"), values.get("thread_cpu_ns")
     if ns and elapsed and cpu:
-        return {"on_cpu_ns_per_element": cpu / (elapsed / ns)}
-    return {}
+        derived["on_cpu_ns_per_element"] = cpu / (elapsed / ns)
+    line = values.get("element_bytes")
+    if ns and line and "load_traffic_GB_per_s" in values:
+        derived["chaser_GB_per_s"] = line / ns  # one element per line: a line read per step, bytes per ns
+        derived["total_traffic_GB_per_s"] = values["load_traffic_GB_per_s"] + derived["chaser_GB_per_s"]
+    return derived
 
 
 class _LoadedFamily(Family):

@@ -52,6 +52,11 @@ def test_chaser_and_load_thread_run_on_their_cores_and_are_joined(op):
         assert sample["load_write_GB_per_s"] == pytest.approx(writes * rate)
         assert sample["load_traffic_GB_per_s"] == pytest.approx((reads + writes) * rate)
     assert m.median("ns_per_element") > 0
+    for sample in m.samples:
+        # the chaser reads one 64-byte line per step; all the threads' traffic is the load's plus that
+        assert sample["chaser_GB_per_s"] == pytest.approx(64 / sample["ns_per_element"])
+        assert sample["total_traffic_GB_per_s"] == pytest.approx(sample["load_traffic_GB_per_s"]
+                                                                 + sample["chaser_GB_per_s"])
     # CPU time over steps: the chaser's own CPU time, never above its wall-clock latency. The two
     # clocks are read one after the other and thread CPU time is accounted in ticks, so a short
     # sample may read a little over (0.4% has been seen); summing the load thread's CPU time in

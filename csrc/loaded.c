@@ -7,7 +7,7 @@
  * table with a config filled by parameter name), the load is a team of
  * bandwidth workers (csrc/bandwidth.h).  Each load worker runs its kernel
  * in chunks of LOADED_CHUNK_BYTES (LOADED_UNTHROTTLED_CHUNK_BYTES when
- * delay_ns is 0) and, between chunks, its hook
+ * delay_ns is 0; load_chunk_bytes when given) and, between chunks, its hook
  *   - notes the worker's bytes and the time while the chaser's window is
  *     open (first and last note inside it), so that every load thread's rate
  *     is measured over the chaser's window;
@@ -30,10 +30,12 @@ extern const ml_family ml_family_chase;
 #define LOADED_MAX_LOAD_THREADS 1023
 #define LOADED_CHUNK_BYTES (64u << 10)
 /* Unthrottled (delay_ns 0), a load thread needs no rest between chunks, and
- * each chunk boundary costs about one memory round trip (the clock reads
- * around the kernel call wait for its loads in flight): 64 KiB chunks lost
- * 5-6% of the bandwidth family's rate on a KVM guest, 1 MiB ones lose ~0.4%. */
+ * each chunk boundary costs about one memory round trip (most likely the
+ * clock reads around the kernel call waiting for its loads in flight):
+ * 64 KiB chunks drew 0.943 of the bandwidth family's rate on a KVM guest,
+ * 1 MiB ones 0.985 (docs/loaded.md). */
 #define LOADED_UNTHROTTLED_CHUNK_BYTES (1u << 20)
+#define LOADED_MAX_CHUNK_BYTES (INT64_C(1) << 30)
 #define LOADED_MAX_DELAY_NS 10000000
 #define LOADED_MAX_CPU_METRICS 4
 
@@ -48,6 +50,7 @@ typedef struct loaded_config {
     int load_op;
     int64_t load_working_set_bytes; /* per load thread */
     int64_t delay_ns;               /* busy wait after each chunk of a load thread */
+    int64_t load_chunk_bytes;       /* 0: LOADED_CHUNK_BYTES throttled, LOADED_UNTHROTTLED_CHUNK_BYTES not */
     ml_buffer cpus;                 /* int32: the chaser's CPU, then one per load thread; -1: anywhere */
 } loaded_config;
 
@@ -62,6 +65,8 @@ static const ml_param loaded_params[] = {
      .offset = offsetof(loaded_config, load_working_set_bytes), .min = 64 << 10, .max = INT64_C(1) << 46},
     {.name = "delay_ns", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, delay_ns), .min = 0,
      .max = LOADED_MAX_DELAY_NS},
+    {.name = "load_chunk_bytes", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, load_chunk_bytes),
+     .min = 0, .max = LOADED_MAX_CHUNK_BYTES},
     {.name = "cpus", .kind = ML_PARAM_BUFFER, .offset = offsetof(loaded_config, cpus)},
     {0},
 };
@@ -207,6 +212,14 @@ static int loaded_setup(const void *config, void **state_out, ml_context *ctx, m
         return ml_fail(err, ML_ERR_VALUE, 0, "load_working_set_bytes=%lld is not a multiple of %u",
                        (long long)s->cfg.load_working_set_bytes, ML_BW_LINE_BYTES);
     }
+    if (s->cfg.load_chunk_bytes % ML_BW_LINE_BYTES) {
+        loaded_teardown(s);
+        return ml_fail(err, ML_ERR_VALUE, 0, "load_chunk_bytes=%lld is not a multiple of %u",
+                       (long long)s->cfg.load_chunk_bytes, ML_BW_LINE_BYTES);
+    }
+    uint64_t chunk = s->cfg.load_chunk_bytes ? (uint64_t)s->cfg.load_chunk_bytes
+                     : s->cfg.delay_ns       ? LOADED_CHUNK_BYTES
+                                             : LOADED_UNTHROTTLED_CHUNK_BYTES;
     if (loaded_check_cpus(s, err) || loaded_chase_config(s, err)) {
         loaded_teardown(s);
         return -1;
@@ -254,8 +267,7 @@ static int loaded_setup(const void *config, void **state_out, ml_context *ctx, m
             .kernel = kernel, .src = reads ? s->sources[i].base : NULL,
             .dst = writes ? s->destinations[i].base : NULL, .bytes = load_bytes, .value = 1,
             .cpu = s->cpus[i + 1],
-            .chunk_bytes = s->cfg.delay_ns ? LOADED_CHUNK_BYTES : LOADED_UNTHROTTLED_CHUNK_BYTES,
-            .hook = loaded_hook,
+            .chunk_bytes = chunk, .hook = loaded_hook,
             .hook_arg = &s->notes[i]};
         if (ml_interrupted(ctx)) {
             loaded_teardown(s);
@@ -350,7 +362,7 @@ static int loaded_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     ml_metric_add(out, "load_traffic_GB_per_s", rate_sum * (reads + writes));
     ml_metric_add(out, "load_bytes", window_bytes);
     ml_metric_add(out, "load_traffic_bytes", window_bytes * (reads + writes));
-    ml_metric_add(out, "load_chunk_bytes", chunks > 0 ? window_bytes / chunks : 0.0);
+    ml_metric_add(out, "load_bytes_per_chunk", chunks > 0 ? window_bytes / chunks : 0.0);
     ml_metric_add(out, "load_threads_unmeasured", unmeasured);
     ml_metric_add(out, "load_cpu_fraction", n ? cpu_fraction_sum / n : 0.0);
     ml_metric_add(out, "window_ns", (double)(t1 - t0));

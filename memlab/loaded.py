@@ -57,6 +57,7 @@ CHUNK_BYTES = 64 << 10
 #: An unthrottled one's (``delay_ns=0``): each chunk boundary costs about one memory round trip, which
 #: 64 KiB chunks paid 5-6% of the bandwidth family's rate for (LOADED_UNTHROTTLED_CHUNK_BYTES).
 UNTHROTTLED_CHUNK_BYTES = 1 << 20
+MAX_CHUNK_BYTES = 1 << 30
 #: The delay knob of the named sweeps (ns of rest after every 64 KiB chunk of a load thread).
 DELAYS_NS = (0, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000, 400000)
 QUICK_DELAYS_NS = (0, 8000, 64000, 400000)
@@ -96,6 +97,8 @@ class LoadedParams:
     - ``load_working_set_bytes``: each load thread's own set (a multiple of 64).
     - ``delay_ns``: busy rest after every 64 KiB chunk of a load thread
       (0: unthrottled, 1 MiB chunks with no rest; 400 000: nearly idle).
+    - ``load_chunk_bytes``: the chunk instead (a multiple of 64, at most
+      1 GiB); 0, the default, chooses as ``delay_ns`` says.
     """
 
     working_set_bytes: int = field(default_factory=beyond_caches_bytes)
@@ -104,6 +107,7 @@ class LoadedParams:
     load_op: str = "read"
     load_working_set_bytes: int = field(default_factory=beyond_caches_bytes)
     delay_ns: int = 0
+    load_chunk_bytes: int = 0
 
     def __post_init__(self) -> None:
         coerce_fields(self)
@@ -115,6 +119,9 @@ class LoadedParams:
         if self.load_working_set_bytes % 64:
             raise ValueError(f"load_working_set_bytes={self.load_working_set_bytes} is not a multiple of 64")
         check_int("delay_ns", self.delay_ns, 0, MAX_DELAY_NS)
+        check_int("load_chunk_bytes", self.load_chunk_bytes, 0, MAX_CHUNK_BYTES)
+        if self.load_chunk_bytes % 64:
+            raise ValueError(f"load_chunk_bytes={self.load_chunk_bytes} is not a multiple of 64")
         allowed = _allowed()
         if self.load_threads + 1 > allowed:
             raise ValueError(

@@ -28,7 +28,8 @@ def threads_now() -> int:
 
 def core_config(**overrides):
     config = dict(working_set_bytes=1 << 20, pages="4k", load_threads=1, load_op="read",
-                  load_working_set_bytes=1 << 20, delay_ns=0, cpus=array.array("i", CPUS[:2]))
+                  load_working_set_bytes=1 << 20, delay_ns=0, load_chunk_bytes=0,
+                  cpus=array.array("i", CPUS[:2]))
     config.update(overrides)
     return config
 
@@ -84,22 +85,23 @@ def test_the_load_bytes_are_whole_passes_counted_read_and_written_per_mix(op):
     assert row["load_op"] == op  # the mix is named in the rows
 
 
-@pytest.mark.parametrize("delay, chunk", [(0, loaded.UNTHROTTLED_CHUNK_BYTES), (1000, CHUNK_BYTES)])
-def test_a_throttled_load_rests_after_64_kib_chunks_and_an_unthrottled_one_runs_1_mib_chunks(delay, chunk):
+@pytest.mark.parametrize("delay, asked, chunk", [(0, 0, loaded.UNTHROTTLED_CHUNK_BYTES), (1000, 0, CHUNK_BYTES),
+                                                 (0, 4096, 4096), (1000, 256 << 10, 256 << 10)])
+def test_a_throttled_load_rests_after_64_kib_chunks_and_an_unthrottled_one_runs_1_mib_chunks(delay, asked, chunk):
     """The chunk a load thread ran, measured over the window (bytes over chunks): a 1 MiB set is one
-    unthrottled chunk per pass, or sixteen throttled ones."""
+    unthrottled chunk per pass, or sixteen throttled ones; load_chunk_bytes, when given, is the chunk."""
     two_cpus()
-    m = loaded.run(load_threads=1, delay_ns=delay, **SMALL, **FAST)
+    m = loaded.run(load_threads=1, delay_ns=delay, load_chunk_bytes=asked, **SMALL, **FAST)
     assert m.median("load_threads_unmeasured") == 0
     for sample in m.samples:
-        assert sample["load_chunk_bytes"] == chunk
+        assert sample["load_bytes_per_chunk"] == chunk
 
 
 def test_no_load_thread_measures_the_idle_latency():
     before = threads_now()
     m = loaded.run(load_threads=0, **SMALL, **FAST)
     assert m.median("load_GB_per_s") == 0
-    assert m.median("load_chunk_bytes") == 0  # no load thread, no chunk
+    assert m.median("load_bytes_per_chunk") == 0  # no load thread, no chunk
     assert "ran_on_cpu_load_0" not in m.metric_names
     assert m.median("element_bytes") == 64  # the chase list: one element per line
     assert threads_now() == before
@@ -159,10 +161,18 @@ def test_the_c_core_refuses_two_threads_on_one_cpu_and_cpus_not_allowed():
     ({"load_working_set_bytes": (1 << 20) + 8}, "load_working_set_bytes=1048584 is not a multiple of 64"),
     ({"delay_ns": -5}, "delay_ns=-5"),
     ({"delay_ns": 10**9}, "delay_ns=1000000000"),
+    ({"load_chunk_bytes": 100}, "load_chunk_bytes=100 is not a multiple of 64"),
+    ({"load_chunk_bytes": -64}, "load_chunk_bytes=-64"),
+    ({"load_chunk_bytes": 2 << 30}, "load_chunk_bytes=2147483648"),
 ])
 def test_bad_parameters_are_value_errors_naming_them(params, name):
     with pytest.raises(ValueError, match=name):
         loaded.LoadedParams(**{**SMALL, "load_threads": 0, **params})
+
+
+def test_the_c_core_refuses_a_chunk_not_of_whole_lines():
+    with pytest.raises(ValueError, match="load_chunk_bytes=100 is not a multiple of 64"):
+        Kernel("loaded", core_config(load_chunk_bytes=100))
 
 
 def test_the_cpu_option_is_refused_because_the_threads_are_placed_on_cores():

@@ -13,7 +13,16 @@
  *
  * A times chunks of CHUNK_ROUND_TRIPS round trips; the metric is the median
  * over chunks, so that a chunk in which the scheduler took either CPU away
- * (two loaded CPUs) does not set the result.  The calling thread only starts
+ * (two loaded CPUs) does not set the result.
+ *
+ * The chunks take turns over `lines` lines, each on a page of its own at its
+ * own offset (chunk c bounces line c % lines, whose counter goes on from
+ * where that line's last chunk left it).  A line's round trip depends on its
+ * address: on a mesh of cache slices, the slice that is the line's home sits
+ * nearer one pair of cores than another.  On the development guest single
+ * lines gave from 127 to 142 ns, each steady for as long as it was measured,
+ * so one line per run drew its result from that spread; the median over
+ * lines is a property of the pair of CPUs.  The calling thread only starts
  * the two threads, sleeps in 10 ms steps checking for Ctrl-C and raises the
  * stop flag at the sample's target time; every way out joins both threads. */
 #define _GNU_SOURCE
@@ -37,6 +46,9 @@
 #define C2C_WAIT_NS 10000000L
 #define C2C_MIN_CHUNKS 5u
 #define C2C_MIN_DEADLINE_NS 2000000000ull
+#define C2C_MAX_LINES 1024
+#define C2C_PAGE_BYTES 4096u
+#define C2C_LINE_SLOTS 32u /* 128-byte slots in a page: line i sits in slot i * 5 % 32 of page i */
 
 static const char *const c2c_methods[] = {"cas", "store", NULL};
 enum { C2C_CAS = 0, C2C_STORE = 1 };
@@ -45,6 +57,7 @@ typedef struct c2c_config {
     int64_t cpu_a;
     int64_t cpu_b;
     int method;
+    int64_t lines;
 } c2c_config;
 
 static const ml_param c2c_params[] = {
@@ -54,21 +67,23 @@ static const ml_param c2c_params[] = {
      .max = C2C_MAX_CPU},
     {.name = "method", .kind = ML_PARAM_CHOICE, .offset = offsetof(c2c_config, method),
      .choices = c2c_methods},
+    {.name = "lines", .kind = ML_PARAM_INT, .offset = offsetof(c2c_config, lines), .min = 1,
+     .max = C2C_MAX_LINES},
     {0},
 };
 
-/* The bounced line and the stop flag live on lines of their own, two lines
- * apart (the adjacent-line prefetcher pairs lines). */
+/* The flags; the bounced lines are on pages of their own (c2c_state.pages),
+ * each alone in its 128 bytes (the adjacent-line prefetcher pairs lines). */
 typedef struct c2c_shared {
-    _Alignas(128) _Atomic uint64_t line;
-    char pad0[128 - sizeof(uint64_t)];
     _Alignas(128) atomic_int stop;
     atomic_int ready;
     atomic_int go;
 } c2c_shared;
 
+/* Each side alone in its 128 bytes: A and B update their own counts after
+ * every chunk, and must not hand a line to and fro doing it. */
 typedef struct c2c_side {
-    struct c2c_state *state;
+    _Alignas(128) struct c2c_state *state;
     int cpu;
     int starts; /* 1: A (turns even into odd), 0: B */
     uint64_t round_trips;
@@ -79,7 +94,10 @@ typedef struct c2c_side {
 typedef struct c2c_state {
     c2c_config cfg;
     c2c_shared *shared;
-    double *chunk_ns; /* ns per round trip of each chunk, A's */
+    char *pages;                  /* lines pages, one bounced line in each */
+    _Atomic uint64_t **line;      /* the bounced lines, line[i] in page i */
+    double *chunk_ns; /* ns per round trip of each chunk, A's (chunk i bounced line i % lines) */
+    double *scratch;  /* one line's chunks, for its median */
     size_t chunks;
     c2c_side side[2];
 } c2c_state;
@@ -93,14 +111,14 @@ static inline void c2c_relax(void)
 #endif
 }
 
-/* Move the counter from `from` to from + 1; 0 when done, -1 when asked to stop. */
-static inline int c2c_step(c2c_shared *s, int method, uint64_t from)
+/* Move the counter in `line` from `from` to from + 1; 0 when done, -1 when asked to stop. */
+static inline int c2c_step(c2c_shared *s, _Atomic uint64_t *line, int method, uint64_t from)
 {
     unsigned spins = 0;
     if (method == C2C_CAS) {
         for (;;) {
             uint64_t expected = from;
-            if (atomic_compare_exchange_strong_explicit(&s->line, &expected, from + 1,
+            if (atomic_compare_exchange_strong_explicit(line, &expected, from + 1,
                                                         memory_order_acq_rel, memory_order_acquire))
                 return 0;
             if (++spins == C2C_SPINS_PER_STOP_CHECK) {
@@ -110,7 +128,7 @@ static inline int c2c_step(c2c_shared *s, int method, uint64_t from)
             }
         }
     }
-    while (atomic_load_explicit(&s->line, memory_order_acquire) != from) {
+    while (atomic_load_explicit(line, memory_order_acquire) != from) {
         c2c_relax();
         if (++spins == C2C_SPINS_PER_STOP_CHECK) {
             spins = 0;
@@ -118,7 +136,7 @@ static inline int c2c_step(c2c_shared *s, int method, uint64_t from)
                 return -1;
         }
     }
-    atomic_store_explicit(&s->line, from + 1, memory_order_release);
+    atomic_store_explicit(line, from + 1, memory_order_release);
     return 0;
 }
 
@@ -133,13 +151,19 @@ static void *c2c_thread(void *arg)
         c2c_relax();
     uint64_t cpu_start = ml_thread_cpu_ns();
     side->start_ns = ml_now_ns();
-    uint64_t value = side->starts ? 0 : 1; /* A moves 2k -> 2k+1, B 2k+1 -> 2k+2 */
+    const uint64_t lines = (uint64_t)st->cfg.lines;
+    _Atomic uint64_t *const *const line_at = st->line; /* read once: A writes st->chunks nearby */
+    /* A moves a line's counter 2k -> 2k+1, B 2k+1 -> 2k+2; chunk c bounces
+     * line c % lines, whose counter stands at 2 * CHUNK_ROUND_TRIPS * (c / lines) */
+    const uint64_t odd = side->starts ? 0 : 1;
     if (side->starts) {
-        while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+        for (uint64_t c = 0; !atomic_load_explicit(&s->stop, memory_order_relaxed); c++) {
+            _Atomic uint64_t *line = line_at[c % lines];
+            uint64_t value = 2 * C2C_CHUNK_ROUND_TRIPS * (c / lines) + odd;
             uint64_t t0 = ml_now_ns();
             unsigned done = 0;
             for (; done < C2C_CHUNK_ROUND_TRIPS; done++, value += 2)
-                if (c2c_step(s, method, value) < 0)
+                if (c2c_step(s, line, method, value) < 0)
                     break;
             uint64_t t1 = ml_now_ns();
             side->round_trips += done;
@@ -156,9 +180,16 @@ static void *c2c_thread(void *arg)
         }
         atomic_store_explicit(&s->stop, 1, memory_order_relaxed);
     } else {
-        while (c2c_step(s, method, value) == 0) {
-            value += 2;
-            side->round_trips++;
+        for (uint64_t c = 0;; c++) {
+            _Atomic uint64_t *line = line_at[c % lines];
+            uint64_t value = 2 * C2C_CHUNK_ROUND_TRIPS * (c / lines) + odd;
+            unsigned done = 0;
+            for (; done < C2C_CHUNK_ROUND_TRIPS; done++, value += 2)
+                if (c2c_step(s, line, method, value) < 0)
+                    break;
+            side->round_trips += done;
+            if (done < C2C_CHUNK_ROUND_TRIPS)
+                break;
         }
         side->end_ns = ml_now_ns();
     }
@@ -185,6 +216,19 @@ static int c2c_cpu_allowed(int64_t cpu, const char *name, ml_error *err)
                    (long long)cpu, list);
 }
 
+static void c2c_teardown(void *state)
+{
+    c2c_state *st = state;
+    if (!st)
+        return;
+    free(st->shared);
+    free(st->pages);
+    free(st->line);
+    free(st->chunk_ns);
+    free(st->scratch);
+    free(st);
+}
+
 static int c2c_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
 {
     (void)ctx;
@@ -196,16 +240,25 @@ static int c2c_setup(const void *config, void **state, ml_context *ctx, ml_error
                        (long long)cfg->cpu_a, (long long)cfg->cpu_b);
     if (c2c_cpu_allowed(cfg->cpu_a, "cpu_a", err) || c2c_cpu_allowed(cfg->cpu_b, "cpu_b", err))
         return -1;
-    c2c_state *st = calloc(1, sizeof *st);
-    if (!st)
+    c2c_state *st; /* aligned as its sides are */
+    if (posix_memalign((void **)&st, _Alignof(c2c_state), sizeof *st) != 0)
         return ml_fail(err, ML_ERR_MEMORY, 0, "no memory for the core_to_core state");
+    memset(st, 0, sizeof *st);
     st->cfg = *cfg;
     st->chunk_ns = malloc(C2C_MAX_CHUNKS * sizeof *st->chunk_ns);
-    if (posix_memalign((void **)&st->shared, 4096, sizeof *st->shared) != 0 || !st->chunk_ns) {
-        free(st->chunk_ns);
-        free(st);
-        return ml_fail(err, ML_ERR_MEMORY, 0, "no memory for the bounced line");
+    st->scratch = malloc(C2C_MAX_CHUNKS * sizeof *st->scratch);
+    size_t lines = (size_t)cfg->lines;
+    st->line = calloc(lines, sizeof *st->line);
+    if (posix_memalign((void **)&st->shared, 4096, sizeof *st->shared) != 0)
+        st->shared = NULL;
+    if (posix_memalign((void **)&st->pages, C2C_PAGE_BYTES, lines * C2C_PAGE_BYTES) != 0)
+        st->pages = NULL;
+    if (!st->chunk_ns || !st->scratch || !st->line || !st->shared || !st->pages) {
+        c2c_teardown(st);
+        return ml_fail(err, ML_ERR_MEMORY, 0, "no memory for %zu bounced lines", lines);
     }
+    for (size_t i = 0; i < lines; i++)
+        st->line[i] = (_Atomic uint64_t *)(st->pages + i * C2C_PAGE_BYTES + (i * 5 % C2C_LINE_SLOTS) * 128);
     *state = st;
     return 0;
 }
@@ -219,11 +272,31 @@ static void c2c_stop_join(c2c_state *st, pthread_t *tids, int created)
         pthread_join(tids[i], NULL);
 }
 
+/* The median of each line's chunks (chunk i bounced line i % lines); the
+ * fastest and the slowest of those, over the lines that finished a chunk. */
+static void c2c_line_medians(c2c_state *st, size_t chunks, double *fastest, double *slowest)
+{
+    size_t lines = (size_t)st->cfg.lines;
+    *fastest = *slowest = 0;
+    for (size_t line = 0; line < lines && line < chunks; line++) {
+        size_t n = 0;
+        for (size_t i = line; i < chunks; i += lines)
+            st->scratch[n++] = st->chunk_ns[i];
+        double m = ml_median(st->scratch, n);
+        if (line == 0 || m < *fastest)
+            *fastest = m;
+        if (line == 0 || m > *slowest)
+            *slowest = m;
+    }
+}
+
 static int c2c_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
 {
     c2c_state *st = state;
     c2c_shared *s = st->shared;
     memset(s, 0, sizeof *s);
+    for (int64_t i = 0; i < st->cfg.lines; i++)
+        atomic_store(st->line[i], 0);
     st->chunks = 0;
     int cpus[2] = {(int)st->cfg.cpu_a, (int)st->cfg.cpu_b};
     for (int i = 0; i < 2; i++)
@@ -288,11 +361,15 @@ static int c2c_measure(void *state, ml_context *ctx, ml_measurement *out, ml_err
         if (st->chunk_ns[i] < fastest)
             fastest = st->chunk_ns[i];
     size_t chunks = st->chunks;
+    double line_fastest, line_slowest; /* before the median sorts the chunks */
+    c2c_line_medians(st, chunks, &line_fastest, &line_slowest);
     double median = ml_median(st->chunk_ns, chunks);
     uint64_t b_window = b->end_ns > b->start_ns ? b->end_ns - b->start_ns : 1;
     ml_metric_add(out, "round_trip_ns", median);
     ml_metric_add(out, "one_way_ns", median / 2);
     ml_metric_add(out, "fastest_chunk_round_trip_ns", fastest);
+    ml_metric_add(out, "fastest_line_round_trip_ns", line_fastest);
+    ml_metric_add(out, "slowest_line_round_trip_ns", line_slowest);
     ml_metric_add(out, "chunks", (double)chunks);
     ml_metric_add(out, "round_trips_per_chunk", C2C_CHUNK_ROUND_TRIPS);
     ml_metric_add(out, "cpu_fraction_a", (double)a->cpu_ns / (double)window);
@@ -303,15 +380,6 @@ static int c2c_measure(void *state, ml_context *ctx, ml_measurement *out, ml_err
     return 0;
 }
 
-static void c2c_teardown(void *state)
-{
-    c2c_state *st = state;
-    if (!st)
-        return;
-    free(st->shared);
-    free(st->chunk_ns);
-    free(st);
-}
 
 ML_FAMILY(core_to_core) = {
     .name = "core_to_core",

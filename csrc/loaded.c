@@ -202,21 +202,18 @@ static int loaded_hook(ml_bw_worker *worker, void *arg)
 
 static int loaded_setup(const void *config, void **state_out, ml_context *ctx, ml_error *err)
 {
+    const loaded_config *cfg = config; /* checked before the state exists: nothing to free */
+    if (cfg->load_working_set_bytes % ML_BW_LINE_BYTES)
+        return ml_fail(err, ML_ERR_VALUE, 0, "load_working_set_bytes=%lld is not a multiple of %u",
+                       (long long)cfg->load_working_set_bytes, ML_BW_LINE_BYTES);
+    if (cfg->load_chunk_bytes % ML_BW_LINE_BYTES)
+        return ml_fail(err, ML_ERR_VALUE, 0, "load_chunk_bytes=%lld is not a multiple of %u",
+                       (long long)cfg->load_chunk_bytes, ML_BW_LINE_BYTES);
     loaded_state *s = calloc(1, sizeof *s);
     if (!s)
         return ml_fail(err, ML_ERR_MEMORY, 0, "no memory for the loaded state");
-    s->cfg = *(const loaded_config *)config;
+    s->cfg = *cfg;
     int n = (int)s->cfg.load_threads;
-    if (s->cfg.load_working_set_bytes % ML_BW_LINE_BYTES) {
-        loaded_teardown(s);
-        return ml_fail(err, ML_ERR_VALUE, 0, "load_working_set_bytes=%lld is not a multiple of %u",
-                       (long long)s->cfg.load_working_set_bytes, ML_BW_LINE_BYTES);
-    }
-    if (s->cfg.load_chunk_bytes % ML_BW_LINE_BYTES) {
-        loaded_teardown(s);
-        return ml_fail(err, ML_ERR_VALUE, 0, "load_chunk_bytes=%lld is not a multiple of %u",
-                       (long long)s->cfg.load_chunk_bytes, ML_BW_LINE_BYTES);
-    }
     uint64_t chunk = s->cfg.load_chunk_bytes ? (uint64_t)s->cfg.load_chunk_bytes
                      : s->cfg.delay_ns       ? LOADED_CHUNK_BYTES
                                              : LOADED_UNTHROTTLED_CHUNK_BYTES;
@@ -245,8 +242,8 @@ static int loaded_setup(const void *config, void **state_out, ml_context *ctx, m
     const char *why = NULL;
     ml_bw_kernel kernel = ml_bw_kernel_for((ml_bw_op)s->cfg.load_op, ml_bw_widest(), ML_BW_STORES_NORMAL, &why);
     if (!kernel) {
-        loaded_teardown(s);
-        return ml_fail(err, ML_ERR_VALUE, 0, "load_op=%s: %s", loaded_ops[s->cfg.load_op], why ? why : "no kernel");
+        loaded_teardown(s); /* cfg is the caller's: still there */
+        return ml_fail(err, ML_ERR_VALUE, 0, "load_op=%s: %s", loaded_ops[cfg->load_op], why ? why : "no kernel");
     }
     if (n > 0 && ml_bw_team_init(&s->team, n, err)) {
         loaded_teardown(s);

@@ -6,7 +6,12 @@
  * inside a sample) so that experiments/core_to_core_vs_bare.py can compare
  * the two.
  *
- * usage: core_to_core_bare CPU_A CPU_B cas|store ROUND_TRIPS SAMPLES
+ * With LINES above 1, sample s bounces line s % LINES, each line on a 4 KiB
+ * page of its own (a line's round trip depends on its address), its counter
+ * going on from where its last sample left it; 1 (the default) is one line
+ * for the whole run, as multichase does.
+ *
+ * usage: core_to_core_bare CPU_A CPU_B cas|store ROUND_TRIPS SAMPLES [LINES]
  * prints one line per sample: ns per round trip (wall) */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -17,13 +22,10 @@
 #include <string.h>
 #include <time.h>
 
-static struct {
-    _Alignas(128) volatile uint64_t token;
-    char pad[120];
-} shared;
-
+static volatile uint64_t **tokens; /* tokens[l]: line l's counter */
 static int use_cas;
-static uint64_t trips;
+static uint64_t per_sample, lines;
+static int samples;
 static volatile int started;
 
 
@@ -45,16 +47,26 @@ static void pin(int cpu)
     }
 }
 
-/* Wait for `mine`, write mine + 1: the token goes 0 -> 1 (ping) -> 2 (pong) -> ... */
-static inline void take_turn(uint64_t mine)
+/* Sample s on line s % lines, whose counter stands at 2 * per_sample * (s / lines).
+ * Each step waits for `mine` in the token and writes mine + 1: the counter
+ * goes 0 -> 1 (ping) -> 2 (pong) -> ...  The method and the count are read
+ * once, before the loop: a locked instruction orders the loads after it,
+ * and reloading the two from memory at every step (as the first version of
+ * this program did) cost 9 ns a step on the development guest. */
+static void play(int s, uint64_t odd)
 {
+    volatile uint64_t *token = tokens[(uint64_t)s % lines];
+    const uint64_t n = per_sample, first = n * ((uint64_t)s / lines);
     if (use_cas) {
-        while (!__sync_bool_compare_and_swap(&shared.token, mine, mine + 1))
-            ;
+        for (uint64_t mine = 2 * first + odd; mine < 2 * (first + n); mine += 2)
+            while (!__sync_bool_compare_and_swap(token, mine, mine + 1))
+                ;
     } else {
-        while (shared.token != mine)
-            __builtin_ia32_pause();
-        __atomic_store_n(&shared.token, mine + 1, __ATOMIC_RELEASE);
+        for (uint64_t mine = 2 * first + odd; mine < 2 * (first + n); mine += 2) {
+            while (*token != mine)
+                __builtin_ia32_pause();
+            __atomic_store_n(token, mine + 1, __ATOMIC_RELEASE);
+        }
     }
 }
 
@@ -62,22 +74,36 @@ static void *pong(void *arg)
 {
     pin(*(int *)arg);
     __sync_fetch_and_add(&started, 1);
-    for (uint64_t i = 0; i < trips; i++)
-        take_turn(2 * i + 1);
+    for (int s = 0; s < samples; s++)
+        play(s, 1);
     return NULL;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s CPU_A CPU_B cas|store ROUND_TRIPS SAMPLES\n", argv[0]);
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: %s CPU_A CPU_B cas|store ROUND_TRIPS SAMPLES [LINES]\n", argv[0]);
         return 2;
     }
     int cpu_a = atoi(argv[1]), cpu_b = atoi(argv[2]);
     use_cas = strcmp(argv[3], "cas") == 0;
-    uint64_t per_sample = strtoull(argv[4], NULL, 10);
-    int samples = atoi(argv[5]);
-    trips = per_sample * (uint64_t)samples;
+    per_sample = strtoull(argv[4], NULL, 10);
+    samples = atoi(argv[5]);
+    lines = argc == 7 ? strtoull(argv[6], NULL, 10) : 1;
+    if (per_sample < 1 || samples < 1 || lines < 1 || lines > 1024) {
+        fprintf(stderr, "ROUND_TRIPS and SAMPLES must be at least 1, LINES 1 to 1024\n");
+        return 2;
+    }
+    char *pages;
+    tokens = malloc(lines * sizeof *tokens);
+    if (!tokens || posix_memalign((void **)&pages, 4096, lines * 4096) != 0) {
+        perror("posix_memalign");
+        return 2;
+    }
+    for (uint64_t l = 0; l < lines; l++) { /* page l, 128-byte slot 5l mod 32 */
+        tokens[l] = (volatile uint64_t *)(pages + l * 4096 + (l * 5 % 32) * 128);
+        *tokens[l] = 0;
+    }
     double *ns = malloc(sizeof *ns * (size_t)samples);
     pin(cpu_a);
     pthread_t thread;
@@ -87,16 +113,16 @@ int main(int argc, char **argv)
     }
     while (!started)
         ;
-    uint64_t i = 0;
     for (int s = 0; s < samples; s++) {
         uint64_t t0 = now_ns();
-        for (uint64_t end = i + per_sample; i < end; i++)
-            take_turn(2 * i);
+        play(s, 0);
         ns[s] = (double)(now_ns() - t0) / (double)per_sample;
     }
     pthread_join(thread, NULL);
     for (int s = 0; s < samples; s++)
         printf("%.3f\n", ns[s]);
     free(ns);
+    free(pages);
+    free(tokens);
     return 0;
 }

@@ -6,9 +6,15 @@ separate program that pins two threads and times a fixed number of round
 trips of one token as a whole (no chunks, no stop flag). The bare program's
 sample is as long as one of memlab's chunks (200 round trips), and the
 median over its samples is compared with memlab's median over chunks; both
-run alternately, pair by pair, so that a noisy neighbour hits both alike.
+run alternately, pair by pair, so that a noisy neighbour hits both alike,
+and each bare run is as long as the memlab sample before it (unless
+--samples fixes its count).
+Both take turns over the same number of lines (--lines, memlab's default),
+each on a page of its own: one line's round trip depends on its address by
+up to 10% on the development guest, so with --lines 1 the two programs,
+each with a line of its own, differ by that much whatever their method.
 
-Run: python experiments/core_to_core_vs_bare.py [--method cas] [--rounds 5]
+Run: python experiments/core_to_core_vs_bare.py [--method cas] [--rounds 5] [--lines 256]
                                                  [--out results/core_to_core_vs_bare.csv]
 """
 
@@ -39,14 +45,14 @@ def compile_bare(directory: str) -> str:
 
 
 def bare_samples(binary: str, cpu_a: int, cpu_b: int, method: str, round_trips: int,
-                 samples: int) -> list[float]:
+                 samples: int, lines: int) -> list[float]:
     """ns per round trip of each sample of the bare loop."""
-    result = subprocess.run([binary, str(cpu_a), str(cpu_b), method, str(round_trips), str(samples)],
+    result = subprocess.run([binary, str(cpu_a), str(cpu_b), method, str(round_trips), str(samples), str(lines)],
                             check=True, capture_output=True, text=True, timeout=600)
     return [float(line) for line in result.stdout.split()]
 
 
-def compare(method: str, rounds: int, samples: int, target_seconds: float) -> Dataset:
+def compare(method: str, rounds: int, samples: int, target_seconds: float, lines: int) -> Dataset:
     """One row per ordered pair: memlab and bare medians, their ratio and spreads."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,18 +61,20 @@ def compare(method: str, rounds: int, samples: int, target_seconds: float) -> Da
             ours: list[float] = []
             theirs: list[float] = []
             for _ in range(rounds):
-                theirs.append(statistics.median(
-                    bare_samples(binary, cpu_a, cpu_b, method, ROUND_TRIPS_PER_SAMPLE, samples)))
-                m = core_to_core.run(cpu_a=cpu_a, cpu_b=cpu_b, method=method, repeat=1, warmup=0,
+                m = core_to_core.run(cpu_a=cpu_a, cpu_b=cpu_b, method=method, lines=lines, repeat=1, warmup=0,
                                      target_seconds=target_seconds, counters=False)
                 ours.append(m.median("round_trip_ns"))
+                count = samples or max(lines, round(target_seconds * 1e9 / (ours[-1] * ROUND_TRIPS_PER_SAMPLE)))
+                theirs.append(statistics.median(
+                    bare_samples(binary, cpu_a, cpu_b, method, ROUND_TRIPS_PER_SAMPLE, count, lines)))
             row = {"family": "core_to_core_vs_bare", "cpu_a": cpu_a, "cpu_b": cpu_b, "method": method,
+                   "lines": lines,
                    "memlab_round_trip_ns": statistics.median(ours),
                    "bare_round_trip_ns": statistics.median(theirs),
                    "memlab_spread_ns": max(ours) - min(ours), "bare_spread_ns": max(theirs) - min(theirs)}
             row["ratio"] = row["memlab_round_trip_ns"] / row["bare_round_trip_ns"]
             rows.append(row)
-            print(f"cpu {cpu_a} -> {cpu_b} {method}: memlab {row['memlab_round_trip_ns']:.1f} ns "
+            print(f"cpu {cpu_a} -> {cpu_b} {method}, {lines} lines: memlab {row['memlab_round_trip_ns']:.1f} ns "
                   f"(spread {row['memlab_spread_ns']:.1f}), bare {row['bare_round_trip_ns']:.1f} ns "
                   f"(spread {row['bare_spread_ns']:.1f}), ratio {row['ratio']:.3f}", flush=True)
     with open("/proc/loadavg") as f:
@@ -78,11 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--method", choices=core_to_core.METHODS, default="cas")
     parser.add_argument("--rounds", type=int, default=5, help="alternations per pair")
-    parser.add_argument("--samples", type=int, default=400, help="bare samples per round")
+    parser.add_argument("--samples", type=int, default=0,
+                        help="bare samples per round (default: as long as memlab's sample)")
     parser.add_argument("--target-seconds", type=float, default=0.2, help="memlab's sample")
+    parser.add_argument("--lines", type=int, default=core_to_core.DEFAULT_LINES,
+                        help="lines both take turns over, one per page")
     parser.add_argument("--out", help="write the rows here (.csv or .jsonl)")
     args = parser.parse_args(argv)
-    ds = compare(args.method, args.rounds, args.samples, args.target_seconds)
+    if not 1 <= args.lines <= core_to_core.MAX_LINES:
+        parser.error(f"--lines={args.lines} must be 1 to {core_to_core.MAX_LINES}")
+    ds = compare(args.method, args.rounds, args.samples, args.target_seconds, args.lines)
     print("load average:", " ".join(ds.metadata["load_average"]))
     if args.out:
         ds.save(args.out)

@@ -8,9 +8,16 @@ takes each step with a locked compare-and-swap retried until it succeeds;
 ``method="store"`` spins reading the line until it holds the expected value,
 then stores.
 
+The chunks take turns over ``lines`` lines (256 by default), each on a page
+of its own: a line's round trip depends on its address (on a mesh of cache
+slices, where its home slice sits), and one line per run would draw the
+result from that spread.
+
 Metrics: ``round_trip_ns`` (median over chunks of 200 round trips, so that
 a chunk in which the scheduler took a CPU away does not set the result),
-``one_way_ns`` (half of it), ``fastest_chunk_round_trip_ns``, the runner's
+``one_way_ns`` (half of it), ``fastest_chunk_round_trip_ns``,
+``fastest_line_round_trip_ns`` and ``slowest_line_round_trip_ns`` (the
+lines' own medians, the spread the address makes), the runner's
 ``ns_per_round_trip`` (the whole window over all round trips), where the
 threads ran (``ran_on_cpu_a``, ``ran_on_cpu_b``), their CPU fractions, and
 what sysfs says the two CPUs share: ``smt_siblings`` (1: one core),
@@ -41,6 +48,9 @@ __all__ = ["FAMILY", "CoreToCoreParams", "METHODS", "figure", "matrix", "pairs",
 
 METHODS = ("cas", "store")
 MAX_CPU = 4095
+#: The lines a sample's chunks take turns over (one page each), and the most the C core takes.
+DEFAULT_LINES = 256
+MAX_LINES = 1024
 
 
 @dataclass(frozen=True)
@@ -48,19 +58,24 @@ class CoreToCoreParams:
     """A line bounced between a thread on ``cpu_a`` (which starts each round trip) and one on ``cpu_b``.
 
     ``method``: ``cas`` (locked compare-and-swap) or ``store`` (spin on
-    loads, then a plain store). The two CPUs must differ and be CPUs this
-    process may use (checked when the run starts, with the allowed list).
+    loads, then a plain store). ``lines``: how many lines the chunks take
+    turns over, each on a page of its own (a line's round trip depends on
+    its address: the cache slice that is its home). The two CPUs must differ
+    and be CPUs this process may use (checked when the run starts, with the
+    allowed list).
     """
 
     cpu_a: int = 0
     cpu_b: int = 1
     method: str = "cas"
+    lines: int = DEFAULT_LINES
 
     def __post_init__(self) -> None:
         coerce_fields(self)
         check_int("cpu_a", self.cpu_a, 0, MAX_CPU)
         check_int("cpu_b", self.cpu_b, 0, MAX_CPU)
         check_choice("method", self.method, METHODS)
+        check_int("lines", self.lines, 1, MAX_LINES)
         if self.cpu_a == self.cpu_b:
             raise ValueError(
                 f"cpu_a={self.cpu_a} and cpu_b={self.cpu_b} are one CPU: bouncing a line needs two "

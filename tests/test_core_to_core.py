@@ -30,7 +30,7 @@ def threads_now() -> int:
 
 
 def one_sample(**config) -> dict:
-    with Kernel("core_to_core", {"method": "cas", **config}) as kernel:
+    with Kernel("core_to_core", {"method": "cas", "lines": 16, **config}) as kernel:
         return kernel.measure(target_ns=20_000_000, counters=False)
 
 
@@ -62,10 +62,27 @@ def test_every_round_trip_is_answered_once():
     assert 0 < metrics["cpu_fraction_a"] <= 1.05 and 0 < metrics["cpu_fraction_b"] <= 1.05
 
 
+@pytest.mark.parametrize("lines", [1, 3, 16, 1024])
+def test_the_chunks_take_turns_over_the_lines_and_every_round_trip_is_still_answered(lines):
+    """Each line's counter goes on where that line's last chunk left it: were the two threads to
+    disagree on which line or value comes next, they would wait for each other until the deadline.
+    A line's median lies between the fastest chunk and the slowest line's; with one line, the one
+    line's median is the sample's. 1024 lines are more than a short sample has chunks."""
+    a, b = two_cpus()
+    sample = one_sample(cpu_a=a, cpu_b=b, lines=lines)
+    metrics = sample["metrics"]
+    assert sample["units"] - 1 <= metrics["answered_round_trips"] <= sample["units"]
+    assert (metrics["fastest_chunk_round_trip_ns"] <= metrics["fastest_line_round_trip_ns"]
+            <= metrics["slowest_line_round_trip_ns"])
+    if lines == 1:
+        assert metrics["fastest_line_round_trip_ns"] == metrics["round_trip_ns"]
+        assert metrics["slowest_line_round_trip_ns"] == metrics["round_trip_ns"]
+
+
 def test_ctrl_c_stops_and_joins_both_threads_promptly():
     a, b = two_cpus()
     before = threads_now()
-    kernel = Kernel("core_to_core", {"cpu_a": a, "cpu_b": b, "method": "store"})
+    kernel = Kernel("core_to_core", {"cpu_a": a, "cpu_b": b, "method": "store", "lines": 16})
     assert interrupt_measure(kernel) < 10  # far below the 60 s asked for
     assert threads_now() == before
 
@@ -87,7 +104,7 @@ ONE_THREAD_LEFT = textwrap.dedent("""
             pass
     resource.setrlimit(resource.RLIMIT_NPROC, (mine + 1, resource.getrlimit(resource.RLIMIT_NPROC)[1]))
     print("threads before:", len(os.listdir("/proc/self/task")))
-    with Kernel("core_to_core", {"cpu_a": CPU_A, "cpu_b": CPU_B, "method": "cas"}) as kernel:
+    with Kernel("core_to_core", {"cpu_a": CPU_A, "cpu_b": CPU_B, "method": "cas", "lines": 16}) as kernel:
         try:
             kernel.measure(target_ns=10**8, counters=False)
         except (MemoryError, OSError) as error:
@@ -132,6 +149,8 @@ def test_a_cpu_this_process_may_not_use_is_refused_with_the_allowed_list():
     ({"cpu_b": 4096}, "cpu_b=4096"),
     ({"cpu_a": "0"}, "cpu_a='0'"),
     ({"method": "xchg"}, "method='xchg'"),
+    ({"lines": 0}, "lines=0"),
+    ({"lines": 1025}, "lines=1025"),
     ({"threads": 2}, "threads"),
 ])
 def test_bad_parameters_are_value_errors_naming_them(params, name):
@@ -143,10 +162,12 @@ def test_bad_parameters_are_value_errors_naming_them(params, name):
     ({"cpu_a": -1, "cpu_b": 1}, "cpu_a"),
     ({"cpu_a": 0, "cpu_b": 5000}, "cpu_b"),
     ({"cpu_a": 0, "cpu_b": 1, "method": "xchg"}, "method"),
+    ({"cpu_a": 0, "cpu_b": 1, "lines": 0}, "lines"),
+    ({"cpu_a": 0, "cpu_b": 1, "lines": 1025}, "lines"),
 ])
 def test_the_c_core_checks_its_parameters_too(config, name):
     with pytest.raises(ValueError, match=name):
-        Kernel("core_to_core", {"method": "cas", **config})
+        Kernel("core_to_core", {"method": "cas", "lines": 16, **config})
 
 
 def test_the_cpu_option_is_refused_because_the_pair_places_the_threads():

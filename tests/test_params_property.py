@@ -82,11 +82,11 @@ VALID = {
                       check=st.booleans()),
     # two CPUs of this process (one CPU: every point has cpu_a == cpu_b, refused naming both)
     "core_to_core": dict(cpu_a=st.sampled_from(CPUS), cpu_b=st.sampled_from(CPUS),
-                         method=st.sampled_from(["cas", "store"])),
+                         method=st.sampled_from(["cas", "store"]), lines=st.integers(1, 32)),
     "loaded": dict(working_set_bytes=st.integers(1, 64).map(lambda n: n * 4 * KiB), pages=st.sampled_from(["4k", "thp"]),
                    load_threads=st.integers(0, len(CPUS) - 1), load_op=st.sampled_from(["read", "write", "copy", "add"]),
                    load_working_set_bytes=st.integers(1, 4).map(lambda n: n * 64 * KiB),
-                   delay_ns=st.integers(0, 10_000)),
+                   delay_ns=st.integers(0, 10_000), load_chunk_bytes=st.integers(0, 64).map(lambda n: n * 1024)),
     "tlb": dict(working_set_bytes=st.integers(4, 64).map(lambda n: n * 64), seed=st.integers(0, 2**63 - 1)),
 }
 

@@ -1294,7 +1294,7 @@ static void chase_add_thread_metrics(chase_state *s, ml_measurement *out, const 
         ml_metric_add(out, "walk_cpu_used", sample->main_cpu);
     if (s->threads == 1)
         return;
-    double slowest = 0.0, total = 0.0, throughput = 0.0;
+    double slowest = 0.0, total = 0.0, throughput = 0.0, off_cpu = 0.0;
     int walked = 0;
     ml_cpu_mask cores;
     ml_cpu_mask_clear(&cores);
@@ -1307,8 +1307,12 @@ static void chase_add_thread_metrics(chase_state *s, ml_measurement *out, const 
             total += ns;
             walked++;
         }
-        if (w->elapsed_ns)
+        if (w->elapsed_ns) {
             throughput += (double)w->steps * (double)s->k / (double)w->elapsed_ns * 1e9;
+            double on = (double)w->cpu_ns / (double)w->elapsed_ns;
+            off_cpu += 1.0 - (on < 1.0 ? on : 1.0);
+        } else
+            off_cpu += 1.0;
         if (!ml_cpu_mask_has(&cores, w->cpu)) {
             ml_cpu_mask siblings;
             ml_cpu_smt_siblings(w->cpu, &siblings);
@@ -1328,6 +1332,12 @@ static void chase_add_thread_metrics(chase_state *s, ml_measurement *out, const 
     ml_metric_add(out, "threads_walked", walked);
     ml_metric_add(out, "all_threads_elements_per_s", throughput);
     ml_metric_add(out, "thread_cores", distinct_cores);
+    /* The least share of the sample in which every thread was on its CPU at
+     * once: each thread was off its CPU (1 - its CPU time over its walking
+     * time) of the sample, and the shares off add up at worst.  1 on a quiet
+     * machine; near 0 when the threads took turns with other work, and then
+     * they neither contend nor share. */
+    ml_metric_add(out, "overlap_fraction", off_cpu < 1.0 ? 1.0 - off_cpu : 0.0);
 }
 
 static int chase_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)

@@ -965,6 +965,33 @@ FIG3_16 = _chase_item(
 )
 
 
+#: Two-thread points count only where the threads ran together at least this share of the time:
+#: on a busy machine they take turns on the CPUs, and neither contention nor sharing shows.
+TOGETHER = 0.5
+
+
+def _together(check: Callable[[Dataset], Any]) -> Callable[[Dataset], Any]:
+    """``check`` on the dataset without the points of two or more threads that ran together less
+    than :data:`TOGETHER` of the time (``overlap_fraction``); a NotMeasurable then says how many
+    were left out and why."""
+
+    def checked(ds: Dataset) -> Verdict:
+        several = [row for row in ds.rows if finite(row.get("threads")) and row["threads"] >= 2]
+        apart = {id(row) for row in several
+                 if finite(row.get("overlap_fraction")) and row["overlap_fraction"] < TOGETHER}
+        kept = Dataset([row for row in ds.rows if id(row) not in apart], ds.metadata) if apart else ds
+        try:
+            return check(kept)
+        except NotMeasurable as reason:
+            if not apart:
+                raise
+            raise NotMeasurable(f"{reason}: {len(apart)} of the {len(several)} points of several threads ran "
+                                f"together less than {TOGETHER:.0%} of the time (the CPUs were busy with other "
+                                f"work) and were left out") from None
+
+    return checked
+
+
 def _one_and_n(ds: Dataset, threads: int, where: str) -> tuple[float, float, float]:
     """(working set, one thread's, the fastest of ``threads`` threads' time per element) at the largest
     working set of ``where`` both measured (NotMeasurable with fewer CPUs than threads)."""
@@ -1036,14 +1063,19 @@ def _times_one_thread(threads: int, where: str, at_least: float) -> Callable[[Da
 
 _THREADS_NOTE = ("The threads walk one shared list, each pinned to its own CPU and starting at its own place; the "
                  "time is the fastest thread's on-CPU time per element, as the source reports the fastest thread. "
-                 "Thread counts above this machine's CPUs are not measured, and their claims say so. The source's "
+                 "Thread counts above this machine's CPUs are not measured, and their claims say so. Points whose "
+                 "threads were all on their CPUs together less than half of the time (overlap_fraction: a busy "
+                 "machine makes them take turns) are left out, and a claim left without points says why. The source's "
                  "slowdowns come from the shared bus to memory, beyond its last cache: on a machine whose last "
                  "cache is larger than the sweep's largest working set those claims are not measurable.")
 
 
 def _threads_item(number: str, title: str, measured: str, numbers: Sequence[Number], claims: Sequence[Claim],
                   largest_bytes: int = 1 << 27) -> Item:
-    """A thread figure's item; its quick run adds ``largest_bytes``, past most last caches."""
+    """A thread figure's item; its quick run adds ``largest_bytes``, past most last caches. Its numbers and
+    claims leave out the points whose threads ran together less than :data:`TOGETHER` of the time."""
+    numbers = [dataclasses.replace(n, measured=_together(n.measured)) if n.measured else n for n in numbers]
+    claims = [dataclasses.replace(c, check=_together(c.check)) for c in claims]
     return _chase_item(number, title, measured, numbers, claims, machine=FOUR_CPUS, section="3.3.4",
                        quick=at_working_sets(largest_bytes), note=_THREADS_NOTE)
 
@@ -1131,6 +1163,8 @@ def _most_threads_cycles(ds: Dataset) -> float:
     counts = [row["threads"] for row in rows_where(ds, "ns_per_element") if finite(row.get("threads"))]
     if not counts:
         raise NotMeasurable("no row records its number of threads")
+    if max(counts) < 2:
+        raise NotMeasurable("no point of several threads")
     rows = rows_where(ds, "ns_per_element", threads=max(counts))
     size = max(row["working_set_bytes"] for row in rows if finite(row.get("working_set_bytes")))
     cycles = [_value(row, "ns_per_element") * ghz(row) for row in rows
@@ -1394,33 +1428,6 @@ def _with_need(need: Callable[[Dataset], None], check: Callable[[Dataset], Verdi
     def checked(ds: Dataset) -> Verdict:
         need(ds)
         return check(ds)
-
-    return checked
-
-
-#: Two-thread points count only where the threads ran together at least this share of the time:
-#: on a busy machine they take turns on the CPUs, and neither contention nor sharing shows.
-TOGETHER = 0.5
-
-
-def _together(check: Callable[[Dataset], Verdict]) -> Callable[[Dataset], Verdict]:
-    """``check`` on the dataset without the points of two or more threads that ran together less
-    than :data:`TOGETHER` of the time (``overlap_fraction``); a NotMeasurable then says how many
-    were left out and why."""
-
-    def checked(ds: Dataset) -> Verdict:
-        several = [row for row in ds.rows if finite(row.get("threads")) and row["threads"] >= 2]
-        apart = {id(row) for row in several
-                 if finite(row.get("overlap_fraction")) and row["overlap_fraction"] < TOGETHER}
-        kept = Dataset([row for row in ds.rows if id(row) not in apart], ds.metadata) if apart else ds
-        try:
-            return check(kept)
-        except NotMeasurable as reason:
-            if not apart:
-                raise
-            raise NotMeasurable(f"{reason}: {len(apart)} of the {len(several)} points of several threads ran "
-                                f"together less than {TOGETHER:.0%} of the time (the CPUs were busy with other "
-                                f"work) and were left out") from None
 
     return checked
 

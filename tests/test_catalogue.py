@@ -984,6 +984,28 @@ def test_two_thread_points_that_barely_ran_together_are_left_out():
     assert judged("fig3.27", 1, ds).status == NOT_REPRODUCED
 
 
+@pytest.mark.parametrize("key, index", [("fig3.19", 0), ("fig3.20", 1), ("fig3.21", 0)])
+def test_thread_figures_leave_out_points_whose_threads_barely_ran_together(key, index):
+    """Figures 3.19-3.21 judge several threads walking at once: points where they took turns with other
+    work (overlap_fraction below TOGETHER) are left out, and a claim left without points says why."""
+    item = catalogue.item(key)
+    holds, _fails, _cannot = next(case[2:5] for case in CASES if case[0] == key and case[1] == index)
+    assert judged(key, index, holds).status == REPRODUCED
+    apart = Dataset([dict(row) for row in holds.rows], holds.metadata)
+    for row in apart.rows:
+        if row.get("threads", 1) >= 2:
+            row["overlap_fraction"] = catalogue.TOGETHER / 2
+    found = judged(key, index, apart)
+    assert found.status == NOT_MEASURABLE and "ran together less than 50% of the time" in found.detail
+    for number in item.numbers:  # the numbers of several threads are not read from such points either
+        value, reason = number.measure(apart)
+        assert value is None or "threads" not in number.quantity, (number.quantity, value)
+    for row in apart.rows:
+        if row.get("threads", 1) >= 2:
+            row["overlap_fraction"] = 1.0
+    assert judged(key, index, apart).status == REPRODUCED
+
+
 def test_atomic_forms_are_compared_on_the_cpu_where_the_rows_say():
     """Another process taking a CPU stretches the wall time of whichever form it hits; the threads'
     own CPU time per increment does not count it."""

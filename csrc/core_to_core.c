@@ -140,6 +140,18 @@ static inline int c2c_step(c2c_shared *s, _Atomic uint64_t *line, int method, ui
     return 0;
 }
 
+/* One chunk's steps on `line`, the first from `first` (each side's values
+ * go up by 2): how many were taken, fewer than CHUNK_ROUND_TRIPS when asked
+ * to stop. */
+static inline unsigned c2c_chunk(c2c_shared *s, _Atomic uint64_t *line, int method, uint64_t first)
+{
+    unsigned done = 0;
+    for (uint64_t value = first; done < C2C_CHUNK_ROUND_TRIPS; done++, value += 2)
+        if (c2c_step(s, line, method, value) < 0)
+            break;
+    return done;
+}
+
 static void *c2c_thread(void *arg)
 {
     c2c_side *side = arg;
@@ -159,12 +171,9 @@ static void *c2c_thread(void *arg)
     if (side->starts) {
         for (uint64_t c = 0; !atomic_load_explicit(&s->stop, memory_order_relaxed); c++) {
             _Atomic uint64_t *line = line_at[c % lines];
-            uint64_t value = 2 * C2C_CHUNK_ROUND_TRIPS * (c / lines) + odd;
+            uint64_t first = 2 * C2C_CHUNK_ROUND_TRIPS * (c / lines) + odd;
             uint64_t t0 = ml_now_ns();
-            unsigned done = 0;
-            for (; done < C2C_CHUNK_ROUND_TRIPS; done++, value += 2)
-                if (c2c_step(s, line, method, value) < 0)
-                    break;
+            unsigned done = c2c_chunk(s, line, method, first);
             uint64_t t1 = ml_now_ns();
             side->round_trips += done;
             side->end_ns = t1;
@@ -181,12 +190,7 @@ static void *c2c_thread(void *arg)
         atomic_store_explicit(&s->stop, 1, memory_order_relaxed);
     } else {
         for (uint64_t c = 0;; c++) {
-            _Atomic uint64_t *line = line_at[c % lines];
-            uint64_t value = 2 * C2C_CHUNK_ROUND_TRIPS * (c / lines) + odd;
-            unsigned done = 0;
-            for (; done < C2C_CHUNK_ROUND_TRIPS; done++, value += 2)
-                if (c2c_step(s, line, method, value) < 0)
-                    break;
+            unsigned done = c2c_chunk(s, line_at[c % lines], method, 2 * C2C_CHUNK_ROUND_TRIPS * (c / lines) + odd);
             side->round_trips += done;
             if (done < C2C_CHUNK_ROUND_TRIPS)
                 break;

@@ -116,12 +116,11 @@ class LoadedParams:
         check_int("load_threads", self.load_threads, 0, 1023)
         check_choice("load_op", self.load_op, LOAD_OPS)
         check_int("load_working_set_bytes", self.load_working_set_bytes, 64 << 10, 1 << 46)
-        if self.load_working_set_bytes % 64:
-            raise ValueError(f"load_working_set_bytes={self.load_working_set_bytes} is not a multiple of 64")
         check_int("delay_ns", self.delay_ns, 0, MAX_DELAY_NS)
         check_int("load_chunk_bytes", self.load_chunk_bytes, 0, MAX_CHUNK_BYTES)
-        if self.load_chunk_bytes % 64:
-            raise ValueError(f"load_chunk_bytes={self.load_chunk_bytes} is not a multiple of 64")
+        for name in ("load_working_set_bytes", "load_chunk_bytes"):  # the kernels move whole lines
+            if getattr(self, name) % 64:
+                raise ValueError(f"{name}={getattr(self, name)} is not a multiple of 64")
         allowed = _allowed()
         if self.load_threads + 1 > allowed:
             raise ValueError(

@@ -79,6 +79,15 @@ def pytest_report_header(config: pytest.Config) -> str:
     return sigint_header(config.stash.get(SIGINT_STATUS, "python"))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under -q pytest prints no header: a SIGINT that was not Python's is said all the same."""
+    status = session.config.stash.get(SIGINT_STATUS, "python")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if status != "python" and reporter is not None and session.config.get_verbosity() < 0:
+        reporter.write_line(sigint_header(status))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     status = item.config.stash.get(SIGINT_STATUS, "python")
     if item.get_closest_marker("ctrl_c") and status.startswith("ignored"):
@@ -145,8 +154,8 @@ def children() -> dict[int, str]:
     for pid in pids:
         stat = _read(f"/proc/{pid}/stat")
         state = stat[stat.rfind(")") + 2 :].split()[:1] or ["?"]
-        cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
-        found[pid] = f"{state[0]} {cmdline or '(no command line)'}"
+        command = _read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
+        found[pid] = f"{state[0]} {command or _read(f'/proc/{pid}/comm').strip() or '(gone)'}"
     return found
 
 
@@ -188,9 +197,47 @@ def _resource_tracker_fd() -> set[int]:
     return {fd} if isinstance(fd, int) else set()
 
 
+def _event_loop_fds() -> set[int]:
+    """The descriptors of the asyncio event loops still open in this process (their selector and
+    self-pipe): the loop a library keeps for the life of the process, as Dask's client does and
+    jupyter_client's run_sync. Looked for only when a test left a descriptor unexplained."""
+    if "asyncio" not in sys.modules:
+        return set()
+    import asyncio
+    import gc
+
+    fds: set[int] = set()
+    for thing in gc.get_objects():
+        if isinstance(thing, asyncio.AbstractEventLoop) and not thing.is_closed():
+            selector = getattr(thing, "_selector", None)
+            for owner in (selector, getattr(thing, "_ssock", None), getattr(thing, "_csock", None)):
+                try:
+                    fds.add(owner.fileno())
+                except (AttributeError, OSError, ValueError):
+                    pass
+    return fds
+
+
+def _holders(target: str) -> str:
+    """The other processes holding a pipe or socket (by its inode), for the failure message."""
+    if not target.startswith(("pipe:", "socket:")):
+        return ""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        if int(name) == os.getpid():
+            continue
+        try:
+            if any(os.readlink(f"/proc/{name}/fd/{fd}") == target for fd in os.listdir(f"/proc/{name}/fd")):
+                command = _read(f"/proc/{name}/cmdline").replace("\0", " ").strip()[:120]
+                found.append(f"pid {name} {command}")
+        except OSError:
+            pass
+    return f"; its other end is held by {', '.join(found)}" if found else ""
+
+
 ALLOWED: tuple[Allowance, ...] = (
-    Allowance("descriptor", r"/matplotlib/.*\.(json|cache)$|fontlist",
-              "matplotlib opens its font cache once per process"),
+    Allowance("descriptor", r"/matplotlib/.*\.(json|cache)$|fontlist|/matplotlib/mpl-data/fonts/",
+              "matplotlib keeps its font cache and the font files it has drawn with open for the process"),
     Allowance("descriptor", r"^/dev/(u?random|null)$", "read-only devices libraries keep open"),
     Allowance("child", r"^\S+ .*multiprocessing\.(resource_tracker|forkserver)",
               "multiprocessing starts its resource tracker or fork server once per process"),
@@ -219,7 +266,7 @@ def differences(before: ProcessState, after: ProcessState,
         if any(allowance.allows("descriptor", target) for allowance in allowed):
             continue
         was = f" (was {before.descriptors[fd]})" if fd in before.descriptors else ""
-        found.append(f"descriptor {fd} left open: {target}{was}")
+        found.append(f"descriptor {fd} left open: {target}{was}{_holders(target)}")
     for pid, description in sorted(after.children.items()):
         if pid in before.children or any(allowance.allows("child", description) for allowance in allowed):
             continue
@@ -252,6 +299,8 @@ def _leaves_the_process_as_it_found_it(request):
     after = snapshot()
     explained = _resource_tracker_fd() - tracker_before
     changed = differences(before, after, explained_fds=explained)
+    if changed:  # only then look for what a library keeps open for the life of the process
+        changed = differences(before, after, explained_fds=explained | _event_loop_fds())
     if changed:
         put_back(before)
         pytest.fail(f"{request.node.nodeid} did not leave the process as it found it:\n  "

@@ -81,8 +81,12 @@ int ml_thread_start_pinned(pthread_t *tid, int cpu, size_t stack_bytes, void *(*
     if (rc == 0)
         rc = pthread_create(tid, &attr, fn, arg);
     pthread_attr_destroy(&attr);
-    if (rc == 0)
+    if (rc == 0) {
+        /* Named so that a test, top -H or a debugger tells memlab's own threads from the
+         * process's others; a thread that already ended cannot be named, which is harmless. */
+        (void)pthread_setname_np(*tid, ML_THREAD_NAME);
         return 0;
+    }
     char what[160], where[32] = "(unpinned)";
     va_list args;
     va_start(args, what_fmt);

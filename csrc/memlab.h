@@ -78,7 +78,10 @@ int ml_cpu_supports(ml_cpu_feature feature);
  * and err names the thread (`what_fmt`, printf-style: "worker 1 of 2"),
  * the CPU and the error: a CPU this process may not use (EINVAL) is
  * ML_ERR_VALUE, too many threads or no memory for a stack (EAGAIN)
- * ML_ERR_MEMORY, anything else ML_ERR_OS.  The caller joins what started. */
+ * ML_ERR_MEMORY, anything else ML_ERR_OS.  The caller joins what started.
+ * Every thread it starts is named ML_THREAD_NAME (its comm in
+ * /proc/self/task/TID/comm): the one way to tell memlab's threads apart. */
+#define ML_THREAD_NAME "memlab"
 int ml_thread_start_pinned(pthread_t *tid, int cpu, size_t stack_bytes, void *(*fn)(void *), void *arg,
                            ml_error *err, const char *what_fmt, ...)
     __attribute__((format(printf, 7, 8)));

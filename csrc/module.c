@@ -41,7 +41,9 @@ typedef struct {
 typedef struct {
     PyThreadState *thread_state;
     uint64_t last_check_ns;
+    uint64_t deadline_ns; /* absolute ml_now_ns(); 0: none */
     int interrupted;
+    int past_deadline;
 } binding_data;
 
 /* ---- pure C helpers ---------------------------------------------------- */
@@ -96,6 +98,10 @@ static int check_interrupt(ml_context *ctx)
     if (data->interrupted)
         return 1;
     uint64_t now = ml_now_ns();
+    if (data->deadline_ns && now >= data->deadline_ns) {
+        data->past_deadline = 1;
+        return data->interrupted = 1;
+    }
     if (now - data->last_check_ns < INTERRUPT_CHECK_NS)
         return 0;
     data->last_check_ns = now;
@@ -135,6 +141,29 @@ static void raise_ml_error(const ml_error *err)
         PyErr_Format(PyExc_RuntimeError, "memlab kernel failed without a reason (code %d)",
                      (int)err->code);
     }
+}
+
+/* The interrupt checks start now; deadline_ns > 0 also stops the work that long from now. */
+static void start_deadline(binding_data *data, unsigned long long deadline_ns)
+{
+    data->last_check_ns = ml_now_ns();
+    /* a deadline the clock cannot reach is no deadline */
+    if (deadline_ns && deadline_ns < UINT64_MAX - data->last_check_ns)
+        data->deadline_ns = data->last_check_ns + deadline_ns;
+}
+
+/* A family's failure as a Python exception: TimeoutError when it stopped because the
+ * deadline passed, the family's own error otherwise. */
+static void raise_stopped(const ml_error *err, const binding_data *data, const char *family,
+                          const char *what, unsigned long long deadline_ns)
+{
+    if (err->code == ML_ERR_INTERRUPTED && data->past_deadline && !PyErr_Occurred()) {
+        char message[256];
+        snprintf(message, sizeof message, "the %s %s was stopped at its deadline of %.3f s "
+                 "(deadline_ns=%llu) before it ended", family, what, deadline_ns / 1e9, deadline_ns);
+        PyErr_SetString(PyExc_TimeoutError, message);
+    } else
+        raise_ml_error(err);
 }
 
 /* ---- config conversion ---------------------------------------------------- */
@@ -399,11 +428,12 @@ static void kernel_release(KernelObject *self)
 
 static PyObject *Kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"family", "config", NULL};
+    static char *keywords[] = {"family", "config", "deadline_ns", NULL};
     const char *name;
     PyObject *config;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!:Kernel", keywords, &name, &PyDict_Type,
-                                     &config))
+    unsigned long long deadline_ns = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO!|K:Kernel", keywords, &name, &PyDict_Type,
+                                     &config, &deadline_ns))
         return NULL;
     const ml_family *family = find_family(name);
     if (!family) {
@@ -426,13 +456,13 @@ static PyObject *Kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     binding_data data = {0};
     ml_context ctx = {.check_interrupt = check_interrupt, .binding = &data};
     int rc;
-    data.last_check_ns = ml_now_ns();
+    start_deadline(&data, deadline_ns);
     data.thread_state = PyEval_SaveThread();
     rc = family->setup(self->config, &self->state, &ctx, &err);
     PyEval_RestoreThread(data.thread_state);
     if (rc < 0) {
         self->state = NULL;
-        raise_ml_error(&err);
+        raise_stopped(&err, &data, family->name, "setup", deadline_ns);
         goto error;
     }
     return (PyObject *)self;
@@ -451,11 +481,11 @@ static void Kernel_dealloc(KernelObject *self)
 
 static PyObject *Kernel_measure(KernelObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"target_ns", "counters", NULL};
-    unsigned long long target_ns = 0;
+    static char *keywords[] = {"target_ns", "counters", "deadline_ns", NULL};
+    unsigned long long target_ns = 0, deadline_ns = 0;
     int counters = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Kp:measure", keywords, &target_ns,
-                                     &counters))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|KpK:measure", keywords, &target_ns,
+                                     &counters, &deadline_ns))
         return NULL;
     if (!self->state) {
         PyErr_SetString(PyExc_ValueError, "the kernel is closed");
@@ -475,14 +505,14 @@ static PyObject *Kernel_measure(KernelObject *self, PyObject *args, PyObject *kw
     ml_counter_values_missing(&m->counters, 0);
     int rc;
     self->busy = 1;
-    data.last_check_ns = ml_now_ns();
+    start_deadline(&data, deadline_ns);
     data.thread_state = PyEval_SaveThread();
     rc = self->family->measure(self->state, &ctx, m, &err);
     PyEval_RestoreThread(data.thread_state);
     self->busy = 0;
     PyObject *result = NULL;
     if (rc < 0)
-        raise_ml_error(&err);
+        raise_stopped(&err, &data, self->family->name, "sample", deadline_ns);
     else
         result = measurement_to_dict(m, counters);
     free(m);
@@ -521,7 +551,9 @@ static PyObject *Kernel_get_closed(KernelObject *self, void *Py_UNUSED(closure))
 
 static PyMethodDef Kernel_methods[] = {
     {"measure", (PyCFunction)(void (*)(void))Kernel_measure, METH_VARARGS | METH_KEYWORDS,
-     "measure(target_ns=0, counters=True) -> dict\n\nOne sample of the family's timed region."},
+     "measure(target_ns=0, counters=True, deadline_ns=0) -> dict\n\nOne sample of the family's timed "
+     "region.  deadline_ns > 0 stops the sample that many nanoseconds after the call, at the "
+     "family's next interrupt check, with TimeoutError (0: no deadline)."},
     {"close", (PyCFunction)Kernel_close, METH_NOARGS, "Free the kernel's memory now."},
     {"__enter__", (PyCFunction)Kernel_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Kernel_exit, METH_VARARGS, NULL},
@@ -539,7 +571,9 @@ static PyType_Slot Kernel_slots[] = {
     {Py_tp_dealloc, Kernel_dealloc},
     {Py_tp_methods, Kernel_methods},
     {Py_tp_getset, Kernel_getset},
-    {Py_tp_doc, "Kernel(family, config)\n\nA family's kernel set up with a config dict."},
+    {Py_tp_doc, "Kernel(family, config, deadline_ns=0)\n\nA family's kernel set up with a config dict; "
+                "deadline_ns > 0 stops a setup (a list build) still running that long after the call "
+                "with TimeoutError."},
     {0, NULL},
 };
 
@@ -712,6 +746,9 @@ static int core_exec(PyObject *module)
     if (!state->kernel_type)
         return -1;
     if (PyModule_AddType(module, state->kernel_type) < 0)
+        return -1;
+    /* the name every thread the core starts carries (ml_thread_start_pinned) */
+    if (PyModule_AddStringConstant(module, "THREAD_NAME", ML_THREAD_NAME) < 0)
         return -1;
     return 0;
 }

@@ -9,33 +9,59 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+pytest.register_assert_rewrite("process_guard")
+import process_guard  # noqa: E402
 from hugetlb_pool import Pool
 from memlab import _core, machine
 from memlab.sweep import load_script
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 
+# SIGINT deliverable however the run was started; every test leaves the process as it found it.
+pytest_plugins = ["process_guard"]
 
-def interrupt_measure(kernel, after_s: float = 0.3) -> float:
-    """Ctrl-C (SIGINT to this process) ``after_s`` into a 60 s sample of ``kernel``; the seconds
-    until KeyboardInterrupt reached Python. The kernel is closed either way; a sample that
-    ends without the KeyboardInterrupt fails the test."""
+
+CTRL_C_DEADLINE_S = 30
+"""How long a test that sends Ctrl-C waits for it: far beyond any prompt stop, far below the
+60 s sample it interrupts, so a SIGINT that never arrives fails the test instead of hanging it."""
+
+
+def interrupt_measure(kernel, after_s: float = 0.3) -> None:
+    """Ctrl-C (SIGINT to this process) ``after_s`` into a 60 s sample of ``kernel``, which must
+    stop with KeyboardInterrupt before its deadline (CTRL_C_DEADLINE_S). The kernel is closed
+    either way; a sample that ends otherwise fails the test saying what it waited for."""
     timer = threading.Timer(after_s, os.kill, (os.getpid(), signal.SIGINT))
-    start = time.monotonic()
     timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
-            kernel.measure(target_ns=60 * 10**9, counters=False)
+        measure_expecting_ctrl_c(kernel, after_s)
     finally:
         timer.cancel()
+        timer.join()
         kernel.close()
-    return time.monotonic() - start
+
+
+def measure_expecting_ctrl_c(kernel, after_s: float, target_ns: int = 60 * 10**9) -> None:
+    """One long sample of ``kernel`` that a SIGINT sent ``after_s`` in must stop: fails the test
+    when the sample reaches its deadline or ends by itself instead."""
+    try:
+        kernel.measure(target_ns=target_ns, counters=False, deadline_ns=CTRL_C_DEADLINE_S * 10**9)
+    except KeyboardInterrupt:
+        return
+    except TimeoutError:
+        pytest.fail(f"waited {CTRL_C_DEADLINE_S} s for the SIGINT sent {after_s} s into the {kernel.family} "
+                    "sample to stop it; the sample ran to its deadline instead", pytrace=False)
+    pytest.fail(f"the {kernel.family} sample ended without the KeyboardInterrupt of the SIGINT sent "
+                f"{after_s} s into it", pytrace=False)
+
+
+def memlab_thread_count() -> int:
+    """How many of this process's threads memlab's core started (they carry its name)."""
+    return len(process_guard.memlab_threads())
 
 
 def experiment(name: str) -> ModuleType:

@@ -6,7 +6,6 @@ import importlib.util
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,8 @@ from memlab.dataset import Dataset
 from memlab.machine import cache_sizes
 from memlab.sweep import Sweep
 
-from conftest import hugetlb_free_pages, skip_if_thp_refused, thp_fallbacks_during, thp_mode
+from conftest import (CTRL_C_DEADLINE_S, hugetlb_free_pages, interrupt_measure, memlab_thread_count,
+                      skip_if_thp_refused, thp_fallbacks_during, thp_mode)
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 FIGURES = tuple(chase.SWEEPS)
@@ -369,34 +369,42 @@ CTRL_C_CASES = {
 }
 
 
+@pytest.mark.ctrl_c
 @pytest.mark.parametrize("extra", CTRL_C_CASES.values(), ids=CTRL_C_CASES.keys())
 def test_ctrl_c_stops_a_long_walk_promptly_and_joins_every_thread(extra):
     if extra.get("threads", 1) > len(os.sched_getaffinity(0)):
         pytest.skip(f"needs {extra['threads']} usable CPUs; this process may use {len(os.sched_getaffinity(0))}")
-    threads_before = len(os.listdir("/proc/self/task"))
+    threads_before = memlab_thread_count()
     kernel = _core.Kernel("chase", dict(chase._to_core(chase.ChaseParams(working_set_bytes=1 << 20, **extra))))
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    start = time.monotonic()
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        kernel.measure(target_ns=60 * 10**9, counters=False)
-    assert time.monotonic() - start < 10
-    timer.join()
-    assert len(os.listdir("/proc/self/task")) == threads_before, "a walking thread outlived the interrupted sample"
-    kernel.close()
+    interrupt_measure(kernel)  # KeyboardInterrupt well before the sample's 30 s deadline
+    assert memlab_thread_count() == threads_before, "a walking thread outlived the interrupted sample"
 
 
-def test_ctrl_c_stops_building_a_large_list_promptly():
-    # 256 MiB of 8-byte elements: 32 Mi shuffle steps, seconds on a busy machine.
+def test_a_list_build_checks_for_interrupts_and_stops_at_its_deadline():
+    # 256 MiB of 8-byte elements: 32 Mi shuffle steps, far more than the 1 ms deadline on any
+    # machine (over a second here): the build stops at one of its interrupt checks instead of
+    # finishing, which is the path Ctrl-C takes too.
+    with pytest.raises(TimeoutError, match="chase setup was stopped at its deadline"):
+        _core.Kernel("chase", core_config(working_set_bytes=256 << 20, npad=0), deadline_ns=10**6)
+
+
+@pytest.mark.ctrl_c
+def test_ctrl_c_stops_building_a_large_list():
     timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
-    start = time.monotonic()
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        kernel = _core.Kernel("chase", core_config(working_set_bytes=256 << 20, npad=0))
-        kernel.close()
-        time.sleep(5)  # the build finished before the signal: it lands here
-    timer.cancel()
-    assert time.monotonic() - start < 5
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            try:
+                kernel = _core.Kernel("chase", core_config(working_set_bytes=256 << 20, npad=0),
+                                      deadline_ns=CTRL_C_DEADLINE_S * 10**9)
+            except TimeoutError:
+                pytest.fail(f"waited {CTRL_C_DEADLINE_S} s for the SIGINT sent 0.2 s into the build to stop it",
+                            pytrace=False)
+            kernel.close()
+            timer.join()  # the build finished before the signal: it lands here
+    finally:
+        timer.cancel()
+        timer.join()
 
 
 # ---- cache levels -----------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -13,8 +12,10 @@ import time
 
 import pytest
 
-from memlab import _core, machine
+from memlab import _core, chase, machine
 from conftest import (
+    interrupt_measure,
+    memlab_thread_count,
     python_with_hidden_features,
     hardware_counters_available,
     hugetlb_free_pages,
@@ -156,17 +157,48 @@ def test_calibration_reports_a_frequency_and_agrees_with_imul_chain():
     assert set(sample["counters_missing"].values()) == {"not requested"}
 
 
+@pytest.mark.ctrl_c
 def test_ctrl_c_stops_a_long_kernel_promptly():
-    budget_s = 30
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    kernel = _core.Kernel("calibrate", {"budget_ns": budget_s * 10**9})
-    start = time.monotonic()
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        kernel.measure(counters=False)
-    # Stopped early rather than running the whole budget.
-    assert time.monotonic() - start < budget_s / 2
-    kernel.close()
+    # a 60 s budget; the KeyboardInterrupt must come before the sample's 30 s deadline
+    interrupt_measure(_core.Kernel("calibrate", {"budget_ns": 60 * 10**9}))
+
+
+def test_a_sample_past_its_deadline_stops_with_timeout_error_and_the_kernel_measures_again():
+    # a walk of 2^40 laps has no end of its own: only the deadline stops it
+    kernel = _core.Kernel("chase", dict(chase._to_core(chase.ChaseParams(working_set_bytes=1 << 16, laps=1 << 40))))
+    try:
+        with pytest.raises(TimeoutError, match=r"chase sample was stopped at its deadline of 0\.050 s"):
+            kernel.measure(target_ns=60 * 10**9, counters=False, deadline_ns=50 * 10**6)
+    finally:
+        kernel.close()
+    kernel = _core.Kernel("chase", dict(chase._to_core(chase.ChaseParams(working_set_bytes=1 << 16))))
+    with kernel:
+        kernel.measure(target_ns=10**6, counters=False, deadline_ns=50 * 10**6)
+        sample = kernel.measure(target_ns=10**6, counters=False, deadline_ns=0)  # 0: no deadline
+        assert sample["elapsed_ns"] > 0
+
+
+def test_the_core_names_every_thread_it_starts():
+    # A thread the core starts carries THREAD_NAME (how the tests count memlab's own threads):
+    # while a two-thread walk measures in another Python thread, its walkers are seen by name.
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs for a two-thread walk")
+    kernel = _core.Kernel("chase", dict(chase._to_core(chase.ChaseParams(working_set_bytes=1 << 16, threads=2))))
+    seen = []
+    measuring = threading.Thread(target=kernel.measure,
+                                 kwargs=dict(target_ns=3 * 10**9, counters=False, deadline_ns=10 * 10**9))
+    before = memlab_thread_count()
+    measuring.start()
+    try:
+        while measuring.is_alive() and not seen:
+            if memlab_thread_count() > before:
+                seen.append(memlab_thread_count() - before)
+            time.sleep(0.001)
+    finally:
+        measuring.join()
+        kernel.close()
+    assert seen and seen[0] >= 1
+    assert memlab_thread_count() == before
 
 
 # ---- counters ----------------------------------------------------------------

@@ -203,6 +203,7 @@ def test_a_bug_is_one_line_too_and_MEMLAB_DEBUG_shows_the_traceback(monkeypatch,
         cli.main(["info", "--no-calibrate"])
 
 
+@pytest.mark.ctrl_c
 def test_a_second_ctrl_c_while_interrupted_is_printed_changes_nothing(monkeypatch, capsys):
     if sys.platform != "linux":
         pytest.skip("signals")

@@ -312,6 +312,7 @@ def test_killed_reader_is_an_oserror(no_leftovers):
         killer.join()
 
 
+@pytest.mark.ctrl_c
 def test_ctrl_c_stops_the_transfer(no_leftovers):
     def interrupt():
         wait_for_child("memlab-reader")
@@ -320,13 +321,12 @@ def test_ctrl_c_stops_the_transfer(no_leftovers):
 
     sender = threading.Thread(target=interrupt)
     sender.start()
-    started = time.monotonic()
     try:
+        # KeyboardInterrupt, not the TimeoutError of the run's 30 s deadline
         with pytest.raises(KeyboardInterrupt):
-            pipe.run(total_bytes=1 << 44, timeout_s=60, **SMALL)
+            pipe.run(total_bytes=1 << 44, timeout_s=30, **SMALL)
     finally:
         sender.join()
-    assert time.monotonic() - started < 30
 
 
 def test_no_zombies_or_fds_after_many_runs(no_leftovers):

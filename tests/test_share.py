@@ -7,6 +7,7 @@ import os
 import pytest
 
 from memlab import _core, share
+from conftest import interrupt_measure, memlab_thread_count
 
 # Compiled kernels whose instructions depend on the -march level of the build.
 pytestmark = pytest.mark.build
@@ -179,20 +180,13 @@ def test_the_memory_check_refuses_what_memavailable_cannot_hold(tmp_path):
     assert "of memory is available" in result.stdout
 
 
+@pytest.mark.ctrl_c
 def test_ctrl_c_while_threads_are_created_stops_promptly():
-    import signal
-    import threading
-
+    before = memlab_thread_count()
     kernel = _core.Kernel("share", {"threads": 1024, "disp_longs": 8, "atomic": True, "atomic_op": "lock_add",
                                     "increments": 1 << 40, "pin": False})
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            kernel.measure(target_ns=0, counters=False)
-    finally:
-        timer.cancel()
-        kernel.close()
+    interrupt_measure(kernel, after_s=0.2)  # KeyboardInterrupt well before the sample's 30 s deadline
+    assert memlab_thread_count() == before
 
 
 # ---- figure 6.12: the atomic increment forms -----------------------------------------

@@ -40,6 +40,7 @@ def sigint_after(seconds):
         yield
     finally:
         timer.cancel()
+        timer.join()
 
 
 # ---- exact counts --------------------------------------------------------------
@@ -107,15 +108,16 @@ def test_file_copy_presets_and_index(tmp_path):
 # ---- files never left behind, errors ---------------------------------------------
 
 
+@pytest.mark.ctrl_c
 def test_file_copy_interrupted_leaves_nothing(tmp_path):
+    # KeyboardInterrupt, not the copy's natural end after its 20 s
     with sigint_after(0.5), pytest.raises(KeyboardInterrupt):
-        started = time.monotonic()
         system.file_copy(preset="fsbuffer", duration_s=20, directory=tmp_path, repeat=1, warmup=0)
-    assert time.monotonic() - started < 5
     assert os.listdir(tmp_path) == []
     assert_no_children()
 
 
+@pytest.mark.ctrl_c
 def test_spawn_interrupted_kills_and_reaps_workers():
     with sigint_after(0.5), pytest.raises(KeyboardInterrupt):
         system.spawn(duration_s=20, copies=2, repeat=1, warmup=0)

@@ -115,8 +115,18 @@ def _cpu_name(ctx: Context) -> str:
     return _cpu_name_for(ctx.model)
 
 
-def _source_name(ctx: Context) -> str:
-    return ctx.source_machine.split(":")[0].split("(")[0].strip() or "the source's machine"
+def _source_name(ctx: Context) -> str | None:
+    """The source machine's name (its description's first clause), None when the source does not
+    name it."""
+    name = ctx.source_machine.split(":")[0].split(";")[0].split("(")[0].strip()
+    for article in ("a ", "an ", "the "):
+        name = name.removeprefix(article)
+    return name if name and not name.lower().startswith(("not named", "unnamed", "unknown")) else None
+
+
+def _sources(ctx: Context) -> str:
+    """``the source's <name>``, or ``the source's machine`` when it is not named."""
+    return f"the source's {_source_name(ctx) or 'machine'}"
 
 
 def _one_thread(rows: Sequence[dict]) -> list[dict]:
@@ -199,12 +209,11 @@ def _rule_store_limit(ctx: Context) -> str | None:
         return None
     if l2 >= AT_LIMIT * limit:
         return (f"L1d writes {l1:.3g} B/cycle and L2 writes {l2:.3g} B/cycle, both at {_cpu_name(ctx)}'s "
-                f"{limit} B/cycle store limit: the source's {_source_name(ctx)} had no such limit between "
+                f"{limit} B/cycle store limit: {_sources(ctx)} had no such limit between "
                 "its L1d and L2")
     return (f"L1d writes {l1:.3g} B/cycle, at {_cpu_name(ctx)}'s {limit} B/cycle store limit (the source's "
             f"{SOURCE_VECTOR_BYTES}-byte stores were far below its L1d's): the L1d rate is the store port's, "
-            f"and the L2's {l2:.3g} B/cycle ({l2 / l1:.2g} of it) is a smaller step than the source's "
-            f"{_source_name(ctx)} took")
+            f"and the L2's {l2:.3g} B/cycle ({l2 / l1:.2g} of it) is a smaller step than {_sources(ctx)} took")
 
 
 def _rule_load_limit(ctx: Context) -> str | None:
@@ -238,9 +247,10 @@ def _rule_beyond_l2_in_l3(ctx: Context) -> str | None:
     if not inside:
         return None
     points = ", ".join(format_bytes(size) for size in inside[:4])
+    where = (f"the source's {_source_name(ctx)} had no L3, its 'beyond the L2' was main memory" if _source_name(ctx)
+             else "not in main memory as a machine without an L3 would be")
     return (f"'beyond the L2' here starts at {format_bytes(start)} (4x the {format_bytes(sizes['L2'])} L2) and the "
-            f"points at {points} lie inside this machine's {format_bytes(l3)} L3: the source's "
-            f"{_source_name(ctx)} had no L3, its 'beyond the L2' was main memory")
+            f"points at {points} lie inside this machine's {format_bytes(l3)} L3: {where}")
 
 
 def _overlap(rows: Sequence[dict]) -> float | None:
@@ -262,7 +272,7 @@ def _rule_vm_threads(ctx: Context) -> str | None:
     return (f"this is a {virt} guest ({shown if smt else 'SMT unknown'}): its {ctx.facts.get('cpu_count', '?')} "
             f"CPUs are vCPUs whose place on the host it cannot see; if the two threads' vCPUs are hyper-threads "
             f"of one host core they share its L1d and L2, and no line moves between cores nor is a bus shared "
-            f"as on the source's {_source_name(ctx)}{together}")
+            f"as on {_sources(ctx)}{together}")
 
 
 def _pipe_rate(rows: Sequence[dict], one_cpu: bool, **match: Any) -> float | None:

@@ -407,7 +407,7 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
     if dataset is None:
         why = reason or "the sweep was not run"
         numbers = [(n, None, why) for n in entry.numbers]
-        return ItemResult(entry, None, numbers, [Verdict(NOT_MEASURABLE, why) for _ in entry.claims], path)
+        return ItemResult(entry, None, numbers, [Verdict(NOT_MEASURABLE, why, reason=why) for _ in entry.claims], path)
     selected = entry.select_rows(dataset)
     others = [Dataset.load(d) if not isinstance(d, Dataset) else d for d in compare_with if d is not None]
     shown = selected

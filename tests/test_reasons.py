@@ -192,3 +192,8 @@ def test_judge_attaches_reasons_to_verdicts_that_depart_and_none_to_reproduced(t
 
 def test_the_reasons_html_line_is_escaped():
     assert reason_html("a <b> & c") == "<div class=reason><b>Why here:</b> a &lt;b&gt; &amp; c</div>"
+
+
+def test_a_source_machine_the_source_does_not_name_is_not_said_to_lack_an_l3():
+    reason = explain(chase([8 << 20], source="not named in the text; 64-byte cache lines"))
+    assert "8 MiB" in reason and "not in main memory" in reason and "not named" not in reason

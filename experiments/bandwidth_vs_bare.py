@@ -14,9 +14,9 @@ memlab ...) pinned to one CPU, so that a noisy neighbour hits both alike:
    copy) and glibc's memset and memcpy, all in bandwidth_bare.c. Compared as
    traffic (bytes read plus bytes written per second, STREAM's count).
 3. ``l1``: the read plateau in L1 at every width, in bytes per cycle of the
-   calibrated clock, against the load-port limits: two loads of the vector
-   width per cycle (every current x86 core), three (Intel cores since Golden
-   Cove for loads of 32 bytes and less).
+   calibrated clock, against this core's L1d load limit for that width from
+   the machine model (``memlab.machine_model``: ports x width, capped by the
+   core's bytes per cycle; "unknown" for a CPU the model does not list).
 
 Rates are medians of samples; "on-CPU" rates divide by the thread's CPU time
 instead of wall time, which leaves out time other processes took the CPU.
@@ -42,7 +42,7 @@ import tempfile
 from pathlib import Path
 
 from memlab import bandwidth as bw
-from memlab import machine
+from memlab import machine, machine_model
 from memlab.dataset import Dataset
 from memlab.measure import core_ghz
 
@@ -196,26 +196,28 @@ def part_tools(binary, args, widths) -> list[dict]:
 def part_l1(binary, args, widths) -> list[dict]:
     size = level_sizes(args.quick)[0][1]
     ghz = core_ghz()
-    print(f"== l1: read plateau at {size} B against 2 and 3 loads of the width per cycle "
-          f"(core clock {ghz:.3f} GHz, CPU {args.cpu}, load average {load_average()})", flush=True)
+    model = machine_model.core_model(machine.collect(include_core=False))
+    print(f"== l1: read plateau at {size} B against this core's L1d load limit ({model.name}; "
+          f"core clock {ghz:.3f} GHz, CPU {args.cpu}, load average {load_average()})", flush=True)
     rows = []
     for width in widths:
         mc, bc = [], []
         for _ in range(args.rounds):
             mc += memlab("read", width, "normal", size, args.repeat, args.target_ms, args.cpu)[1]
             bc += bare(binary, "read", width, size, args.repeat, args.target_ms, args.cpu)[1]
-        limits = {loads: loads * bw.VECTOR_BYTES[width] for loads in (2, 3)}
+        limit = model.l1d_bytes_per_cycle("read", bw.VECTOR_BYTES[width])
         memlab_bpc, bare_bpc = statistics.median(mc) / ghz, statistics.median(bc) / ghz
         row = {"part": "l1", "width": width, "working_set_bytes": size, "memlab_bytes_per_cycle": memlab_bpc,
                "memlab_best_bytes_per_cycle": max(mc) / ghz, "bare_bytes_per_cycle": bare_bpc,
-               "two_loads_bytes_per_cycle": limits[2], "three_loads_bytes_per_cycle": limits[3],
-               "fraction_of_two_loads": memlab_bpc / limits[2],
-               "fraction_of_three_loads": memlab_bpc / limits[3],
+               "microarchitecture": model.name,
+               "load_limit_bytes_per_cycle": limit if limit is not None else float("nan"),
+               "fraction_of_load_limit": memlab_bpc / limit if limit else float("nan"),
                "core_GHz": ghz, "load_average": load_average()}
         rows.append(row)
+        against = (f"load limit {limit} B/cycle ({row['fraction_of_load_limit']:.0%})" if limit
+                   else "load limit unknown for this CPU")
         print(f"{width:>7}: memlab {memlab_bpc:6.1f} B/cycle on-CPU (best sample {max(mc) / ghz:6.1f}), "
-              f"bare {bare_bpc:6.1f}; 2 loads/cycle = {limits[2]} ({row['fraction_of_two_loads']:.0%}), "
-              f"3 loads/cycle = {limits[3]} ({row['fraction_of_three_loads']:.0%})", flush=True)
+              f"bare {bare_bpc:6.1f}; {against}", flush=True)
     return rows
 
 

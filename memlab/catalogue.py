@@ -111,11 +111,14 @@ class NotMeasurable(Exception):
 @dataclass(frozen=True)
 class Verdict:
     """What a claim's check found: ``status`` (one of :data:`VERDICTS`), a sentence with the
-    measured values or the reason, and the values by name."""
+    measured values or the reason, and the values by name. ``reason``: why this machine differs
+    from the source's, for a verdict that is not "reproduced" (:func:`memlab.reasons.explain`;
+    ``memlab reproduce`` fills it in)."""
 
     status: str
     detail: str
     values: Mapping[str, float] = field(default_factory=dict)
+    reason: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in VERDICTS:
@@ -1312,7 +1315,11 @@ def _bw_quick(sweep: Sweep, ops: Sequence[str] | None = None, l3: bool = True) -
     if l3 and "L3" in sizes:
         targets.append(math.sqrt(4 * sizes["L2"] * sizes["L3"] / 2))
     keep = {_nearest(sweep_sizes, t) for t in targets}
-    return shorter(sweep, [p for p in sweep.points if p["working_set_bytes"] in keep
+    # the store-limit control (memlab.reasons): one write at half the L1d, against the core's store limit
+    control = _nearest(sweep_sizes, sizes["L1d"] / 2) if l3 else None
+    return shorter(sweep, [p for p in sweep.points if (p["working_set_bytes"] in keep
+                                                       or (p["working_set_bytes"] == control
+                                                           and p.get("op", "read") == "write"))
                            and (ops is None or p.get("op", "read") in ops)], repeat=2)
 
 

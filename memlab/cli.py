@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memlab import catalogue, machine, measure, plot, registry
+from memlab import catalogue, machine, machine_model, measure, plot, registry
 from memlab._core import build_info
 from memlab._version import __version__
 from memlab.chart import outcome_note, require_matplotlib
@@ -464,10 +464,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     facts = machine.collect()
     if not args.no_calibrate:
         facts["core_clock"] = measure.core_ghz_detail()
+    model = machine_model.core_model(facts)
     if args.json:
-        print(json.dumps(facts, indent=2, sort_keys=True, default=str))
+        print(json.dumps({**facts, "core_model": model.fields()}, indent=2, sort_keys=True, default=str))
     else:
         print(machine.format_facts(facts))
+        print(machine_model.format_model(model))
     return 0
 
 

@@ -166,13 +166,22 @@ def _cpu_list_count(text: str | None) -> int | None:
 
 
 def collect_cpu(facts: dict, root: str = "/") -> None:
-    """cpu_model, cpu_count, cpu_online, cpu_flags_simd, cpuinfo_mhz from /proc and /sys; for
-    this machine also cpus_allowed, the CPUs this process may run on (its affinity, as taskset or a
-    container's cpuset narrows it)."""
+    """cpu_model, cpu_count, cpu_online, cpu_flags_simd, cpuinfo_mhz from /proc and /sys;
+    cpu_vendor, cpu_family, cpu_model_number, cpu_stepping and cpu_microcode (the CPU's identity,
+    which :mod:`memlab.machine_model` reads) from /proc/cpuinfo; for this machine also
+    cpus_allowed, the CPUs this process may run on (its affinity, as taskset or a container's
+    cpuset narrows it)."""
     info = _cpuinfo(root)
     model = info.get("model name") or info.get("Model") or info.get("cpu model")
     if model:
         facts["cpu_model"] = model
+    if info.get("vendor_id"):
+        facts["cpu_vendor"] = info["vendor_id"]
+    for key, field in (("cpu_family", "cpu family"), ("cpu_model_number", "model"), ("cpu_stepping", "stepping")):
+        if (info.get(field) or "").isdigit():
+            facts[key] = int(info[field])
+    if info.get("microcode"):
+        facts["cpu_microcode"] = info["microcode"]
     online = _read(root, "/sys/devices/system/cpu/online")
     if online:
         facts["cpu_online"] = online
@@ -767,6 +776,10 @@ def format_facts(facts: dict) -> str:
 
     if "cpu_model" in facts:
         add("cpu", facts["cpu_model"])
+    if "cpu_vendor" in facts:
+        add("cpu identity", f"{facts['cpu_vendor']} family {facts.get('cpu_family', '?')} model "
+            f"{facts.get('cpu_model_number', '?')} stepping {facts.get('cpu_stepping', '?')} microcode "
+            f"{facts.get('cpu_microcode', '?')}")
     if "container" in facts:
         add("container", facts["container"])
     if "cpu_count" in facts:

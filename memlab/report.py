@@ -44,7 +44,7 @@ from memlab.files import atomic_write, check_output_file_in_new_directory
 from memlab.machine import collect, format_facts
 from memlab.units import column_unit, format_number, format_param
 
-__all__ = ["ReportItem", "anchor", "as_items", "build_report", "escape", "html_table", "write_report"]
+__all__ = ["ReportItem", "anchor", "as_items", "build_report", "escape", "html_table", "reason_html", "write_report"]
 
 _STYLE = """
 :root { color-scheme: light dark; }
@@ -61,6 +61,7 @@ th { position: sticky; top: 0; background: Canvas; }
 pre, code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.8rem; }
 pre { white-space: pre-wrap; word-break: break-word; background: #8881; padding: 0.6rem; }
 .meta { color: GrayText; font-size: 0.85rem; }
+.reason { margin: 0.2rem 0; }
 .headline { font-size: 1.6rem; margin: 0.6rem 0; }
 .failed { border-left: 4px solid #c33; padding-left: 0.6rem; }
 .badge { background: #f2b705; color: #000; border-radius: 0.3rem; padding: 0 0.35rem; font-weight: 600; }
@@ -96,6 +97,15 @@ class ReportItem:
     lead: list[str] = field(default_factory=list)
     trail: list[str] = field(default_factory=list)
     caption: str | None = None
+
+
+def reason_html(reason: str) -> str:
+    """One line of HTML for a verdict's reason (why this machine differs from the source's), escaped.
+
+    >>> reason_html("L1d writes 32.3 B/cycle <at the limit>")
+    '<div class=reason><b>Why here:</b> L1d writes 32.3 B/cycle &lt;at the limit&gt;</div>'
+    """
+    return f"<div class=reason><b>Why here:</b> {escape(reason)}</div>"
 
 
 def escape(value: Any) -> str:

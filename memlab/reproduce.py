@@ -42,8 +42,9 @@ from memlab.catalogue import (
 )
 from memlab.dataset import Dataset, paths_for
 from memlab.grid import Sweep, as_sweeps
+from memlab.reasons import Context, explain
 from memlab.registry import family as get_family
-from memlab.report import ReportItem, anchor, escape, html_table, write_report
+from memlab.report import ReportItem, anchor, escape, html_table, reason_html, write_report
 from memlab.sweep import run_sweep
 from memlab.units import format_number
 
@@ -119,7 +120,7 @@ class ItemResult:
             ],
             "claims": [
                 {"claim": c.text, "cite": c.cite, "status": v.status, "detail": v.detail,
-                 "values": dict(v.values)}
+                 "values": dict(v.values), "reason": v.reason}
                 for c, v in zip(self.item.claims, self.verdicts)
             ],
         }
@@ -133,7 +134,8 @@ class ItemResult:
             lines.append(f"  {number.quantity}: source {format_number(number.source)} {number.unit}, "
                          f"here {here}" + (f", ratio {ratio:.3g}" if ratio is not None else ""))
         for claim, found in zip(self.item.claims, self.verdicts):
-            lines.append(f"  [{found.status}] {claim.text}\n      {found.detail}")
+            lines.append(f"  [{found.status}] {claim.text}\n      {found.detail}"
+                         + (f"\n      why: {found.reason}" if found.reason and found.reason != found.detail else ""))
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -405,7 +407,7 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
     if dataset is None:
         why = reason or "the sweep was not run"
         numbers = [(n, None, why) for n in entry.numbers]
-        return ItemResult(entry, None, numbers, [Verdict(NOT_MEASURABLE, why) for _ in entry.claims], path)
+        return ItemResult(entry, None, numbers, [Verdict(NOT_MEASURABLE, why, reason=why) for _ in entry.claims], path)
     selected = entry.select_rows(dataset)
     others = [Dataset.load(d) if not isinstance(d, Dataset) else d for d in compare_with if d is not None]
     shown = selected
@@ -420,10 +422,18 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
     verdicts = []
     for claim in entry.claims:
         try:
-            verdicts.append(claim.judge(selected))
+            verdicts.append(_with_reason(entry, claim.text, claim.judge(selected), selected))
         except Exception as error:
             verdicts.append(Verdict(NOT_MEASURABLE, f"the check could not run: {type(error).__name__}: {error}"))
     return ItemResult(entry, shown, numbers, verdicts, path)
+
+
+def _with_reason(entry: Item, claim: str, found: Verdict, dataset: Dataset) -> Verdict:
+    """The verdict with its reason (memlab.reasons) when it is not "reproduced"."""
+    if found.status == REPRODUCED or found.reason:
+        return found
+    context = Context(entry.key, claim, found.status, found.detail, dict(found.values), dataset, entry.machine)
+    return dataclasses.replace(found, reason=explain(context))
 
 
 # ---- running ---------------------------------------------------------------------------
@@ -649,7 +659,8 @@ def _numbers_html(result: ItemResult) -> str:
 def _verdicts_html(result: ItemResult) -> str:
     lines = ["<p><b>Claims</b></p>", "<ul class=claims>"]
     for claim, found in zip(result.item.claims, result.verdicts):
-        lines.append(f"<li>{_badge(found.status)} {escape(claim.text)}<br><span class=meta>Source: "
+        why = reason_html(found.reason) if found.reason and found.reason != found.detail else "<br>"
+        lines.append(f"<li>{_badge(found.status)} {escape(claim.text)}{why}<span class=meta>Source: "
                      f"{escape(claim.cite)}</span><br>{escape(found.detail)}</li>")
     lines.append("</ul>")
     return "\n".join(lines)

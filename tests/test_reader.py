@@ -363,3 +363,41 @@ def test_random_corruptions_give_an_error_or_true_rows(data, times):
     written_rows = CSV_TEXT.count("\n") - 1
     if len(loaded.rows) < written_rows and not csv_data.endswith(b"\n"):
         assert loaded.metadata.get("load_warnings")
+
+
+# ---- what memlab writes, memlab reads back (issue 27) ------------------------------------------
+
+
+def long_row(samples: int) -> dict:
+    """A point of --repeat ``samples``: its samples cell is far beyond the 131,072 characters
+    Python's csv module accepts in one field by default."""
+    values = [1.0 + i * 1e-7 + 1 / 3 for i in range(samples)]
+    return {**measured_row(4096, "random", False, 1.0), "ns_per_element_samples": values, "repeat": samples,
+            "context_note": "a quoted, multi-line\n\"note\""}
+
+
+def test_a_point_of_ten_thousand_samples_reads_back_and_resumes(tmp_path, capsys):
+    from memlab.cli import main
+
+    rows = [long_row(10_000), {**measured_row(8192, "random", False, 2.0), "context_note": "short"}]
+    path = tmp_path / "long.csv"
+    Dataset(rows, META).save(path)
+    assert max(len(line) for line in path.read_text().splitlines()) > 131_072
+    assert norm(Dataset.load(path).rows) == norm(rows)
+    with DatasetWriter(path, META) as writer:  # a resume reads the rows on disk
+        assert norm(writer.existing_rows) == norm(rows)
+    assert main(["merge", str(tmp_path / "merged.csv"), str(path)]) == 0, capsys.readouterr().err
+    assert norm(Dataset.load(tmp_path / "merged.csv").rows) == norm(rows)
+
+
+def test_a_long_field_that_is_damaged_is_an_error_naming_file_line_and_column(tmp_path):
+    rows = [measured_row(8192, "random", False, 2.0), long_row(10_000)]
+    path = tmp_path / "long.csv"
+    Dataset(rows, META).save(path)
+    rewrite(path, "[1.3333333333333333,", "[1.33x,")  # inside the second record's samples cell
+    with pytest.raises(DatasetError, match=r"long\.csv: record 3 \(line 3\), column 'ns_per_element_samples' "
+                                           r"\(json\): .* is not JSON"):
+        Dataset.load(path)
+    rewrite(path, "[1.33x,", '[1.33"x",')  # a quote that ends the quoted field early
+    with pytest.raises(DatasetError, match=r"long\.csv: record 3 \(line 3\): text after a closing quote"):
+        Dataset.load(path)

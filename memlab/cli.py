@@ -857,6 +857,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise UsageError("reproduce needs --out DIR (the folder for the datasets and report.html)")
+    check_output_directory(args.out, "--out")
     result = reproduce(
         [i.key for i in chosen], quick=args.quick, out=args.out, progress=not args.no_progress,
         command=_command_line(args), say=lambda text: print(text, file=sys.stderr),

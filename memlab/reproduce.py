@@ -41,6 +41,7 @@ from memlab.catalogue import (
     Verdict,
 )
 from memlab.dataset import Dataset, paths_for
+from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Sweep, as_sweeps
 from memlab.registry import family as get_family
 from memlab.report import ReportItem, anchor, escape, html_table, write_report
@@ -520,8 +521,7 @@ def reproduce(
     PosixPath('/tmp/r/report.html')
     """
     chosen = catalogue.select(items)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_directory(out, "out")  # OutputError (a ValueError): a file, FIFO, link, /proc/x
     result = ReproduceResult(out=out, quick=quick)
     measuring = _Stopwatch()
     result.tasks = plan(chosen, quick, out)

@@ -45,7 +45,7 @@ from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Sweep, as_sweeps
 from memlab.registry import family as get_family
 from memlab.report import ReportItem, anchor, escape, html_table, write_report
-from memlab.sweep import run_sweep
+from memlab.sweep import progress_enabled, run_sweep
 from memlab.units import format_number
 
 __all__ = [
@@ -514,13 +514,15 @@ def reproduce(
 
     Resumable: points already in ``out`` are not measured again. A sweep that
     fails is recorded (its items judged on the rows it wrote) and the run goes
-    on; Ctrl-C stops it, and the report still shows what was measured.
+    on; Ctrl-C stops it, and the report still shows what was measured. ``progress``: bars
+    when stderr is a terminal or in Jupyter, none in logs (:func:`memlab.sweep.progress_enabled`).
 
     >>> result = reproduce(["table6.1"], quick=True, out="/tmp/r", progress=False)   # doctest: +SKIP
     >>> result.report                                                                 # doctest: +SKIP
     PosixPath('/tmp/r/report.html')
     """
     chosen = catalogue.select(items)
+    progress = progress_enabled(progress)  # the rule of every command: a terminal or Jupyter, not a log
     out = check_output_directory(out, "out")  # OutputError (a ValueError): a file, FIFO, link, /proc/x
     result = ReproduceResult(out=out, quick=quick)
     measuring = _Stopwatch()
@@ -583,7 +585,7 @@ def write_results(result: ReproduceResult, command: str | None = None, *, progre
     report written, go into ``result.phases`` and verdicts.json (written even if the report fails)."""
     reporting = reporting or _Stopwatch()
     bar = None
-    if progress and result.items:
+    if progress_enabled(progress) and result.items:
         bar = tqdm(total=len(result.items), unit="figure", desc="report.html", file=sys.stderr,
                    dynamic_ncols=True)
 

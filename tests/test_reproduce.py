@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import json
 import re
+import sys
 
 import pytest
 
@@ -224,8 +225,11 @@ def test_a_check_that_breaks_does_not_cost_the_report(tmp_path):
     assert judged.verdicts[0].status == NOT_MEASURABLE and "ZeroDivisionError" in judged.verdicts[0].detail
 
 
-def test_progress_bar_reports_to_stderr(fake_catalogue, tmp_path, capsys):
-    reproducing.reproduce(["clock"], quick=True, out=tmp_path, progress=True)
+def test_progress_bar_reports_to_stderr_on_a_terminal_only(fake_catalogue, tmp_path, capsys, monkeypatch):
+    reproducing.reproduce(["clock"], quick=True, out=tmp_path / "log", progress=True)
+    assert "report.html" not in capsys.readouterr().err  # stderr is not a terminal: no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    reproducing.reproduce(["clock"], quick=True, out=tmp_path / "terminal", progress=True)
     err = capsys.readouterr().err
     assert "clock" in err and "report.html" in err
 

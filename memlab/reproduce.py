@@ -469,9 +469,7 @@ def _record_time(out: Path, task: Task, points: int, seconds: float) -> None:
         return
     times = _times(out)
     times[task.path.stem] = seconds / points
-    tmp = out / f"{TIMES_FILE}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(times, indent=1, sort_keys=True))
-    os.replace(tmp, out / TIMES_FILE)
+    atomic_write(out / TIMES_FILE, json.dumps(times, indent=1, sort_keys=True))
 
 
 def _run_task(task: Task, out: Path, bar: _Bar, times: dict[str, float]) -> None:
@@ -615,10 +613,7 @@ def _write_verdicts(result: ReproduceResult) -> None:
         "counts": {status: result.count(status) for status in VERDICTS},
         "items": [r.to_dict() for r in result.items],
     }
-    path = result.out / VERDICTS_FILE
-    tmp = result.out / f"{VERDICTS_FILE}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
+    atomic_write(result.out / VERDICTS_FILE, json.dumps(data, indent=1, default=str))
 
 
 # ---- the report --------------------------------------------------------------------------

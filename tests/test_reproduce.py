@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 import re
 import sys
 
@@ -350,3 +351,19 @@ def test_the_overall_eta_uses_the_rate_of_the_whole_run():
     finally:
         bar.close()
     assert module._Bar(100.0, enabled=False).bar is None
+
+
+def test_verdicts_and_times_are_written_without_following_a_planted_link(fake_catalogue, tmp_path):
+    """They were written to ``verdicts.json.tmp<pid>`` and ``<times file>.tmp<pid>``, predictable names
+    opened following links: whoever can write to the folder could aim memlab's writes anywhere."""
+    victim = tmp_path / "victim"
+    victim.write_text("secret")
+    out = tmp_path / "r"
+    out.mkdir()
+    for name in (reproducing.VERDICTS_FILE, reproducing.TIMES_FILE):
+        for pid in range(os.getpid() - 5, os.getpid() + 50):
+            os.symlink(victim, out / f"{name}.tmp{pid}")
+    reproducing.reproduce(["clock"], quick=True, out=out, progress=False)
+    assert victim.read_text() == "secret"
+    assert json.loads((out / reproducing.VERDICTS_FILE).read_text())["items"]
+    assert json.loads((out / reproducing.TIMES_FILE).read_text())

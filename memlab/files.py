@@ -49,6 +49,7 @@ __all__ = [
     "check_readable_file",
     "file_name",
     "inside",
+    "kind_of_file",
     "open_append",
     "refuse_links",
     "remove_stale_temporaries",
@@ -65,7 +66,12 @@ class OutputError(ValueError):
     """An output path memlab cannot or will not write: a bad argument (exit status 2)."""
 
 
-def _kind(mode: int) -> str:
+def kind_of_file(mode: int) -> str:
+    """What a file that is not a regular one is, in words, from its ``st_mode``.
+
+    >>> kind_of_file(os.stat("/").st_mode)
+    'a directory'
+    """
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -173,7 +179,7 @@ def check_output_file(path: str | os.PathLike, what: str = "output") -> Path:
         raise OutputError(f"{what} {text} is a symbolic link; memlab does not write through links "
                           "(give the file's own path)")
     if mode is not None and not stat.S_ISREG(mode):
-        raise OutputError(f"{what} {text} is {_kind(mode)}, not a file memlab can write")
+        raise OutputError(f"{what} {text} is {kind_of_file(mode)}, not a file memlab can write")
     parent = path.parent
     if not parent.is_dir():
         reason = "does not exist" if not parent.exists() else "is not a directory"
@@ -200,7 +206,7 @@ def check_output_directory(path: str | os.PathLike, what: str = "--out", create:
     refuse_links(path, what)
     if path.exists() and not path.is_dir():
         mode = os.stat(path).st_mode
-        kind = "a file" if stat.S_ISREG(mode) else _kind(mode)
+        kind = "a file" if stat.S_ISREG(mode) else kind_of_file(mode)
         raise OutputError(f"{what} {text} is {kind}, not a directory")
     if not path.exists():
         if not create:
@@ -239,7 +245,7 @@ def check_readable_file(path: str | os.PathLike, what: str = "input") -> Path:
     path = Path(path)
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
-        raise ValueError(f"{what} {os.fspath(path)} is {_kind(mode)}, not a file memlab can read")
+        raise ValueError(f"{what} {os.fspath(path)} is {kind_of_file(mode)}, not a file memlab can read")
     return path
 
 
@@ -264,7 +270,7 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, mode: int | None
     if existing is not None and stat.S_ISLNK(existing.st_mode):
         raise OutputError(f"{os.fspath(path)} is a symbolic link; memlab does not write through links")
     if existing is not None and not stat.S_ISREG(existing.st_mode):
-        raise OutputError(f"{os.fspath(path)} is {_kind(existing.st_mode)}, not a file memlab can write")
+        raise OutputError(f"{os.fspath(path)} is {kind_of_file(existing.st_mode)}, not a file memlab can write")
     if mode is None:
         mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask()
     directory = path.parent
@@ -303,7 +309,7 @@ def open_append(path: str | os.PathLike):
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise OutputError(f"{os.fspath(path)} is {_kind(mode)}, not a file memlab can write")
+        raise OutputError(f"{os.fspath(path)} is {kind_of_file(mode)}, not a file memlab can write")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "a", encoding="utf-8", newline="")
 

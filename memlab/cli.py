@@ -60,6 +60,7 @@ from memlab.sweep import (
     progress_enabled,
     resolve,
     run_sweep,
+    script_sweeps,
     sweep_metadata,
 )
 from memlab.tour import REDUCED_MAX_POINTS, tour
@@ -602,7 +603,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if script is not None:
         if args.name:
             raise UsageError(f"unexpected argument {args.name!r}: an experiment script names its own sweeps")
-        sweeps = as_sweeps(script(quick=args.quick))
+        sweeps = script_sweeps(script, args.quick)
     else:
         sweeps = resolve(args.name, quick=args.quick)
     if args.scheduler is None and (args.each_host or args.spread):

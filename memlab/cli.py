@@ -532,7 +532,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         meta["repeat"] = len(measurement.samples)
         meta["check_start"] = start.to_dict()
         meta["check_end"] = machine_check(steal_since=since).to_dict()
-        with DatasetWriter(args.out, meta, defaults=fam.defaults()) as writer:
+        with DatasetWriter(args.out, meta, defaults=fam.defaults(), required=fam.required_params()) as writer:
             writer.append(row)
     if args.json:
         print(json.dumps(row, default=str))

@@ -242,7 +242,7 @@ def run_sweep(
     if out is not None:
         if not resume and _has_rows(csv_path):
             move_aside(csv_path)
-        writer = DatasetWriter(out, meta, defaults=family.defaults())
+        writer = DatasetWriter(out, meta, defaults=family.defaults(), required=family.required_params())
     done: set[tuple] = set()
     if writer is not None:
         dataset.rows.extend(writer.existing_rows)
@@ -378,7 +378,7 @@ def _run_on_fleet(
         meta.update(metadata or {})
         if out is not None and not resume and _has_rows(paths_for(out)[0]):
             move_aside(out)  # run_sweep refused this without force
-        writer = DatasetWriter(out, meta, defaults=family.defaults()) if out is not None else None
+        writer = DatasetWriter(out, meta, defaults=family.defaults(), required=family.required_params()) if out is not None else None
         existing = list(writer.existing_rows) if writer is not None else []
         dataset = Dataset(existing, writer.metadata if writer is not None else meta)
 

@@ -32,6 +32,7 @@ import datetime
 import json
 import os
 import re
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -39,7 +40,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy  # noqa: F401  (loads its BLAS, so that threadpoolctl sees it)
 
 from memlab._core import counters_probe
-from memlab.files import atomic_write
+from memlab.files import atomic_write, kind_of_file
 from memlab.machine import _bracketed, _cpu_list_count, _listdir, _path, _read, _read_int
 from memlab.machine import collect_cpu, collect_kernel, collect_meminfo
 from memlab.units import format_bytes as _format_bytes
@@ -928,6 +929,71 @@ def _state_file(root: str, state_path: str | None) -> str:
 
 #: What a saved setting may be: a governor's name or a number (no path, newline or NUL).
 _SAVED_VALUE = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
+#: The governors Linux has, for a CPU that does not list its own (scaling_available_governors).
+_KERNEL_GOVERNORS = ("performance", "powersave", "userspace", "ondemand", "conservative", "schedutil")
+#: A tune state holds a few lines per CPU: far below this, whatever the machine.
+STATE_MAX_BYTES = 1 << 20
+
+
+def _values_there(root: str, file: str) -> tuple[str, ...] | None:
+    """The values tune could have read from tunable ``file`` (what reset may write back there);
+    None for a file whose values are any positive int (the sample rate)."""
+    if file.endswith("/scaling_governor"):
+        available = _read(root, file.removesuffix("scaling_governor") + "scaling_available_governors")
+        return tuple(available.split()) if available else _KERNEL_GOVERNORS
+    if file.endswith(("/intel_pstate/no_turbo", "/cpufreq/boost")):
+        return ("0", "1")
+    return None
+
+
+def _restorable(root: str, file: str, value: str) -> str | None:
+    """None if ``value`` is one tune could have read from ``file``, else which values it could."""
+    allowed = _values_there(root, file)
+    if allowed is None:  # kernel.perf_event_max_sample_rate: an int above 0
+        if re.fullmatch(r"[1-9][0-9]{0,9}", value) and int(value) < 1 << 31:
+            return None
+        return "a positive int below 2^31"
+    return None if value in allowed else "one of " + ", ".join(allowed)
+
+
+def _read_state(path: str) -> str | None:
+    """The text of the tune state at ``path`` (None: there is none); ValueError for anything but a
+    regular file of at most STATE_MAX_BYTES, found without blocking (a FIFO) or reading without
+    end (/dev/zero)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ValueError(f"tune state file {path} cannot be read: {error.strerror or error}; "
+                         "check it, then delete it") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"tune state file {path} is {kind_of_file(info.st_mode)}, not a file memlab "
+                             "check --tune wrote; give the path of the state file")
+        if info.st_size > STATE_MAX_BYTES:
+            raise ValueError(f"tune state file {path} is {info.st_size / (1 << 20):.1f} MiB; a tune state is "
+                             f"at most {STATE_MAX_BYTES >> 20} MiB: not one memlab check --tune wrote")
+        data = b""
+        while len(data) <= STATE_MAX_BYTES:
+            chunk = os.read(fd, STATE_MAX_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as error:
+        raise ValueError(f"tune state file {path} cannot be read: {error.strerror or error}; "
+                         "check it, then delete it") from None
+    finally:
+        os.close(fd)
+    if len(data) > STATE_MAX_BYTES:
+        raise ValueError(f"tune state file {path} grew past {STATE_MAX_BYTES >> 20} MiB while it was read: "
+                         "not one memlab check --tune wrote")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"tune state file {path} cannot be read: not UTF-8 text ({error.reason}); "
+                         "check it, then delete it") from None
 
 
 def _load_state(path: str, root: str) -> dict[str, Any]:
@@ -938,12 +1004,12 @@ def _load_state(path: str, root: str) -> dict[str, Any]:
     hold a plain value: a state file changed by someone else cannot make a
     root ``memlab check --reset`` write elsewhere or write anything else.
     """
-    try:
-        with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
-    except FileNotFoundError:
+    text = _read_state(path)
+    if text is None:
         return {"saved": {}}
-    except (OSError, ValueError, RecursionError) as error:
+    try:
+        state = json.loads(text)
+    except (ValueError, RecursionError) as error:
         raise ValueError(f"tune state file {path} cannot be read: {error}; "
                          f"check it, then delete it") from None
     if not isinstance(state, dict) or not isinstance(state.get("saved"), dict):
@@ -956,6 +1022,10 @@ def _load_state(path: str, root: str) -> dict[str, Any]:
         if not isinstance(value, str) or not _SAVED_VALUE.fullmatch(value):
             raise ValueError(f"tune state file {path} holds {json.dumps(value)[:80]} for {file}, not a "
                              f"setting's value; check the file, then delete it")
+        allowed = _restorable(root, file, value)
+        if allowed:
+            raise ValueError(f"tune state file {path} holds {json.dumps(value)} for {file}, which tune never "
+                             f"reads there ({allowed}); check the file, then delete it")
     return state
 
 
@@ -1014,7 +1084,7 @@ def tune(
                 changes.append(TuneChange(setting, file, None, None, skipped="unreadable"))
                 continue
             current = _bracketed(current) or current
-            if file not in saved and not _SAVED_VALUE.fullmatch(current):
+            if file not in saved and (not _SAVED_VALUE.fullmatch(current) or _restorable(root, file, current)):
                 changes.append(TuneChange(setting, file, None, None,
                                           skipped=f"its value {current[:40]!r} is not one reset could restore"))
                 continue

@@ -60,6 +60,7 @@ from memlab.sweep import (
     progress_enabled,
     resolve,
     run_sweep,
+    script_sweeps,
     sweep_metadata,
 )
 from memlab.tour import REDUCED_MAX_POINTS, tour
@@ -533,7 +534,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         meta["repeat"] = len(measurement.samples)
         meta["check_start"] = start.to_dict()
         meta["check_end"] = machine_check(steal_since=since).to_dict()
-        with DatasetWriter(args.out, meta, defaults=fam.defaults()) as writer:
+        with DatasetWriter(args.out, meta, defaults=fam.defaults(), required=fam.required_params()) as writer:
             writer.append(row)
     if args.json:
         print(json.dumps(row, default=str))
@@ -604,7 +605,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if script is not None:
         if args.name:
             raise UsageError(f"unexpected argument {args.name!r}: an experiment script names its own sweeps")
-        sweeps = as_sweeps(script(quick=args.quick))
+        sweeps = script_sweeps(script, args.quick)
     else:
         sweeps = resolve(args.name, quick=args.quick)
     if args.scheduler is None and (args.each_host or args.spread):
@@ -859,6 +860,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise UsageError("reproduce needs --out DIR (the folder for the datasets and report.html)")
+    check_output_directory(args.out, "--out")
     result = reproduce(
         [i.key for i in chosen], quick=args.quick, out=args.out, progress=not args.no_progress,
         command=_command_line(args), say=lambda text: print(text, file=sys.stderr),

@@ -605,7 +605,7 @@ def _plain(value: Any) -> Any:
 def _value_type(value: Any) -> str | None:
     """The column type one value needs, or None for a missing value."""
     value = _plain(value)
-    if is_missing(value):
+    if value is None:
         return None
     if isinstance(value, bool):
         return "bool"
@@ -638,8 +638,8 @@ def _json_default(value: Any) -> Any:
 
 def _encode(value: Any, type_name: str | None) -> str:
     value = _plain(value)
-    if is_missing(value):
-        return ""
+    if value is None:
+        return ""  # NaN is "nan" (a float column's empty cell reads as NaN too, but not without the sidecar)
     if type_name == "json":
         return json.dumps(value, default=_json_default, separators=(",", ":"))
     if isinstance(value, bool):
@@ -1164,7 +1164,7 @@ class DatasetWriter:
     """
 
     def __init__(self, path: str | os.PathLike, metadata: dict | None = None,
-                 defaults: Mapping[str, Any] | None = None):
+                 defaults: Mapping[str, Any] | None = None, required: Iterable[str] = ()):
         self.csv_path, self.json_path = paths_for(path)
         new_metadata = dict(metadata or {})
         self.existing_rows: list[dict] = []
@@ -1184,6 +1184,7 @@ class DatasetWriter:
             for row in existing.rows:
                 for name, value in self.filled.items():
                     row[name] = value
+            _check_required(existing.rows, required, self.csv_path, new_metadata.get("family"))
             self.existing_rows = existing.rows
             self._rows = list(existing.rows)
             on_disk = _read_header(self.csv_path)
@@ -1242,8 +1243,6 @@ class DatasetWriter:
             combined = _combine_types(old, _value_type(value))
             if name in self._types and combined != old:
                 changed.append(name)
-            elif combined is None and self._written_types.get(name) == "json" and value is not None:
-                changed.append(name)  # a first NaN in an all-missing column: reads back as NaN now
             self._types[name] = combined
         self._rows.append(row)
         if changed:
@@ -1280,6 +1279,21 @@ class DatasetWriter:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _check_required(rows: Sequence[Mapping[str, Any]], required: Iterable[str], path: str,
+                    family: str | None) -> None:
+    """DatasetError naming file, record, line and column for a row without a value where the
+    parameter always has one: resume would key it as no point of any sweep, keep it, and
+    measure its point again."""
+    required = list(required)
+    for index, row in enumerate(rows):
+        for name in required:
+            if name in row and is_missing(row[name]):
+                where = row.where() if isinstance(row, Row) else f"row {index + 1}"
+                owner = f"{family}'s parameter" if family else "parameter"
+                raise DatasetError(f"{path}: {where}, column {name!r}: empty, but {owner} {name} always has "
+                                   "a value: the row is damaged; fix the cell or delete the line, then run again")
 
 
 def check_compatible(

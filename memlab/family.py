@@ -129,6 +129,10 @@ class Family:
         """Each parameter's default value (see :func:`param_defaults`)."""
         return param_defaults(self.params_type)
 
+    def required_params(self) -> list[str]:
+        """The parameters that always have a value (see :func:`required_params`)."""
+        return required_params(self.params_type)
+
     def run(
         self,
         params: Any = None,
@@ -505,6 +509,26 @@ def coerce_fields(params: Any) -> None:
             new = str.__str__(value)
         if new is not value:
             object.__setattr__(params, item.name, new)
+
+
+def required_params(params_type: type) -> list[str]:
+    """The parameters whose declared type does not take None: a row without a value there is damaged.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class P:
+    ...     n: int
+    ...     cpu: int | None = None
+    >>> required_params(P)
+    ['n']
+    """
+    required = []
+    for item in dataclasses.fields(params_type):
+        kinds = _field_kinds(item.type)
+        if item.default is None or kinds & {"None", "Any", "typing.Any"} or "Optional" in str(item.type):
+            continue
+        required.append(item.name)
+    return required
 
 
 def param_defaults(params_type: type) -> dict[str, Any]:

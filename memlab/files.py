@@ -10,6 +10,9 @@ through :func:`atomic_write`) goes through this module:
   itself is refused, never written through.
 - :func:`open_append` opens an existing file to append to it, refusing a
   symlink (``O_NOFOLLOW``) and anything but a regular file.
+- Every one of them, and the checks below, refuse a path with a symbolic
+  link among its directories too (:func:`refuse_links`): ``DIR/etclink/x.csv``
+  with ``etclink -> /etc`` is not written to ``/etc/x.csv``.
 - :func:`check_output_file` refuses, before anything is measured, a target
   that is a directory, a FIFO, a device or a socket, or whose directory
   cannot take a new file (it probes by creating and removing a temporary
@@ -46,7 +49,9 @@ __all__ = [
     "check_readable_file",
     "file_name",
     "inside",
+    "kind_of_file",
     "open_append",
+    "refuse_links",
     "remove_stale_temporaries",
 ]
 
@@ -61,7 +66,12 @@ class OutputError(ValueError):
     """An output path memlab cannot or will not write: a bad argument (exit status 2)."""
 
 
-def _kind(mode: int) -> str:
+def kind_of_file(mode: int) -> str:
+    """What a file that is not a regular one is, in words, from its ``st_mode``.
+
+    >>> kind_of_file(os.stat("/").st_mode)
+    'a directory'
+    """
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -71,6 +81,51 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a regular file"
+
+
+def _linked_component(path: Path) -> Path | None:
+    """The first component of ``path`` (as written: from ``/`` or from the working directory) that
+    is a symbolic link, or None. Components past the first missing one cannot be links."""
+    current = Path(path.anchor)
+    for part in path.parts[1:] if path.anchor else path.parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            return None
+        if stat.S_ISLNK(mode):
+            return current
+    return None
+
+
+def refuse_links(path: str | os.PathLike, what: str = "output") -> Path:
+    """Return ``path`` if none of its components is a symbolic link, else :class:`OutputError`.
+
+    A link among the directories would send the file elsewhere (``--out
+    DIR/etclink/x.csv`` with ``etclink -> /etc`` wrote ``/etc/x.csv`` as root),
+    as would a link at the file itself: memlab writes only through real
+    directories, so the path given is the path written.
+
+    >>> import tempfile
+    >>> top = tempfile.mkdtemp()
+    >>> os.symlink("/etc", os.path.join(top, "etclink"))
+    >>> refuse_links(os.path.join(top, "etclink", "x.csv"), "--out")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    memlab.files.OutputError: --out /.../etclink/x.csv: /.../etclink is a symbolic link (to /etc); ...
+    """
+    path = Path(path)
+    link = _linked_component(path)
+    if link is None:
+        return path
+    try:
+        points_to = os.readlink(link)
+    except OSError:
+        points_to = "?"
+    text = os.fspath(path)
+    where = text if link == path else f"{text}: {os.fspath(link)}"
+    raise OutputError(f"{what} {where} is a symbolic link (to {points_to}); memlab does not write through "
+                      f"links (give the real path: {os.path.realpath(text)})")
 
 
 def _umask() -> int:
@@ -113,6 +168,7 @@ def check_output_file(path: str | os.PathLike, what: str = "output") -> Path:
     text = os.fspath(path)
     if not text or "\x00" in text:
         raise OutputError(f"{what} {text!r} is not a file name")
+    refuse_links(path, what)
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -123,7 +179,7 @@ def check_output_file(path: str | os.PathLike, what: str = "output") -> Path:
         raise OutputError(f"{what} {text} is a symbolic link; memlab does not write through links "
                           "(give the file's own path)")
     if mode is not None and not stat.S_ISREG(mode):
-        raise OutputError(f"{what} {text} is {_kind(mode)}, not a file memlab can write")
+        raise OutputError(f"{what} {text} is {kind_of_file(mode)}, not a file memlab can write")
     parent = path.parent
     if not parent.is_dir():
         reason = "does not exist" if not parent.exists() else "is not a directory"
@@ -147,9 +203,10 @@ def check_output_directory(path: str | os.PathLike, what: str = "--out", create:
     text = os.fspath(path)
     if not text or "\x00" in text:
         raise OutputError(f"{what} {text!r} is not a directory name")
+    refuse_links(path, what)
     if path.exists() and not path.is_dir():
         mode = os.stat(path).st_mode
-        kind = "a file" if stat.S_ISREG(mode) else _kind(mode)
+        kind = "a file" if stat.S_ISREG(mode) else kind_of_file(mode)
         raise OutputError(f"{what} {text} is {kind}, not a directory")
     if not path.exists():
         if not create:
@@ -188,7 +245,7 @@ def check_readable_file(path: str | os.PathLike, what: str = "input") -> Path:
     path = Path(path)
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
-        raise ValueError(f"{what} {os.fspath(path)} is {_kind(mode)}, not a file memlab can read")
+        raise ValueError(f"{what} {os.fspath(path)} is {kind_of_file(mode)}, not a file memlab can read")
     return path
 
 
@@ -205,7 +262,7 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, mode: int | None
     >>> import tempfile, os
     >>> atomic_write(os.path.join(tempfile.mkdtemp(), "b.bin"), b"\\x00\\x01")
     """
-    path = Path(path)
+    path = refuse_links(path, "cannot write")
     try:
         existing = os.lstat(path)
     except FileNotFoundError:
@@ -213,7 +270,7 @@ def atomic_write(path: str | os.PathLike, data: str | bytes, *, mode: int | None
     if existing is not None and stat.S_ISLNK(existing.st_mode):
         raise OutputError(f"{os.fspath(path)} is a symbolic link; memlab does not write through links")
     if existing is not None and not stat.S_ISREG(existing.st_mode):
-        raise OutputError(f"{os.fspath(path)} is {_kind(existing.st_mode)}, not a file memlab can write")
+        raise OutputError(f"{os.fspath(path)} is {kind_of_file(existing.st_mode)}, not a file memlab can write")
     if mode is None:
         mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask()
     directory = path.parent
@@ -242,6 +299,7 @@ def open_append(path: str | os.PathLike):
     a FIFO or device (checked on the opened file, so no swap in between).
     """
     flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    refuse_links(path, "cannot append to")
     try:
         fd = os.open(path, flags)
     except OSError as error:
@@ -251,7 +309,7 @@ def open_append(path: str | os.PathLike):
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise OutputError(f"{os.fspath(path)} is {_kind(mode)}, not a file memlab can write")
+        raise OutputError(f"{os.fspath(path)} is {kind_of_file(mode)}, not a file memlab can write")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "a", encoding="utf-8", newline="")
 

@@ -426,7 +426,9 @@ def dispatch(
         return result
     watcher = threading.Thread(target=watch, name="memlab-fleet-liveness", daemon=True)
     watcher.start()
-    finished = distributed.as_completed(first, with_results=True, raise_errors=False)
+    # the client's own loop: it is not the default client (set_as_default=False), which
+    # as_completed would otherwise look for ("No clients found")
+    finished = distributed.as_completed(first, loop=client.loop, with_results=True, raise_errors=False)
     try:
         for future, outcome in finished:
             received = time.monotonic()

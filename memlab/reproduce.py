@@ -41,11 +41,12 @@ from memlab.catalogue import (
     Verdict,
 )
 from memlab.dataset import Dataset, paths_for
+from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Sweep, as_sweeps
 from memlab.reasons import Context, explain
 from memlab.registry import family as get_family
 from memlab.report import ReportItem, anchor, escape, html_table, reason_html, write_report
-from memlab.sweep import run_sweep
+from memlab.sweep import progress_enabled, run_sweep
 from memlab.units import format_number
 
 __all__ = [
@@ -478,9 +479,7 @@ def _record_time(out: Path, task: Task, points: int, seconds: float) -> None:
         return
     times = _times(out)
     times[task.path.stem] = seconds / points
-    tmp = out / f"{TIMES_FILE}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(times, indent=1, sort_keys=True))
-    os.replace(tmp, out / TIMES_FILE)
+    atomic_write(out / TIMES_FILE, json.dumps(times, indent=1, sort_keys=True))
 
 
 def _run_task(task: Task, out: Path, bar: _Bar, times: dict[str, float]) -> None:
@@ -523,15 +522,16 @@ def reproduce(
 
     Resumable: points already in ``out`` are not measured again. A sweep that
     fails is recorded (its items judged on the rows it wrote) and the run goes
-    on; Ctrl-C stops it, and the report still shows what was measured.
+    on; Ctrl-C stops it, and the report still shows what was measured. ``progress``: bars
+    when stderr is a terminal or in Jupyter, none in logs (:func:`memlab.sweep.progress_enabled`).
 
     >>> result = reproduce(["table6.1"], quick=True, out="/tmp/r", progress=False)   # doctest: +SKIP
     >>> result.report                                                                 # doctest: +SKIP
     PosixPath('/tmp/r/report.html')
     """
     chosen = catalogue.select(items)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    progress = progress_enabled(progress)  # the rule of every command: a terminal or Jupyter, not a log
+    out = check_output_directory(out, "out")  # OutputError (a ValueError): a file, FIFO, link, /proc/x
     result = ReproduceResult(out=out, quick=quick)
     measuring = _Stopwatch()
     result.tasks = plan(chosen, quick, out)
@@ -593,7 +593,7 @@ def write_results(result: ReproduceResult, command: str | None = None, *, progre
     report written, go into ``result.phases`` and verdicts.json (written even if the report fails)."""
     reporting = reporting or _Stopwatch()
     bar = None
-    if progress and result.items:
+    if progress_enabled(progress) and result.items:
         bar = tqdm(total=len(result.items), unit="figure", desc="report.html", file=sys.stderr,
                    dynamic_ncols=True)
 
@@ -623,10 +623,7 @@ def _write_verdicts(result: ReproduceResult) -> None:
         "counts": {status: result.count(status) for status in VERDICTS},
         "items": [r.to_dict() for r in result.items],
     }
-    path = result.out / VERDICTS_FILE
-    tmp = result.out / f"{VERDICTS_FILE}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
+    atomic_write(result.out / VERDICTS_FILE, json.dumps(data, indent=1, default=str))
 
 
 # ---- the report --------------------------------------------------------------------------

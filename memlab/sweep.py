@@ -21,9 +21,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import importlib.util
+import inspect
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -52,6 +54,7 @@ from memlab.units import format_param, suggest
 
 __all__ = [
     "POINT_OVERHEAD_SECONDS",
+    "ScriptError",
     "Sweep",
     "estimate_seconds",
     "grid",
@@ -63,6 +66,7 @@ __all__ = [
     "progress_enabled",
     "resolve",
     "run_sweep",
+    "script_sweeps",
     "shard_points",
     "sweep_metadata",
     "zipped",
@@ -238,7 +242,7 @@ def run_sweep(
     if out is not None:
         if not resume and _has_rows(csv_path):
             move_aside(csv_path)
-        writer = DatasetWriter(out, meta, defaults=family.defaults())
+        writer = DatasetWriter(out, meta, defaults=family.defaults(), required=family.required_params())
     done: set[tuple] = set()
     if writer is not None:
         dataset.rows.extend(writer.existing_rows)
@@ -374,7 +378,7 @@ def _run_on_fleet(
         meta.update(metadata or {})
         if out is not None and not resume and _has_rows(paths_for(out)[0]):
             move_aside(out)  # run_sweep refused this without force
-        writer = DatasetWriter(out, meta, defaults=family.defaults()) if out is not None else None
+        writer = DatasetWriter(out, meta, defaults=family.defaults(), required=family.required_params()) if out is not None else None
         existing = list(writer.existing_rows) if writer is not None else []
         dataset = Dataset(existing, writer.metadata if writer is not None else meta)
 
@@ -484,8 +488,25 @@ def sweep_metadata(
     }
 
 
+class ScriptError(ValueError):
+    """A mistake in an experiment script, not in memlab: the message names the script and the mistake
+    (exit status 2, as for any input memlab cannot use)."""
+
+
+def _script_mistake(script: str, error: BaseException) -> ScriptError:
+    """The error a script's code raised, as one line naming the script and the script's line."""
+    line = error.lineno if isinstance(error, SyntaxError) and error.filename == script else None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if frame.filename == script:
+            line = frame.lineno  # the deepest frame in the script: where its mistake is
+    where = f"line {line}: " if line is not None else ""
+    message = error.msg if isinstance(error, SyntaxError) else str(error)
+    return ScriptError(f"sweep script {script}: {where}{type(error).__name__}: {message}")
+
+
 def load_script(path: str | os.PathLike) -> Any:
-    """Import an experiment script (a .py file defining ``sweep(quick)``)."""
+    """Import an experiment script (a .py file defining ``sweep(quick)``); a mistake in it
+    (it does not run, or defines no ``sweep``) is a :class:`ScriptError` naming the script."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"sweep script {str(path)!r} does not exist")
@@ -493,10 +514,45 @@ def load_script(path: str | os.PathLike) -> Any:
     if spec is None or spec.loader is None:
         raise ValueError(f"sweep script {str(path)!r} cannot be imported")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # the script's own code failed (a SyntaxError, an import, ...)
+        raise _script_mistake(os.fspath(path), error) from None
     if not callable(getattr(module, "sweep", None)):
-        raise ValueError(f"sweep script {str(path)!r} defines no sweep(quick) function")
+        raise ScriptError(f"sweep script {os.fspath(path)} defines no sweep(quick) function")
     return module
+
+
+def script_sweeps(function: Callable[..., Any], quick: bool = False) -> list[Sweep]:
+    """The sweeps an experiment script's ``sweep(quick)`` returns; :class:`ScriptError` naming the
+    script for a function that takes no ``quick``, raises, or returns something other than sweeps.
+
+    >>> script_sweeps(lambda quick=False: Sweep("s", "calibrate", [{}]))[0].name
+    's'
+    """
+    code = getattr(function, "__code__", None)
+    script = code.co_filename if code is not None else repr(function)
+    name = getattr(function, "__name__", "sweep")
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(quick=quick)
+        except TypeError:
+            raise ScriptError(f"sweep script {script}: {name}() takes no quick argument (it is {name}{signature}): "
+                              f"define it as def {name}(quick=False): and return shorter sweeps when quick is true"
+                              ) from None
+    try:
+        made = function(quick=quick)
+    except Exception as error:
+        raise _script_mistake(script, error) from None
+    for item in [made] if isinstance(made, Sweep) else made if isinstance(made, (list, tuple)) else [made]:
+        if not isinstance(item, Sweep):
+            raise ScriptError(f"sweep script {script}: {name}(quick={quick}) returned {repr(item)[:40]} "
+                              f"({type(item).__name__}), not a memlab.grid.Sweep (or a list of them)")
+    return as_sweeps(made)
 
 
 def resolve(name: str, quick: bool = False) -> list[Sweep]:
@@ -506,7 +562,7 @@ def resolve(name: str, quick: bool = False) -> list[Sweep]:
     'calibrate'
     """
     if name.endswith(".py") or os.sep in name:
-        return as_sweeps(load_script(name).sweep(quick=quick))
+        return script_sweeps(load_script(name).sweep, quick)
     if "." in name:
         family_name, sweep_name = name.split(".", 1)
         return as_sweeps(get_family(family_name).sweep(sweep_name))

@@ -48,6 +48,8 @@ TYPE_NAMES = ("int", "float", "bool", "str", "json")
 _BOM = "\ufeff"
 # One field: quoted (any text, "" for a quote) or unquoted (no comma, no quote).
 _FIELD = re.compile(r'"([^"]*(?:""[^"]*)*)"|([^,"\r]*)')
+#: Each field of a record that matches _RECORD: (quoted text or None, unquoted text, the comma after it).
+_FIELD_SPLIT = re.compile(r'(?:"([^"]*(?:""[^"]*)*)"|([^,"\r]*))(,|$)')
 #: A whole record: fields quoted (any text, "" for a quote) or unquoted (no comma, quote or CR).
 _RECORD = re.compile(r'(?:"[^"]*(?:""[^"]*)*"|[^,"\r]*)(?:,(?:"[^"]*(?:""[^"]*)*"|[^,"\r]*))*')
 _INT = re.compile(r"[-+]?[0-9]+", re.ASCII)
@@ -148,11 +150,14 @@ def guess(text: str) -> Any:
 class _Column:
     """One column's values in compact storage; ``get(i)`` gives the Python value."""
 
-    __slots__ = ("kind", "values", "missing", "strings", "check")
+    __slots__ = ("kind", "values", "missing", "strings", "check", "integers")
 
     def __init__(self, kind: str | None, check: Callable[[Any], str | None] | None = None):
         self.kind = kind or "guess"
         self.missing: set[int] = set()
+        #: a float column's cells written as integers (memlab writes an int as its digits and a
+        #: float always with a point, an exponent, inf or nan): {index: the int}, read back exactly
+        self.integers: dict[int, int] = {}
         self.strings: dict[str, str] = {}
         self.check = check
         if self.kind == "float":
@@ -171,7 +176,10 @@ class _Column:
         kind = self.kind
         values = self.values
         if kind == "float":
-            values.append(math.nan if text == "" else _parse_float(text))
+            number = math.nan if text == "" else _parse_float(text)
+            if text and _INT.fullmatch(text):
+                self.integers[len(values)] = int(text)
+            values.append(number)
         elif kind == "int":
             if text == "":
                 self.missing.add(len(values))
@@ -212,7 +220,11 @@ class _Column:
         kind = self.kind
         try:
             if kind == "float" and _FLOATS.fullmatch(",".join(cells)):
+                start = len(self.values)
                 self.values.extend([float(c) if c else math.nan for c in cells])
+                for index, cell in enumerate(cells):
+                    if cell and "." not in cell and "e" not in cell and "n" not in cell and _INT.fullmatch(cell):
+                        self.integers[start + index] = int(cell)
                 return
             if kind == "int" and _INTS.fullmatch(",".join(cells)):
                 start = len(self.values)
@@ -259,7 +271,7 @@ class _Column:
     def get(self, index: int) -> Any:
         kind = self.kind
         if kind == "float":
-            return self.values[index]
+            return self.integers.get(index, self.values[index]) if self.integers else self.values[index]
         if kind == "int":
             return None if index in self.missing else self.values[index]
         if kind == "bool":
@@ -273,6 +285,7 @@ class _Column:
     def truncate(self, length: int) -> None:
         del self.values[length:]
         self.missing = {i for i in self.missing if i < length}
+        self.integers = {i: v for i, v in self.integers.items() if i < length}
 
     def nbytes(self) -> int:
         """About how many bytes the column's values take."""
@@ -286,11 +299,13 @@ class _Column:
 class Table:
     """Columns of equal length, by name; :meth:`row` views one record as a :class:`Row`."""
 
-    def __init__(self, names: list[str], columns: list[_Column]):
+    def __init__(self, names: list[str], columns: list[_Column], lines: Sequence[int] = ()):
         self.names = list(names)
         self.index = {name: i for i, name in enumerate(self.names)}
         self.columns = columns
         self.length = len(columns[0].values) if columns else 0
+        #: the line each record starts on in the file (a quoted cell may span lines)
+        self.lines = array("q", lines)
 
     def __len__(self) -> int:
         return self.length
@@ -348,6 +363,12 @@ class Row(MutableMapping):
         if position is None:
             raise KeyError(name)
         return self._table.columns[position].get(self._index)
+
+    def where(self) -> str:
+        """Where the record is in its file: ``record 4 (line 4)`` (record 1 is the header)."""
+        lines = self._table.lines
+        line = f" (line {lines[self._index]})" if self._index < len(lines) else ""
+        return f"record {self._index + 2}{line}"
 
     def __contains__(self, name: object) -> bool:
         changed = self._changed
@@ -452,7 +473,18 @@ def _fields(text: str) -> list[str]:
     if '"' not in text and "\r" not in text:
         return text.split(",")
     if _RECORD.fullmatch(text):
-        return next(csv.reader([text], strict=True))
+        try:
+            return next(csv.reader([text], strict=True))
+        except csv.Error:
+            pass
+        # a field longer than csv.field_size_limit() (131,072 characters; a point's samples cell
+        # passes that near 7,000 samples): split here, without a limit
+        fields = []
+        for found in _FIELD_SPLIT.finditer(text):
+            quoted, plain, separator = found.groups()
+            fields.append(quoted.replace('""', '"') if quoted is not None else plain)
+            if not separator:
+                return fields
     position = 0  # find and name the fault
     length = len(text)
     while True:
@@ -491,6 +523,7 @@ def read_table(
     columns: list[_Column] = []
     chunk: list[list[str]] = []
     where: list[tuple[int, int]] = []
+    lines = array("q")
 
     def flush() -> None:
         for column, name, cells in zip(columns, header, zip(*chunk)):
@@ -523,6 +556,7 @@ def read_table(
                                  f"the header has {len(header)}")
             chunk.append(fields)
             where.append((number, line))
+            lines.append(line)
             if len(chunk) == _CHUNK_RECORDS:
                 flush()
         if chunk:
@@ -532,7 +566,7 @@ def read_table(
             warnings.append(f"{path} is empty, not even a header line (memlab never writes such a file: "
                             "it was cut, as after a crash)")
         return Table([], []), warnings
-    table = Table(header, columns)
+    table = Table(header, columns, lines)
     lengths = {len(column.values) for column in columns}
     if len(lengths) > 1:  # a cell error cannot leave this, but be certain
         shortest = min(lengths)

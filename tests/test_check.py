@@ -478,6 +478,55 @@ def test_reset_writes_only_what_tune_would_write(tmp_path, saved, error):
     assert read(root, f"{CPU}/cpufreq/boost") == before and state.exists()
 
 
+@pytest.mark.parametrize("saved, error", [
+    ({"/sys/devices/system/cpu/cpufreq/boost": "7"}, r"holds \"7\" for .*boost, which tune never reads there"),
+    ({"/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "userspace"},
+     r"holds \"userspace\" for .*cpu0/cpufreq/scaling_governor, which tune never reads there"),
+    ({"/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor": "1"}, r"holds \"1\" for .*scaling_governor"),
+    ({"/proc/sys/kernel/perf_event_max_sample_rate": "0"}, r"holds \"0\" for .*perf_event_max_sample_rate"),
+    ({"/proc/sys/kernel/perf_event_max_sample_rate": "-1"}, r"holds \"-1\" for .*perf_event_max_sample_rate"),
+    ({"/proc/sys/kernel/perf_event_max_sample_rate": "99999999999"}, r"holds \"99999999999\" for"),
+])
+def test_reset_writes_only_a_value_tune_could_have_read_there(tmp_path, saved, error):
+    """The value pattern let reset write any short word or number into a tunable: only the values
+    the setting itself takes (cpu0 offers performance and powersave here; boost is 0 or 1; a
+    sample rate a positive int) could have been read there by tune (issue 27)."""
+    root = untuned_tree(tmp_path / "machine")
+    make_tree(tmp_path / "machine", {f"{CPU}/cpu0/cpufreq/scaling_available_governors": "performance powersave\n"})
+    state = tmp_path / "tuned.json"
+    state.write_text(json.dumps({"saved": saved}))
+    before = {relative: read(root, relative) for relative in (f"{CPU}/cpufreq/boost",
+                                                              f"{CPU}/cpu0/cpufreq/scaling_governor",
+                                                              f"{CPU}/cpu1/cpufreq/scaling_governor",
+                                                              "proc/sys/kernel/perf_event_max_sample_rate")}
+    with pytest.raises(ValueError, match=error):
+        reset(root, state_path=str(state))
+    assert {relative: read(root, relative) for relative in before} == before and state.exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "directory", "large"])
+def test_a_state_file_that_is_not_a_small_regular_file_is_refused_at_once(tmp_path, kind):
+    """A FIFO blocked reset forever, /dev/zero was read without end (issue 27)."""
+    root = untuned_tree(tmp_path / "machine")
+    state = tmp_path / "tuned.json"
+    if kind == "fifo":
+        os.mkfifo(state)  # nobody writes to it: opening it for reading would block
+        expected = "is a FIFO"
+    elif kind == "zero":
+        state = "/dev/zero"
+        expected = "is a device"
+    elif kind == "directory":
+        state.mkdir()
+        expected = "is a directory"
+    else:
+        state.write_text(json.dumps({"saved": {}, "padding": "x" * (2 << 20)}))
+        expected = r"is 2\.0 MiB; a tune state is at most 1 MiB"
+    for action in (reset, tune):
+        with pytest.raises(ValueError, match=rf"tune state file {state} {expected}"):
+            action(root, state_path=str(state))
+    assert read(root, f"{CPU}/cpufreq/boost") == "1"
+
+
 def test_the_state_file_is_written_without_following_a_planted_link(tmp_path):
     """The old temporary name was the state file's name plus the PID, opened following links."""
     root = untuned_tree(tmp_path / "machine")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -116,3 +117,51 @@ def test_script_main_prints_the_report_of_the_measured_dataset_and_only_after_su
     assert "REPORT" not in capsys.readouterr().out
     assert script_main(sweep, ["--repeat", "0", "--out", str(tmp_path / "x.csv")], report=report) == 2
     assert "REPORT" not in capsys.readouterr().out
+
+
+SCRIPT_MISTAKES = {
+    "no_quick": ("from memlab.grid import Sweep\n"
+                 "def sweep():\n"
+                 "    return Sweep('s', 'calibrate', [{'budget_ns': 1_000_000}])\n",
+                 r"sweep\(\) takes no quick argument \(it is sweep\(\)\): define it as def sweep\(quick=False\)"),
+    "raises": ("from memlab.grid import Sweep\n"
+               "def sweep(quick=False):\n"
+               "    return Sweep('s', 'calibrate', [{'budget_ns': undefined_name}])\n",
+               r"line 3: NameError: name 'undefined_name' is not defined"),
+    "not_a_sweep": ("def sweep(quick=False):\n"
+                    "    return [42]\n",
+                    r"sweep\(quick=True\) returned 42 \(int\), not a memlab.grid.Sweep"),
+    "syntax": ("def sweep(quick=False:\n"
+               "    pass\n",
+               r"line 1: SyntaxError: "),
+    "import": ("import memlab_no_such_module\n",
+               r"line 1: ModuleNotFoundError: No module named 'memlab_no_such_module'"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SCRIPT_MISTAKES))
+def test_a_mistake_in_an_experiment_script_names_the_script_and_the_mistake(kind, tmp_path, capsys):
+    """It was "internal error, a bug in memlab" (issue 27): the mistake is the script's, exit 2."""
+    from memlab.cli import main
+
+    text, message = SCRIPT_MISTAKES[kind]
+    script = tmp_path / "my_experiment.py"
+    script.write_text(text)
+    assert main(["sweep", str(script), "--quick", "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"memlab: error: sweep script {script}: ") and re.search(message, err), err
+    assert "a bug in memlab" not in err and not (tmp_path / "out").exists()
+
+
+def test_script_main_of_a_sweep_without_quick_names_the_script(tmp_path):
+    script = tmp_path / "standalone.py"
+    script.write_text(SCRIPT_MISTAKES["no_quick"][0]
+                      + "if __name__ == '__main__':\n"
+                        "    from memlab.cli import script_main\n"
+                        "    raise SystemExit(script_main(sweep))\n")
+    done = subprocess.run([sys.executable, str(script), "--out", str(tmp_path / "out"), "--no-progress"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"memlab: error: sweep script {script}: sweep() takes no quick argument")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -243,3 +243,18 @@ def test_ctrl_c_in_a_real_run_is_one_line_and_exit_130(tmp_path):
         child.kill()
     assert child.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "proc"])
+def test_reproduce_out_that_cannot_be_a_folder_is_one_line_and_exit_2(kind, tmp_path, capsys):
+    """It was exit 1 and a raw FileExistsError / FileNotFoundError (issue 27)."""
+    out = {"file": tmp_path / "a_file", "fifo": tmp_path / "a_fifo", "proc": Path("/proc/memlab-reproduce")}[kind]
+    if kind == "file":
+        out.write_text("x")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    code = cli.main(["reproduce", "table6.1", "--quick", "--no-progress", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(f"memlab: error: --out {out}"), err
+    assert "Traceback" not in err

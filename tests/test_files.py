@@ -224,3 +224,80 @@ def test_remove_stale_temporaries_ignores_unrelated_names(tmp_path):
     (tmp_path / "notes.tmp1").write_text("")
     assert files.remove_stale_temporaries(tmp_path / "d.csv") == []
     assert (tmp_path / "d.csv.tmpX").exists() and (tmp_path / "notes.tmp1").exists()
+
+
+# ---- links among the path's directories (issue 27) ------------------------------------------
+
+
+@pytest.fixture
+def linked(tmp_path):
+    """DIR/etclink -> DIR/elsewhere, a directory someone else chose (root once wrote /etc/x.csv
+    through such a link); returns (DIR, the directory the link points to)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "etclink").symlink_to(elsewhere)
+    return tmp_path / "dir", elsewhere
+
+
+@pytest.mark.parametrize("write", ["check_file", "check_directory", "new_directory", "atomic", "append",
+                                   "save", "writer", "report"])
+def test_a_link_among_the_directories_is_refused_not_followed(linked, write):
+    top, elsewhere = linked
+    target = top / "etclink" / "x.csv"
+    (elsewhere / "x.csv").write_text("family,n\nf,1\n")  # for open_append, an existing file
+    before = sorted(p.name for p in elsewhere.iterdir())
+    with pytest.raises(files.OutputError, match=rf"{top}/etclink is a symbolic link \(to {elsewhere}\); "
+                                                "memlab does not write through links"):
+        if write == "check_file":
+            files.check_output_file(target, "--out")
+        elif write == "check_directory":
+            files.check_output_directory(top / "etclink" / "results", "--out")
+        elif write == "new_directory":
+            files.check_output_file_in_new_directory(top / "etclink" / "new" / "x.csv", "--out")
+        elif write == "atomic":
+            files.atomic_write(target, "x")
+        elif write == "append":
+            files.open_append(target)
+        elif write == "save":
+            Dataset([ROW], {"family": "f"}).save(top / "etclink" / "d.csv")
+        elif write == "writer":
+            DatasetWriter(top / "etclink" / "d.csv", {"family": "f", "param_names": ["n"]})
+        else:
+            write_report([], top / "etclink" / "r.html", command="memlab report")
+    assert sorted(p.name for p in elsewhere.iterdir()) == before
+    assert (elsewhere / "x.csv").read_text() == "family,n\nf,1\n"
+
+
+def test_a_linked_output_directory_is_refused(linked):
+    top, elsewhere = linked
+    with pytest.raises(files.OutputError, match=r"--out .*/etclink is a symbolic link"):
+        files.check_output_directory(top / "etclink", "--out")
+    with pytest.raises(files.OutputError, match=r"symbolic link"):  # a dotted path through the link
+        files.check_output_file(top / "etclink" / ".." / "dir" / "x.csv", "--out")
+    assert not list(elsewhere.iterdir())
+
+
+def test_a_path_through_real_directories_is_accepted(tmp_path, monkeypatch):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a")
+    files.atomic_write(os.path.join("b", "..", "b", "x.csv"), "1\n")  # relative, with '..'
+    assert (tmp_path / "a" / "b" / "x.csv").read_text() == "1\n"
+    assert files.check_output_directory("b/c/", "--out") == files.Path("b/c")
+
+
+@pytest.mark.parametrize("argv", [
+    lambda top: ["sweep", "calibrate.quick", "--no-progress", "--out", f"{top}/etclink/x.csv"],
+    lambda top: ["sweep", "calibrate.quick", "--no-progress", "--out", f"{top}/etclink/"],
+    lambda top: ["run", "calibrate", "--repeat", "1", "--out", f"{top}/etclink/x.csv"],
+    lambda top: ["tour", "--family", "calibrate", "--reduced", "--no-progress", "--out", f"{top}/etclink"],
+    lambda top: ["reproduce", "table6.1", "--quick", "--no-progress", "--out", f"{top}/etclink/r"],
+], ids=["sweep-file", "sweep-folder", "run", "tour", "reproduce"])
+def test_the_command_line_refuses_a_linked_out_in_one_line_exit_2(linked, argv, capsys):
+    from memlab import cli
+
+    top, elsewhere = linked
+    assert cli.main(argv(top)) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "symbolic link" in err, err
+    assert not list(elsewhere.iterdir())

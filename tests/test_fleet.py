@@ -16,6 +16,9 @@ import json
 import multiprocessing.resource_tracker
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -388,3 +391,79 @@ def test_ctrl_c_keeps_the_rows_measured_cancels_the_rest_and_a_rerun_completes(c
         assert sorted(keys) == expected
     assert set(same_rows(kept.rows)) <= set(same_rows(Dataset.load(out).rows))  # the row before Ctrl-C stays
 
+
+
+# --- the README's command against a scheduler and a worker started as README says ------------
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _process_group(argv: list[str], log: Path):
+    """``argv`` started in a session of its own, its output in ``log``; on the way out, every
+    process of the session (the worker's nanny starts the worker) is killed and the child reaped."""
+    with open(log, "wb") as output:
+        process = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, close_fds=True)
+    try:
+        yield process
+    finally:
+        for signal_number in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal_number)
+            try:
+                process.wait(timeout=20)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        process.wait()
+        deadline = time.monotonic() + 30  # the worker (a grandchild) is reaped by init once killed
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+
+
+def _wait_for(log: Path, text: str, process: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while text not in log.read_text(errors="replace"):
+        assert process.poll() is None, f"{process.args[:2]} ended: {log.read_text(errors='replace')[-2000:]}"
+        assert time.monotonic() < deadline, f"no {text!r} in {log}: {log.read_text(errors='replace')[-2000:]}"
+        time.sleep(0.1)
+
+
+def test_the_readme_command_measures_on_a_dask_scheduler_and_worker_started_as_readme_says(tmp_path):
+    """README: ``dask scheduler``, ``dask worker ... --nworkers 1 --nthreads 1 --resources memlab=1`` and
+    ``memlab sweep chase.quick --scheduler tcp://HOST:8786 --each-host --out results/``, all as processes
+    (on loopback, a free port, no dashboard). It used to exit 2 with "No clients found": the client
+    memlab makes is not the default one, and ``as_completed`` looked for the default."""
+    dask = Path(sys.executable).with_name("dask")
+    if not dask.exists():
+        pytest.skip(f"no dask command beside {sys.executable}")
+    port = _free_loopback_port()
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler_log, worker_log = tmp_path / "scheduler.log", tmp_path / "worker.log"
+    with _process_group([str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                         "--no-dashboard"], scheduler_log) as scheduler:
+        _wait_for(scheduler_log, "Scheduler at:", scheduler)
+        with _process_group([str(dask), "worker", address, "--nworkers", "1", "--nthreads", "1",
+                             "--resources", "memlab=1", "--host", "127.0.0.1", "--no-dashboard"],
+                            worker_log) as worker:
+            _wait_for(scheduler_log, "Register worker", worker)
+            result = subprocess.run(
+                [sys.executable, "-m", "memlab", "sweep", "chase.quick", "--scheduler", address,
+                 "--each-host", "--out", "results/"],
+                cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    dataset = Dataset.load(tmp_path / "results" / "chase-quick.csv")
+    points = registry.family("chase").sweep("quick").points
+    assert len(dataset) == len(points)
+    assert {row[HOST_COLUMN] for row in dataset.rows} == {os.uname().nodename}
+    assert dataset.metadata["fleet"]["mode"] == "each-host"
+    assert dataset.metadata["fleet"]["scheduler"] == address

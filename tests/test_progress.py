@@ -142,3 +142,40 @@ def test_estimate_grows_with_points_repeats_and_sample_length():
     # a family whose sample length is its own parameter says so (system: duration_s)
     fixed = Sweep("s", "system", [{"test": "spawn", "duration_s": 2.0}], repeat=1, warmup=0)
     assert sweep_module.estimate_seconds(fixed) == pytest.approx(2.0 + sweep_module.POINT_OVERHEAD_SECONDS)
+
+
+def commands_with_progress() -> list[str]:
+    """The subcommands that take --no-progress (so draw bars): every one follows the one rule."""
+    from memlab import cli
+
+    parser = cli.build_parser()
+    (action,) = [a for a in parser._actions if a.dest == "command"]
+    return sorted(name for name, sub in action.choices.items()
+                  if any(a.dest == "no_progress" for a in sub._actions))
+
+
+CHEAP_RUNS = {
+    "sweep": lambda out: ["sweep", "calibrate.quick", "--out", str(out / "c.csv")],
+    "tour": lambda out: ["tour", "--reduced", "--family", "calibrate", "--out", str(out / "t")],
+    "reproduce": lambda out: ["reproduce", "table6.1", "--quick", "--out", str(out / "r")],
+}
+
+
+def test_every_command_with_bars_is_covered_here():
+    assert sorted(CHEAP_RUNS) == commands_with_progress()
+
+
+@pytest.mark.parametrize("command", sorted(CHEAP_RUNS))
+def test_stderr_into_a_file_gets_no_bar_and_a_terminal_gets_one(command, tmp_path):
+    """--help says the bars are off when stderr is not a terminal: reproduce drew them into the
+    file all the same (issue 27)."""
+    log = tmp_path / "stderr.log"
+    with open(log, "w") as stderr:
+        done = subprocess.run([sys.executable, "-m", "memlab", *CHEAP_RUNS[command](tmp_path / "file")],
+                              stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL, timeout=300)
+    text = log.read_text()
+    assert done.returncode == 0, text
+    assert "\r" not in text and "%|" not in text and "it/s" not in text, text
+    code, drawn, _ = run_in_terminal(CHEAP_RUNS[command](tmp_path / "terminal"))
+    assert code == 0, drawn
+    assert "%|" in drawn or re.search(r"\d+/\d+ \[", drawn), drawn  # a bar, so the first check can fail

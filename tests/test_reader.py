@@ -363,3 +363,74 @@ def test_random_corruptions_give_an_error_or_true_rows(data, times):
     written_rows = CSV_TEXT.count("\n") - 1
     if len(loaded.rows) < written_rows and not csv_data.endswith(b"\n"):
         assert loaded.metadata.get("load_warnings")
+
+
+# ---- what memlab writes, memlab reads back (issue 27) ------------------------------------------
+
+
+def long_row(samples: int) -> dict:
+    """A point of --repeat ``samples``: its samples cell is far beyond the 131,072 characters
+    Python's csv module accepts in one field by default."""
+    values = [1.0 + i * 1e-7 + 1 / 3 for i in range(samples)]
+    return {**measured_row(4096, "random", False, 1.0), "ns_per_element_samples": values, "repeat": samples,
+            "context_note": "a quoted, multi-line\n\"note\""}
+
+
+def test_a_point_of_ten_thousand_samples_reads_back_and_resumes(tmp_path, capsys):
+    from memlab.cli import main
+
+    rows = [long_row(10_000), {**measured_row(8192, "random", False, 2.0), "context_note": "short"}]
+    path = tmp_path / "long.csv"
+    Dataset(rows, META).save(path)
+    assert max(len(line) for line in path.read_text().splitlines()) > 131_072
+    assert norm(Dataset.load(path).rows) == norm(rows)
+    with DatasetWriter(path, META) as writer:  # a resume reads the rows on disk
+        assert norm(writer.existing_rows) == norm(rows)
+    assert main(["merge", str(tmp_path / "merged.csv"), str(path)]) == 0, capsys.readouterr().err
+    assert norm(Dataset.load(tmp_path / "merged.csv").rows) == norm(rows)
+
+
+def test_a_long_field_that_is_damaged_is_an_error_naming_file_line_and_column(tmp_path):
+    rows = [measured_row(8192, "random", False, 2.0), long_row(10_000)]
+    path = tmp_path / "long.csv"
+    Dataset(rows, META).save(path)
+    rewrite(path, "[1.3333333333333333,", "[1.33x,")  # inside the second record's samples cell
+    with pytest.raises(DatasetError, match=r"long\.csv: record 3 \(line 3\), column 'ns_per_element_samples' "
+                                           r"\(json\): .* is not JSON"):
+        Dataset.load(path)
+    rewrite(path, "[1.33x,", '[1.33"x",')  # a quote that ends the quoted field early
+    with pytest.raises(DatasetError, match=r"long\.csv: record 3 \(line 3\): text after a closing quote"):
+        Dataset.load(path)
+
+
+def test_without_a_sidecar_nan_stays_nan_and_none_stays_none(tmp_path):
+    """NaN was written as an empty cell, which reads back as None without the sidecar (issue 27)."""
+    rows = [{"family": "f", "n": 1, "t": math.nan, "u": None, "v": 2.5},
+            {"family": "f", "n": 2, "t": 1.5, "u": 3, "v": math.nan}]
+    Dataset(rows, {"family": "f", "param_names": ["n"]}).save(tmp_path / "d.csv")
+    (tmp_path / "d.json").unlink()
+    first, second = Dataset.load(tmp_path / "d.csv").rows
+    assert math.isnan(first["t"]) and first["u"] is None and first["v"] == 2.5
+    assert second["t"] == 1.5 and second["u"] == 3 and math.isnan(second["v"])
+
+
+def test_ints_and_nan_in_one_column_read_back_exactly(tmp_path):
+    """A column of ints with a NaN was typed int, and its NaN read back as None."""
+    rows = [{"family": "f", "n": 1, "count": 7}, {"family": "f", "n": 2, "count": math.nan},
+            {"family": "f", "n": 3, "count": None}]
+    Dataset(rows, {"family": "f", "param_names": ["n"]}).save(tmp_path / "d.csv")
+    loaded = [row["count"] for row in Dataset.load(tmp_path / "d.csv").rows]
+    assert loaded[0] == 7 and type(loaded[0]) is int and math.isnan(loaded[1]) and math.isnan(loaded[2])
+
+
+def test_integers_in_a_float_column_load_as_integers(saved):
+    """A sidecar saying float for a column of integers loaded them as floats (issue 27); memlab writes
+    an int in a float column (a mix) as its digits, so the text says which it was."""
+    edit_sidecar(saved, types={"working_set_bytes": "float", "repeat": "float"})
+    rows = Dataset.load(saved).rows
+    assert [row["working_set_bytes"] for row in rows] == [r["working_set_bytes"] for r in ROWS]
+    assert all(type(row["working_set_bytes"]) is int and type(row["repeat"]) is int for row in rows)
+    mixed = [{"family": "f", "n": 1, "x": 1 << 60}, {"family": "f", "n": 2, "x": 0.5}, {"family": "f", "n": 3, "x": 2.0}]
+    Dataset(mixed, {"family": "f", "param_names": ["n"]}).save(saved.parent / "mixed.csv")
+    loaded = [row["x"] for row in Dataset.load(saved.parent / "mixed.csv").rows]
+    assert loaded == [1 << 60, 0.5, 2.0] and [type(v) for v in loaded] == [int, float, float]

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 import re
+import sys
 
 import pytest
 
@@ -224,8 +226,11 @@ def test_a_check_that_breaks_does_not_cost_the_report(tmp_path):
     assert judged.verdicts[0].status == NOT_MEASURABLE and "ZeroDivisionError" in judged.verdicts[0].detail
 
 
-def test_progress_bar_reports_to_stderr(fake_catalogue, tmp_path, capsys):
-    reproducing.reproduce(["clock"], quick=True, out=tmp_path, progress=True)
+def test_progress_bar_reports_to_stderr_on_a_terminal_only(fake_catalogue, tmp_path, capsys, monkeypatch):
+    reproducing.reproduce(["clock"], quick=True, out=tmp_path / "log", progress=True)
+    assert "report.html" not in capsys.readouterr().err  # stderr is not a terminal: no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    reproducing.reproduce(["clock"], quick=True, out=tmp_path / "terminal", progress=True)
     err = capsys.readouterr().err
     assert "clock" in err and "report.html" in err
 
@@ -346,3 +351,19 @@ def test_the_overall_eta_uses_the_rate_of_the_whole_run():
     finally:
         bar.close()
     assert module._Bar(100.0, enabled=False).bar is None
+
+
+def test_verdicts_and_times_are_written_without_following_a_planted_link(fake_catalogue, tmp_path):
+    """They were written to ``verdicts.json.tmp<pid>`` and ``<times file>.tmp<pid>``, predictable names
+    opened following links: whoever can write to the folder could aim memlab's writes anywhere."""
+    victim = tmp_path / "victim"
+    victim.write_text("secret")
+    out = tmp_path / "r"
+    out.mkdir()
+    for name in (reproducing.VERDICTS_FILE, reproducing.TIMES_FILE):
+        for pid in range(os.getpid() - 5, os.getpid() + 50):
+            os.symlink(victim, out / f"{name}.tmp{pid}")
+    reproducing.reproduce(["clock"], quick=True, out=out, progress=False)
+    assert victim.read_text() == "secret"
+    assert json.loads((out / reproducing.VERDICTS_FILE).read_text())["items"]
+    assert json.loads((out / reproducing.TIMES_FILE).read_text())

@@ -217,3 +217,41 @@ def test_resume_matches_points_whose_family_reports_a_same_named_metric(tmp_path
     run_sweep(sweep, tmp_path / "c.csv", progress=False)
     run_sweep(sweep, tmp_path / "c.csv", progress=False)
     assert len(Dataset.load(tmp_path / "c.csv")) == 1
+
+
+def test_resume_refuses_a_row_whose_parameter_cell_is_empty(tmp_path, capsys):
+    """An empty cell in an int parameter column loaded as None: resume kept the row, keyed a point no
+    sweep has, and measured the point again (9 rows for 8 points; issue 27)."""
+    from memlab.cli import main
+
+    sweep = Sweep("eight", "calibrate", grid(budget_ns=[1_000_000 + i for i in range(8)]), repeat=1, warmup=0)
+    out = tmp_path / "eight.csv"
+    run_sweep(sweep, out, progress=False)
+    lines = out.read_text().split("\n")
+    cells = lines[3].split(",")
+    column = lines[0].split(",").index("budget_ns")
+    cells[column] = ""
+    lines[3] = ",".join(cells)
+    out.write_text("\n".join(lines))
+    with pytest.raises(ValueError, match=r"eight\.csv: record 4 \(line 4\), column 'budget_ns': empty, but "
+                                         r"calibrate's parameter budget_ns always has a value"):
+        run_sweep(sweep, out, progress=False)
+    assert len(out.read_text().strip().split("\n")) == 9  # nothing measured again
+    script = tmp_path / "eight.py"
+    script.write_text("from memlab.grid import Sweep, grid\n"
+                      "def sweep(quick=False):\n"
+                      "    return Sweep('eight', 'calibrate', grid(budget_ns=[1_000_000 + i for i in range(8)]),"
+                      " repeat=1, warmup=0)\n")
+    capsys.readouterr()
+    assert main(["sweep", str(script), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if not line.startswith("memlab: warning:")]  # the machine check's
+    assert len(errors) == 1 and "column 'budget_ns': empty" in errors[0], err
+
+
+def test_resume_keeps_a_parameter_that_may_be_none(tmp_path):
+    """pipe's total_bytes is None by default: an empty cell there is a value, not damage."""
+    from memlab.registry import family
+
+    assert "total_bytes" not in family("pipe").required_params()
+    assert "working_set_bytes" in family("chase").required_params()

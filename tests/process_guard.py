@@ -72,6 +72,8 @@ def sigint_header(status: str) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "ctrl_c: sends SIGINT to this process (skipped, with the reason, "
                                        "when SIGINT cannot be delivered)")
+    config.addinivalue_line("markers", "process_guard_allows(kind, pattern, reason): this test may leave a "
+                                       "descriptor or child process matching pattern, for the reason given")
     config.stash[SIGINT_STATUS] = restore_inherited_sigint()
 
 
@@ -291,16 +293,29 @@ def put_back(before: ProcessState) -> None:
     os.sched_setaffinity(0, before.affinity)
 
 
+def marked_allowances(item: pytest.Item) -> tuple[Allowance, ...]:
+    """What the test's ``process_guard_allows`` marks (its own, its class's, its module's) allow."""
+    allowances = []
+    for mark in item.iter_markers("process_guard_allows"):
+        kind, pattern, reason = mark.args
+        if kind not in ("descriptor", "child") or not reason:
+            raise ValueError(f"process_guard_allows({kind!r}, {pattern!r}, {reason!r}): the kind is 'descriptor' "
+                             "or 'child' and the reason is said")
+        allowances.append(Allowance(kind, pattern, reason))
+    return tuple(allowances)
+
+
 @pytest.fixture(autouse=True)
 def _leaves_the_process_as_it_found_it(request):
+    allowed = ALLOWED + marked_allowances(request.node)
     before = snapshot()
     tracker_before = _resource_tracker_fd()
     yield
     after = snapshot()
     explained = _resource_tracker_fd() - tracker_before
-    changed = differences(before, after, explained_fds=explained)
+    changed = differences(before, after, allowed, explained_fds=explained)
     if changed:  # only then look for what a library keeps open for the life of the process
-        changed = differences(before, after, explained_fds=explained | _event_loop_fds())
+        changed = differences(before, after, allowed, explained_fds=explained | _event_loop_fds())
     if changed:
         put_back(before)
         pytest.fail(f"{request.node.nodeid} did not leave the process as it found it:\n  "

@@ -37,7 +37,13 @@ from memlab.machine import FAKE_FINGERPRINT_ENV, fingerprint_id  # noqa: E402
 from memlab.report import build_report  # noqa: E402
 from memlab.sweep import run_sweep  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # Dask's client keeps a pool of connections to the module's clusters, and its event loop,
+    # for the life of the process: a test may leave those sockets and pipes (tests/process_guard.py)
+    pytest.mark.process_guard_allows("descriptor", r"^(socket|pipe|anon_inode):",
+                                     "Dask's client keeps its connection pool and event loop for the process"),
+]
 
 FAKE_A = {"hostname": "fake-a", "cpu_model": "Fake CPU A", "cpu_count": 2, "kernel_release": "6.1.0",
           "memory_total_bytes": 8 << 30}

@@ -240,6 +240,32 @@ def test_the_allowlist_lets_through_only_what_it_names():
         "descriptor 5 left open: /root/.cache/matplotlib/fontlist-v390.json"]
 
 
+def test_a_marked_test_may_leave_what_its_mark_names_and_nothing_else(suite):
+    suite.makepyfile(test_marked=textwrap.dedent("""
+        import socket
+        import pytest
+
+        pytestmark = pytest.mark.process_guard_allows("descriptor", r"^socket:", "a pool the library keeps")
+        KEPT = []
+
+        def test_keeps_a_socket_pair():
+            KEPT.append(socket.socketpair())
+
+        def test_keeps_a_pipe():
+            import os
+            KEPT.append(os.pipe())
+
+        @pytest.mark.process_guard_allows("descriptor", "x", "")
+        def test_an_allowance_without_a_reason():
+            pass
+    """))
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines_random(["*descriptor * left open: pipe:[[]*[]]",
+                                        "*the kind is 'descriptor' or 'child' and the reason is said*"])
+    assert "socket:[" not in result.stdout.str()
+
+
 def test_every_allowance_says_why():
     assert process_guard.ALLOWED and all(a.reason and a.kind in ("descriptor", "child")
                                          for a in process_guard.ALLOWED)

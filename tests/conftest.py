@@ -22,6 +22,20 @@ from memlab.sweep import load_script
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def memlab_cache_directory(tmp_path_factory):
+    """memlab's per-machine cache (tiled_simd's searched blocks) in this session's own
+    directory, never the user's; child interpreters inherit it. Restored at the end."""
+    before = os.environ.get("MEMLAB_CACHE_DIR")
+    directory = tmp_path_factory.mktemp("memlab-cache")
+    os.environ["MEMLAB_CACHE_DIR"] = str(directory)
+    yield directory
+    if before is None:
+        os.environ.pop("MEMLAB_CACHE_DIR", None)
+    else:
+        os.environ["MEMLAB_CACHE_DIR"] = before
+
+
 def interrupt_measure(kernel, after_s: float = 0.3) -> float:
     """Ctrl-C (SIGINT to this process) ``after_s`` into a 60 s sample of ``kernel``; the seconds
     until KeyboardInterrupt reached Python. The kernel is closed either way; a sample that

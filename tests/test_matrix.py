@@ -631,3 +631,17 @@ def test_blas_rows_name_the_blas_and_its_environment():
         assert m.context[key] == facts[key]
     import os
     assert m.context["openblas_coretype"] == os.environ.get("OPENBLAS_CORETYPE", "")
+
+
+def test_the_ratio_table_pairs_each_width_with_blas():
+    script = experiment("matmul_tiles")
+    isas = [isa for isa in supported_isas() if isa != "scalar"][:2] or ["scalar"]
+    ds = script.ratio(sizes=(48,), rounds=2, isas=isas, target_seconds=0)
+    assert [(r["round"], r["isa"]) for r in ds.rows] == [(k, isa) for k in range(2) for isa in isas]
+    for row in ds.rows:
+        assert row["max_abs_error"] <= _tolerance(48)
+        assert row["ratio"] == pytest.approx(row["simd_GFLOP_per_s"] / row["blas_GFLOP_per_s"])
+    text = script.format_ratio(ds, "1.0 1.0 1.0", "2.0 2.0 2.0")
+    assert "load average before 1.0 1.0 1.0, after 2.0 2.0 2.0; 2 interleaved rounds" in text
+    assert "OPENBLAS_CORETYPE=" in text and "family" in text
+    assert len(text.splitlines()) == 4 + len(isas)

@@ -11,6 +11,7 @@
  * with explicit intrinsics for the widest ISA the CPU has. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,7 +56,7 @@
  * slowest kernel (naive at 0.3 GFLOP/s would take 56 ms). */
 #define MATRIX_CHUNK_FLOPS (1.0 * (1 << 24))
 #define INIT_CHUNK_ELEMENTS ((int64_t)1 << 22)
-/* Packed B panel of tiled_simd: at most this many doubles (8 MiB). */
+/* Packed B panel of tiled_simd when block_cols is 0: at most this many doubles (8 MiB). */
 #define PACK_B_MAX_DOUBLES ((int64_t)1 << 20)
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -246,176 +247,213 @@ static int sse2_aligned(const void *a, const void *b, const void *c, int64_t n, 
 #endif
 
 /* ---- tiled_simd: packed panels and register-blocked micro-kernels -------
- * C (MR x NR) += Ap (kc x MR, k-major) * Bp (kc x NR, k-major).  Panels are
- * zero-padded, so a kernel always computes a full tile; at the matrix edge
- * only the rows x cols part that exists is added to C. */
+ * C (MR x NR) = or += Ap (kc x MR, k-major) * Bp (kc x NR, k-major).  Panels
+ * are zero-padded, so a kernel always computes a full tile; at the matrix
+ * edge only the rows x cols part that exists is written to C.  The first
+ * depth panel stores its tile (C = AB), later ones add to it (C += AB).
+ *
+ * Each ISA's packing and micro-kernels are written once with the compilers'
+ * vector extensions and built for exactly that ISA with a target attribute
+ * that also switches the wider ones off (SSE2: no SSE3 and above; AVX2: no
+ * AVX-512), so that a core built with -march=native still runs the path it
+ * names: under MEMLAB_HIDE_CPU_FEATURES the AVX2 path is what an AVX2 CPU
+ * runs (16 ymm registers, no EVEX), and the SSE2 path multiplies and adds
+ * (no FMA, no VEX). */
 
 typedef void (*micro_kernel)(int64_t kc, const double *restrict ap, const double *restrict bp,
-                             double *restrict c, int64_t ldc, int rows, int cols);
+                             double *restrict c, int64_t ldc, int rows, int cols, int accumulate);
+typedef void (*pack_panels)(const double *restrict m, int64_t n, int64_t row0, int64_t col0,
+                            int64_t extent, int64_t depth, int width, double *restrict out);
 
-static void add_partial_tile(const double *tile, int nr, double *restrict c, int64_t ldc,
-                             int rows, int cols)
-{
-    for (int r = 0; r < rows; ++r)
-        for (int q = 0; q < cols; ++q)
-            c[r * ldc + q] += tile[r * nr + q];
-}
+/* Ap: rows [i, i+mc) x depth [p, p+kc) of a, as mr-row panels (mc a multiple
+ * of mr; rows past n are zeros).  Each row of a is read sequentially. */
+#define DEFINE_PACK_A(NAME, TARGET)                                                          \
+    TARGET static void NAME(const double *restrict a, int64_t n, int64_t i, int64_t p,      \
+                            int64_t mc, int64_t kc, int mr, double *restrict ap)            \
+    {                                                                                        \
+        for (int64_t panel = 0; panel < mc; panel += mr, ap += kc * mr) {                    \
+            int64_t rows = min64(mr, n - (i + panel));                                       \
+            for (int64_t r = 0; r < rows; ++r) {                                             \
+                const double *restrict row = a + (i + panel + r) * n + p;                    \
+                for (int64_t k = 0; k < kc; ++k)                                             \
+                    ap[k * mr + r] = row[k];                                                 \
+            }                                                                                \
+            for (int64_t r = rows; r < mr; ++r)                                              \
+                for (int64_t k = 0; k < kc; ++k)                                             \
+                    ap[k * mr + r] = 0.0;                                                    \
+        }                                                                                    \
+    }
 
-#define SCALAR_MR 4
-#define SCALAR_NR 4
-static void kernel_scalar(int64_t kc, const double *restrict ap, const double *restrict bp,
-                          double *restrict c, int64_t ldc, int rows, int cols)
+/* Bp: depth [p, p+kc) x columns [j, j+nc) of b, as nr-column panels (nc a
+ * multiple of nr; columns past n are zeros). */
+#define DEFINE_PACK_B(NAME, TARGET)                                                          \
+    TARGET static void NAME(const double *restrict b, int64_t n, int64_t p, int64_t j,      \
+                            int64_t nc, int64_t kc, int nr, double *restrict bp)            \
+    {                                                                                        \
+        for (int64_t panel = 0; panel < nc; panel += nr) {                                   \
+            int64_t cols = min64(nr, n - (j + panel));                                       \
+            for (int64_t k = 0; k < kc; ++k, bp += nr) {                                     \
+                const double *restrict row = b + (p + k) * n + j + panel;                    \
+                for (int64_t q = 0; q < cols; ++q)                                           \
+                    bp[q] = row[q];                                                          \
+                for (int64_t q = cols; q < nr; ++q)                                          \
+                    bp[q] = 0.0;                                                             \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+#define MATRIX_STR(x) #x
+#define MATRIX_UNROLL(n) _Pragma(MATRIX_STR(GCC unroll n))
+
+/* An MR x (NV vectors of LANES doubles) micro-kernel: MR * NV accumulators.
+ * VT is the aligned vector type (the packed panels are aligned), VTU the
+ * same vector at 8-byte alignment (rows of C), SPLAT(x) x in every lane. */
+#define DEFINE_MICRO_KERNEL(NAME, TARGET, VT, VTU, SPLAT, LANES, MR, NV)                          \
+    TARGET static void NAME(int64_t kc, const double *restrict ap, const double *restrict bp, \
+                            double *restrict c, int64_t ldc, int rows, int cols,            \
+                            int accumulate)                                                 \
+    {                                                                                        \
+        VT acc[MR][NV];                                                                      \
+        MATRIX_UNROLL(MR)                                                                    \
+        for (int r = 0; r < MR; ++r)                                                         \
+            MATRIX_UNROLL(NV)                                                                \
+            for (int v = 0; v < NV; ++v)                                                     \
+                acc[r][v] = (VT){0};                                                         \
+        /* the C tile is touched once per panel: ask for it while the k loop runs */         \
+        for (int r = 0; r < rows; ++r) {                                                     \
+            __builtin_prefetch(c + r * ldc, 1, 3);                                           \
+            __builtin_prefetch(c + r * ldc + cols - 1, 1, 3);                                \
+        }                                                                                    \
+        MATRIX_UNROLL(2)                                                                     \
+        for (int64_t p = 0; p < kc; ++p, ap += MR, bp += NV * LANES) {                       \
+            VT bv[NV];                                                                       \
+            MATRIX_UNROLL(NV)                                                                \
+            for (int v = 0; v < NV; ++v)                                                     \
+                bv[v] = ((const VT *)bp)[v];                                                 \
+            MATRIX_UNROLL(MR)                                                                \
+            for (int r = 0; r < MR; ++r) {                                                   \
+                double scalar = ap[r];                                                       \
+                VT x = SPLAT(scalar);                                                        \
+                MATRIX_UNROLL(NV)                                                            \
+                for (int v = 0; v < NV; ++v)                                                 \
+                    acc[r][v] += x * bv[v];                                                  \
+            }                                                                                \
+        }                                                                                    \
+        if (rows == MR && cols == NV * LANES && accumulate) {                                 \
+            MATRIX_UNROLL(MR)                                                                \
+            for (int r = 0; r < MR; ++r)                                                     \
+                MATRIX_UNROLL(NV)                                                            \
+                for (int v = 0; v < NV; ++v) {                                               \
+                    VTU *out = (VTU *)(c + r * ldc + v * LANES);                             \
+                    *out = (VT)*out + acc[r][v];                                             \
+                }                                                                            \
+            return;                                                                          \
+        }                                                                                    \
+        if (rows == MR && cols == NV * LANES) {                                              \
+            MATRIX_UNROLL(MR)                                                                \
+            for (int r = 0; r < MR; ++r)                                                     \
+                MATRIX_UNROLL(NV)                                                            \
+                for (int v = 0; v < NV; ++v)                                                 \
+                    *(VTU *)(c + r * ldc + v * LANES) = acc[r][v];                           \
+            return;                                                                          \
+        }                                                                                    \
+        double tile[MR][NV * LANES];                                                         \
+        MATRIX_UNROLL(MR)                                                                    \
+        for (int r = 0; r < MR; ++r)                                                         \
+            MATRIX_UNROLL(NV)                                                                \
+            for (int v = 0; v < NV; ++v)                                                     \
+                *(VTU *)&tile[r][v * LANES] = acc[r][v];                                     \
+        for (int r = 0; r < rows; ++r)                                                       \
+            for (int q = 0; q < cols; ++q)                                                   \
+                c[r * ldc + q] = accumulate ? c[r * ldc + q] + tile[r][q] : tile[r][q];       \
+    }
+
+/* The portable C kernel (any architecture): 4 x 4 scalars. */
+static void kernel_scalar_4x4(int64_t kc, const double *restrict ap, const double *restrict bp,
+                              double *restrict c, int64_t ldc, int rows, int cols, int accumulate)
 {
-    double acc[SCALAR_MR][SCALAR_NR] = {{0}};
-    for (int64_t p = 0; p < kc; ++p, ap += SCALAR_MR, bp += SCALAR_NR) {
+    double acc[4][4] = {{0}};
+    for (int64_t p = 0; p < kc; ++p, ap += 4, bp += 4) {
 #pragma GCC unroll 4
-        for (int r = 0; r < SCALAR_MR; ++r)
+        for (int r = 0; r < 4; ++r)
 #pragma GCC unroll 4
-            for (int q = 0; q < SCALAR_NR; ++q)
+            for (int q = 0; q < 4; ++q)
                 acc[r][q] += ap[r] * bp[q];
     }
-    add_partial_tile(&acc[0][0], SCALAR_NR, c, ldc, rows, cols);
+    for (int r = 0; r < rows; ++r)
+        for (int q = 0; q < cols; ++q)
+            c[r * ldc + q] = accumulate ? c[r * ldc + q] + acc[r][q] : acc[r][q];
 }
+DEFINE_PACK_A(pack_a_scalar, )
+DEFINE_PACK_B(pack_b_scalar, )
 
 #if MATRIX_X86
-/* Ask for the C tile while the k loop runs: its rows are touched once per
- * panel and would otherwise miss at the end. */
-static inline void prefetch_tile(const double *c, int64_t ldc, int rows, int row_doubles)
-{
-    for (int r = 0; r < rows; ++r) {
-        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + r * ldc + row_doubles - 1), _MM_HINT_T0);
-    }
-}
+typedef double v2d __attribute__((vector_size(16)));
+typedef double v2du __attribute__((vector_size(16), aligned(8), may_alias));
+typedef double v4d __attribute__((vector_size(32)));
+typedef double v4du __attribute__((vector_size(32), aligned(8), may_alias));
+typedef double v8d __attribute__((vector_size(64)));
+typedef double v8du __attribute__((vector_size(64), aligned(8), may_alias));
+#define SPLAT2(x) ((v2d){(x), (x)})
+#define SPLAT4(x) ((v4d){(x), (x), (x), (x)})
+#define SPLAT8(x) ((v8d){(x), (x), (x), (x), (x), (x), (x), (x)})
 
-/* SSE2 (every x86-64): 6 x 4 doubles in 12 xmm accumulators, mul + add. */
-#define SSE2_MR 6
-#define SSE2_NR 4
-__attribute__((target("sse2"))) static void
-kernel_sse2(int64_t kc, const double *restrict ap, const double *restrict bp,
-            double *restrict c, int64_t ldc, int rows, int cols)
-{
-    __m128d acc[SSE2_MR][2];
-#pragma GCC unroll 6
-    for (int r = 0; r < SSE2_MR; ++r)
-        acc[r][0] = acc[r][1] = _mm_setzero_pd();
-    prefetch_tile(c, ldc, rows, cols);
-#pragma GCC unroll 4
-    for (int64_t p = 0; p < kc; ++p, ap += SSE2_MR, bp += SSE2_NR) {
-        __m128d b0 = _mm_load_pd(bp), b1 = _mm_load_pd(bp + 2);
-#pragma GCC unroll 6
-        for (int r = 0; r < SSE2_MR; ++r) {
-            __m128d x = _mm_load1_pd(ap + r);
-            acc[r][0] = _mm_add_pd(acc[r][0], _mm_mul_pd(x, b0));
-            acc[r][1] = _mm_add_pd(acc[r][1], _mm_mul_pd(x, b1));
-        }
-    }
-    if (rows == SSE2_MR && cols == SSE2_NR) {
-#pragma GCC unroll 6
-        for (int r = 0; r < SSE2_MR; ++r) {
-            double *row = c + r * ldc;
-            _mm_storeu_pd(row, _mm_add_pd(_mm_loadu_pd(row), acc[r][0]));
-            _mm_storeu_pd(row + 2, _mm_add_pd(_mm_loadu_pd(row + 2), acc[r][1]));
-        }
-        return;
-    }
-    double tile[SSE2_MR * SSE2_NR];
-#pragma GCC unroll 6
-    for (int r = 0; r < SSE2_MR; ++r) {
-        _mm_storeu_pd(tile + r * SSE2_NR, acc[r][0]);
-        _mm_storeu_pd(tile + r * SSE2_NR + 2, acc[r][1]);
-    }
-    add_partial_tile(tile, SSE2_NR, c, ldc, rows, cols);
-}
+#define TARGET_SSE2 __attribute__((target("no-sse3,sse2")))
+#define TARGET_AVX2 __attribute__((target("no-avx512f,avx2,fma")))
+#define TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
-/* AVX2 + FMA: 6 x 8 doubles in 12 ymm accumulators (16 registers). */
-#define AVX2_MR 6
-#define AVX2_NR 8
-__attribute__((target("avx2,fma"))) static void
-kernel_avx2(int64_t kc, const double *restrict ap, const double *restrict bp,
-            double *restrict c, int64_t ldc, int rows, int cols)
-{
-    __m256d acc[AVX2_MR][2];
-#pragma GCC unroll 6
-    for (int r = 0; r < AVX2_MR; ++r)
-        acc[r][0] = acc[r][1] = _mm256_setzero_pd();
-    prefetch_tile(c, ldc, rows, cols);
-#pragma GCC unroll 4
-    for (int64_t p = 0; p < kc; ++p, ap += AVX2_MR, bp += AVX2_NR) {
-        __m256d b0 = _mm256_load_pd(bp), b1 = _mm256_load_pd(bp + 4);
-#pragma GCC unroll 6
-        for (int r = 0; r < AVX2_MR; ++r) {
-            __m256d x = _mm256_broadcast_sd(ap + r);
-            acc[r][0] = _mm256_fmadd_pd(x, b0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_pd(x, b1, acc[r][1]);
-        }
-    }
-    if (rows == AVX2_MR && cols == AVX2_NR) {
-#pragma GCC unroll 6
-        for (int r = 0; r < AVX2_MR; ++r) {
-            double *row = c + r * ldc;
-            _mm256_storeu_pd(row, _mm256_add_pd(_mm256_loadu_pd(row), acc[r][0]));
-            _mm256_storeu_pd(row + 4, _mm256_add_pd(_mm256_loadu_pd(row + 4), acc[r][1]));
-        }
-        return;
-    }
-    double tile[AVX2_MR * AVX2_NR];
-#pragma GCC unroll 6
-    for (int r = 0; r < AVX2_MR; ++r) {
-        _mm256_storeu_pd(tile + r * AVX2_NR, acc[r][0]);
-        _mm256_storeu_pd(tile + r * AVX2_NR + 4, acc[r][1]);
-    }
-    add_partial_tile(tile, AVX2_NR, c, ldc, rows, cols);
-}
-
-/* AVX-512F: 12 x 16 doubles in 24 zmm accumulators (32 registers). */
-#define AVX512_MR 12
-#define AVX512_NR 16
-__attribute__((target("avx512f"))) static void
-kernel_avx512(int64_t kc, const double *restrict ap, const double *restrict bp,
-              double *restrict c, int64_t ldc, int rows, int cols)
-{
-    __m512d acc[AVX512_MR][2];
-#pragma GCC unroll 12
-    for (int r = 0; r < AVX512_MR; ++r)
-        acc[r][0] = acc[r][1] = _mm512_setzero_pd();
-    prefetch_tile(c, ldc, rows, cols);
-#pragma GCC unroll 4
-    for (int64_t p = 0; p < kc; ++p, ap += AVX512_MR, bp += AVX512_NR) {
-        __m512d b0 = _mm512_load_pd(bp), b1 = _mm512_load_pd(bp + 8);
-#pragma GCC unroll 12
-        for (int r = 0; r < AVX512_MR; ++r) {
-            __m512d x = _mm512_set1_pd(ap[r]);
-            acc[r][0] = _mm512_fmadd_pd(x, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_pd(x, b1, acc[r][1]);
-        }
-    }
-    if (rows == AVX512_MR && cols == AVX512_NR) {
-#pragma GCC unroll 12
-        for (int r = 0; r < AVX512_MR; ++r) {
-            double *row = c + r * ldc;
-            _mm512_storeu_pd(row, _mm512_add_pd(_mm512_loadu_pd(row), acc[r][0]));
-            _mm512_storeu_pd(row + 8, _mm512_add_pd(_mm512_loadu_pd(row + 8), acc[r][1]));
-        }
-        return;
-    }
-    double tile[AVX512_MR * AVX512_NR];
-#pragma GCC unroll 12
-    for (int r = 0; r < AVX512_MR; ++r) {
-        _mm512_storeu_pd(tile + r * AVX512_NR, acc[r][0]);
-        _mm512_storeu_pd(tile + r * AVX512_NR + 8, acc[r][1]);
-    }
-    add_partial_tile(tile, AVX512_NR, c, ldc, rows, cols);
-}
+/* SSE2 (every x86-64): 16 xmm registers, multiply and add. */
+DEFINE_PACK_A(pack_a_sse2, TARGET_SSE2)
+DEFINE_PACK_B(pack_b_sse2, TARGET_SSE2)
+DEFINE_MICRO_KERNEL(kernel_sse2_6x4, TARGET_SSE2, v2d, v2du, SPLAT2, 2, 6, 2)
+DEFINE_MICRO_KERNEL(kernel_sse2_4x6, TARGET_SSE2, v2d, v2du, SPLAT2, 2, 4, 3)
+DEFINE_MICRO_KERNEL(kernel_sse2_4x4, TARGET_SSE2, v2d, v2du, SPLAT2, 2, 4, 2)
+/* AVX2 + FMA: 16 ymm registers. */
+DEFINE_PACK_A(pack_a_avx2, TARGET_AVX2)
+DEFINE_PACK_B(pack_b_avx2, TARGET_AVX2)
+DEFINE_MICRO_KERNEL(kernel_avx2_6x8, TARGET_AVX2, v4d, v4du, SPLAT4, 4, 6, 2)
+DEFINE_MICRO_KERNEL(kernel_avx2_4x12, TARGET_AVX2, v4d, v4du, SPLAT4, 4, 4, 3)
+/* AVX-512F: 32 zmm registers. */
+DEFINE_PACK_A(pack_a_avx512, TARGET_AVX512)
+DEFINE_PACK_B(pack_b_avx512, TARGET_AVX512)
+DEFINE_MICRO_KERNEL(kernel_avx512_12x16, TARGET_AVX512, v8d, v8du, SPLAT8, 8, 12, 2)
+DEFINE_MICRO_KERNEL(kernel_avx512_14x16, TARGET_AVX512, v8d, v8du, SPLAT8, 8, 14, 2)
+DEFINE_MICRO_KERNEL(kernel_avx512_8x24, TARGET_AVX512, v8d, v8du, SPLAT8, 8, 8, 3)
+DEFINE_MICRO_KERNEL(kernel_avx512_6x32, TARGET_AVX512, v8d, v8du, SPLAT8, 8, 6, 4)
 #endif
 
 enum { ISA_AUTO, ISA_AVX512, ISA_AVX2, ISA_SSE2, ISA_SCALAR, ISA_COUNT };
 static const char *const matrix_isa_names[] = {"auto", "avx512", "avx2", "sse2", "scalar", NULL};
+static const int isa_bits[ISA_COUNT] = {0, 512, 256, 128, 64};
 
 typedef struct simd_kernel {
+    int isa;
+    const char *name; /* rows x cols of C, as the register_block parameter names it */
     micro_kernel fn;
-    int mr, nr, simd_bits;
+    pack_panels pack_a, pack_b;
+    int mr, nr;
 } simd_kernel;
+
+/* Every micro-kernel, the default of each ISA first among its own.  The
+ * register_block choices are "auto" followed by these names, in this order. */
+static const simd_kernel simd_kernels[] = {
+#if MATRIX_X86
+    {ISA_AVX512, "12x16", kernel_avx512_12x16, pack_a_avx512, pack_b_avx512, 12, 16},
+    {ISA_AVX512, "14x16", kernel_avx512_14x16, pack_a_avx512, pack_b_avx512, 14, 16},
+    {ISA_AVX512, "8x24", kernel_avx512_8x24, pack_a_avx512, pack_b_avx512, 8, 24},
+    {ISA_AVX512, "6x32", kernel_avx512_6x32, pack_a_avx512, pack_b_avx512, 6, 32},
+    {ISA_AVX2, "6x8", kernel_avx2_6x8, pack_a_avx2, pack_b_avx2, 6, 8},
+    {ISA_AVX2, "4x12", kernel_avx2_4x12, pack_a_avx2, pack_b_avx2, 4, 12},
+    {ISA_SSE2, "6x4", kernel_sse2_6x4, pack_a_sse2, pack_b_sse2, 6, 4},
+    {ISA_SSE2, "4x6", kernel_sse2_4x6, pack_a_sse2, pack_b_sse2, 4, 6},
+    {ISA_SSE2, "4x4", kernel_sse2_4x4, pack_a_sse2, pack_b_sse2, 4, 4},
+#endif
+    {ISA_SCALAR, "4x4", kernel_scalar_4x4, pack_a_scalar, pack_b_scalar, 4, 4},
+};
+#define SIMD_KERNEL_COUNT ((int)(sizeof simd_kernels / sizeof simd_kernels[0]))
+/* "auto" and every distinct name of simd_kernels */
+static const char *const register_block_names[] = {"auto", "12x16", "14x16", "8x24", "6x32",
+                                                   "6x8", "4x12", "6x4", "4x6", "4x4", NULL};
 
 static int isa_supported(int isa)
 {
@@ -428,26 +466,10 @@ static int isa_supported(int isa)
     case ISA_AVX2:
         return ml_cpu_supports(ML_CPU_AVX2);
     case ISA_AVX512:
-        return ml_cpu_supports(ML_CPU_AVX512F);
+        return ml_cpu_supports(ML_CPU_AVX512F) && ml_cpu_supports(ML_CPU_AVX2);
 #endif
     default:
         return 0;
-    }
-}
-
-static simd_kernel isa_kernel(int isa)
-{
-    switch (isa) {
-#if MATRIX_X86
-    case ISA_AVX512:
-        return (simd_kernel){kernel_avx512, AVX512_MR, AVX512_NR, 512};
-    case ISA_AVX2:
-        return (simd_kernel){kernel_avx2, AVX2_MR, AVX2_NR, 256};
-    case ISA_SSE2:
-        return (simd_kernel){kernel_sse2, SSE2_MR, SSE2_NR, 128};
-#endif
-    default:
-        return (simd_kernel){kernel_scalar, SCALAR_MR, SCALAR_NR, 64};
     }
 }
 
@@ -459,41 +481,30 @@ static int isa_widest(void)
     return ISA_SCALAR;
 }
 
-/* Ap: rows [i, i+mc) x depth [p, p+kc) of a, as mr-row panels. */
-static void pack_a(const double *restrict a, int64_t n, int64_t i, int64_t mc, int64_t p,
-                   int64_t kc, int mr, double *restrict ap)
+/* The kernel of isa named register_block_names[block] (0: the ISA's
+ * default), or NULL when that ISA has no such tile. */
+static const simd_kernel *find_kernel(int isa, int block)
 {
-    for (int64_t panel = 0; panel < mc; panel += mr) {
-        int64_t rows = min64(mr, n - (i + panel));
-        for (int64_t k = 0; k < kc; ++k) {
-            for (int64_t r = 0; r < rows; ++r)
-                ap[r] = a[(i + panel + r) * n + p + k];
-            for (int64_t r = rows; r < mr; ++r)
-                ap[r] = 0.0;
-            ap += mr;
-        }
-    }
+    for (int k = 0; k < SIMD_KERNEL_COUNT; ++k)
+        if (simd_kernels[k].isa == isa &&
+            (block == 0 || strcmp(simd_kernels[k].name, register_block_names[block]) == 0))
+            return &simd_kernels[k];
+    return NULL;
 }
 
-/* Bp: depth [p, p+kc) x columns [j, j+nc) of b, as nr-column panels. */
-static void pack_b(const double *restrict b, int64_t n, int64_t p, int64_t kc, int64_t j,
-                   int64_t nc, int nr, double *restrict bp)
+/* "12x16, 14x16, ..." for an error message. */
+static void kernel_names(int isa, char *text, size_t size)
 {
-    for (int64_t panel = 0; panel < nc; panel += nr) {
-        int64_t cols = min64(nr, n - (j + panel));
-        for (int64_t k = 0; k < kc; ++k) {
-            const double *row = b + (p + k) * n + j + panel;
-            for (int64_t q = 0; q < cols; ++q)
-                bp[q] = row[q];
-            for (int64_t q = cols; q < nr; ++q)
-                bp[q] = 0.0;
-            bp += nr;
-        }
-    }
+    size_t used = 0;
+    text[0] = '\0';
+    for (int k = 0; k < SIMD_KERNEL_COUNT && used < size; ++k)
+        if (simd_kernels[k].isa == isa)
+            used += (size_t)snprintf(text + used, size - used, "%s%s", used ? ", " : "",
+                                     simd_kernels[k].name);
 }
 
 typedef struct simd_plan {
-    simd_kernel kernel;
+    const simd_kernel *kernel;
     int64_t kc, mc, nc;
     double *ap, *bp; /* packing buffers, 64-byte aligned */
 } simd_plan;
@@ -502,19 +513,21 @@ typedef struct simd_plan {
 static void multiply_simd_block(const simd_plan *plan, const double *a, const double *b,
                                 double *c, int64_t n, int64_t p, int64_t j)
 {
-    const int mr = plan->kernel.mr, nr = plan->kernel.nr;
+    const simd_kernel *kernel = plan->kernel;
+    const int mr = kernel->mr, nr = kernel->nr;
     int64_t kc = min64(plan->kc, n - p), nc = min64(plan->nc, n - j);
-    pack_b(b, n, p, kc, j, (int64_t)ml_round_up(nc, nr), nr, plan->bp);
+    int accumulate = p > 0;
+    kernel->pack_b(b, n, p, j, (int64_t)ml_round_up(nc, nr), kc, nr, plan->bp);
     for (int64_t i = 0; i < n; i += plan->mc) {
         int64_t mc = min64(plan->mc, n - i);
-        pack_a(a, n, i, (int64_t)ml_round_up(mc, mr), p, kc, mr, plan->ap);
+        kernel->pack_a(a, n, i, p, (int64_t)ml_round_up(mc, mr), kc, mr, plan->ap);
         for (int64_t jr = 0; jr < nc; jr += nr) {
             int cols = (int)min64(nr, nc - jr);
             const double *bp = plan->bp + jr * kc;
             for (int64_t ir = 0; ir < mc; ir += mr) {
                 int rows = (int)min64(mr, mc - ir);
-                plan->kernel.fn(kc, plan->ap + ir * kc, bp, c + (i + ir) * n + j + jr, n, rows,
-                                cols);
+                kernel->fn(kc, plan->ap + ir * kc, bp, c + (i + ir) * n + j + jr, n, rows, cols,
+                           accumulate);
             }
         }
     }
@@ -532,6 +545,8 @@ typedef struct matrix_config {
     int variant;
     int64_t tile;
     int isa;
+    int64_t block_rows, block_cols; /* tiled_simd's mc and nc; 0: from L2 and an 8 MiB bound */
+    int register_block;             /* index into register_block_names; 0: the ISA's default */
 } matrix_config;
 
 typedef struct matrix_state {
@@ -555,6 +570,12 @@ static const ml_param matrix_params[] = {
      .max = MATRIX_MAX_N},
     {.name = "isa", .kind = ML_PARAM_CHOICE, .offset = offsetof(matrix_config, isa),
      .choices = matrix_isa_names},
+    {.name = "block_rows", .kind = ML_PARAM_INT, .offset = offsetof(matrix_config, block_rows),
+     .min = 0, .max = MATRIX_MAX_N},
+    {.name = "block_cols", .kind = ML_PARAM_INT, .offset = offsetof(matrix_config, block_cols),
+     .min = 0, .max = MATRIX_MAX_N},
+    {.name = "register_block", .kind = ML_PARAM_CHOICE,
+     .offset = offsetof(matrix_config, register_block), .choices = register_block_names},
     {0},
 };
 
@@ -578,15 +599,21 @@ static size_t l2_cache_bytes(void)
     return bytes > 0 ? (size_t)bytes : 256 * 1024;
 }
 
-static int plan_simd(simd_plan *plan, int isa, int64_t n, int64_t tile, ml_error *err)
+/* kc = tile; mc and nc as given (rounded up to the register block), else Ap
+ * fills half of L2 and Bp at most 8 MiB; none beyond the matrix. */
+static int plan_simd(simd_plan *plan, const simd_kernel *kernel, const matrix_config *config,
+                     ml_error *err)
 {
-    plan->kernel = isa_kernel(isa);
-    int mr = plan->kernel.mr, nr = plan->kernel.nr;
-    plan->kc = min64(tile, n);
-    /* Ap fills half of L2; Bp is bounded so that packing never needs an N x N copy. */
-    int64_t mc = (int64_t)(l2_cache_bytes() / 2 / sizeof(double)) / plan->kc / mr * mr;
+    int64_t n = config->n;
+    plan->kernel = kernel;
+    int mr = kernel->mr, nr = kernel->nr;
+    plan->kc = min64(config->tile, n);
+    int64_t mc = config->block_rows
+                     ? (int64_t)ml_round_up(config->block_rows, mr)
+                     : (int64_t)(l2_cache_bytes() / 2 / sizeof(double)) / plan->kc / mr * mr;
     plan->mc = min64(max64(mc, mr), (int64_t)ml_round_up(n, mr));
-    int64_t nc = PACK_B_MAX_DOUBLES / plan->kc / nr * nr;
+    int64_t nc = config->block_cols ? (int64_t)ml_round_up(config->block_cols, nr)
+                                    : PACK_B_MAX_DOUBLES / plan->kc / nr * nr;
     plan->nc = min64(max64(nc, nr), (int64_t)ml_round_up(n, nr));
     size_t ap_bytes = (size_t)ml_round_up(plan->mc, mr) * (size_t)plan->kc * sizeof(double);
     size_t bp_bytes = (size_t)ml_round_up(plan->nc, nr) * (size_t)plan->kc * sizeof(double);
@@ -632,6 +659,14 @@ static int matrix_setup(const void *config_, void **state_out, ml_context *ctx, 
     if (config->variant == VARIANT_TILED_SIMD && !isa_supported(isa))
         return ml_fail(err, ML_ERR_VALUE, 0, "isa=%s is not supported by this CPU (widest: %s)",
                        matrix_isa_names[isa], matrix_isa_names[isa_widest()]);
+    const simd_kernel *kernel = find_kernel(isa, config->register_block);
+    if (config->variant == VARIANT_TILED_SIMD && !kernel) {
+        char names[128];
+        kernel_names(isa, names, sizeof names);
+        return ml_fail(err, ML_ERR_VALUE, 0,
+                       "register_block=%s is not a tile of isa=%s (its tiles: %s)",
+                       register_block_names[config->register_block], matrix_isa_names[isa], names);
+    }
     if (config->variant == VARIANT_TILED_SSE2 && !(MATRIX_X86 && ml_cpu_supports(ML_CPU_SSE2)))
         return ml_fail(err, ML_ERR_VALUE, 0,
                        "variant=tiled_sse2 needs SSE2, which this CPU does not have (or "
@@ -653,7 +688,7 @@ static int matrix_setup(const void *config_, void **state_out, ml_context *ctx, 
         }
         state->has_transposed = 1;
     }
-    if (config->variant == VARIANT_TILED_SIMD && plan_simd(&state->plan, isa, n, config->tile, err) < 0) {
+    if (config->variant == VARIANT_TILED_SIMD && plan_simd(&state->plan, kernel, config, err) < 0) {
         matrix_teardown(state);
         return -1;
     }
@@ -753,17 +788,17 @@ static int matrix_measure(void *state_, ml_context *ctx, ml_measurement *out, ml
         ml_metric_add(out, "aligned_vectors", state->sse2_aligned);
     }
     if (config->variant == VARIANT_TILED_SIMD) {
-        ml_metric_add(out, "simd_bits", state->plan.kernel.simd_bits);
-        ml_metric_add(out, "register_block_rows", state->plan.kernel.mr);
-        ml_metric_add(out, "register_block_cols", state->plan.kernel.nr);
+        ml_metric_add(out, "simd_bits", isa_bits[state->plan.kernel->isa]);
+        ml_metric_add(out, "register_block_rows", state->plan.kernel->mr);
+        ml_metric_add(out, "register_block_cols", state->plan.kernel->nr);
         ml_metric_add(out, "block_depth", (double)state->plan.kc);
         ml_metric_add(out, "block_rows", (double)state->plan.mc);
         ml_metric_add(out, "block_cols", (double)state->plan.nc);
     }
     size_t temporary = state->has_transposed ? state->transposed.bytes : 0;
     if (config->variant == VARIANT_TILED_SIMD)
-        temporary = (size_t)(ml_round_up(state->plan.mc, state->plan.kernel.mr) +
-                             ml_round_up(state->plan.nc, state->plan.kernel.nr)) *
+        temporary = (size_t)(ml_round_up(state->plan.mc, state->plan.kernel->mr) +
+                             ml_round_up(state->plan.nc, state->plan.kernel->nr)) *
                     (size_t)state->plan.kc * sizeof(double);
     ml_metric_add(out, "temporary_bytes", (double)temporary);
     return 0;

@@ -45,17 +45,20 @@ import contextlib
 import ctypes
 import dataclasses
 import functools
+import json
 import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from memlab import chart
-from memlab._core import build_info
+from memlab import chart, machine
+from memlab._core import Kernel, build_info, cpu_features
 from memlab._core import families as core_families
+from memlab.files import atomic_write
 from memlab.dataset import Dataset
 from memlab.family import Family, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
@@ -63,6 +66,17 @@ from memlab.measure import Measurement, measure
 from memlab.units import metric_label
 
 __all__ = [
+    "BLOCK_CHOICES",
+    "REGISTER_BLOCKS",
+    "blas_facts",
+    "cache_directory",
+    "cpu_vector_facts",
+    "model_blocks",
+    "search_blocks",
+    "search_candidates",
+    "supported_isas",
+    "tuned_blocks",
+    "vector_execution_bits",
     "FAMILY",
     "INIT_FAMILY",
     "ISAS",
@@ -96,8 +110,6 @@ ISAS = ("auto", "avx512", "avx2", "sse2", "scalar")
 ORDERS = ("row", "column")
 STORES = ("normal", "nontemporal")
 MAX_N = 1 << 20
-#: Depth of the packed panels of tiled_simd when ``tile`` is not given.
-SIMD_DEFAULT_TILE = 256
 
 
 @functools.cache
@@ -142,10 +154,12 @@ def cache_line_bytes() -> int:
 
 
 def default_tile(variant: str) -> int | None:
-    """The tile used when none is given, in elements (None: the variant has none).
+    """The tile used when none is given, in elements (None: the variant has none, or
+    chooses it per machine).
 
     ``tiled`` and ``tiled_sse2``: cache line / sizeof(double) (Drepper's SM);
-    ``tiled_simd``: the depth of its packed panels.
+    ``tiled_simd`` chooses the depth of its packed panels with its other blocks
+    (:func:`tuned_blocks`), so None.
 
     >>> default_tile("tiled") == cache_line_bytes() // 8
     True
@@ -153,9 +167,11 @@ def default_tile(variant: str) -> int | None:
     check_choice("variant", variant, VARIANTS)
     if variant in ("tiled", "tiled_sse2"):
         return max(1, cache_line_bytes() // 8)
-    if variant == "tiled_simd":
-        return SIMD_DEFAULT_TILE
     return None
+
+
+#: Every register block name of any ISA (see REGISTER_BLOCKS below).
+_ALL_REGISTER_BLOCKS = ("12x16", "14x16", "8x24", "6x32", "6x8", "4x12", "6x4", "4x6", "4x4")
 
 
 @dataclass(frozen=True)
@@ -165,7 +181,12 @@ class MultiplyParams:
     ``tile`` (elements) is used by ``tiled`` and ``tiled_sse2`` (sub-matrix
     edge) and ``tiled_simd`` (panel depth); None picks :func:`default_tile`, and the
     other variants ignore it.  ``isa`` forces the micro-kernel of
-    ``tiled_simd``.  ``seed`` draws the inputs (uniform in [-1, 1)).
+    ``tiled_simd``; ``register_block`` (one of the ISA's
+    :data:`REGISTER_BLOCKS`), ``block_rows`` and ``block_cols`` (the packed
+    row and column blocks, elements) force its blocks; what is not given is
+    chosen per machine as ``blocks`` says (:data:`BLOCK_CHOICES`:
+    :func:`tuned_blocks` or :func:`model_blocks`). ``seed`` draws the inputs
+    (uniform in [-1, 1)).
     """
 
     n: int = 1000
@@ -173,6 +194,10 @@ class MultiplyParams:
     tile: int | None = None
     isa: str = "auto"
     seed: int = 0
+    register_block: str | None = None
+    block_rows: int | None = None
+    block_cols: int | None = None
+    blocks: str = "tuned"
 
     def __post_init__(self) -> None:
         coerce_fields(self)
@@ -184,6 +209,13 @@ class MultiplyParams:
             object.__setattr__(self, "tile", check_int("tile", self.tile, 1, MAX_N))
         check_choice("isa", self.isa, ISAS)
         check_int("seed", self.seed, 0)
+        if self.register_block is not None:
+            allowed = _ALL_REGISTER_BLOCKS if self.isa == "auto" else REGISTER_BLOCKS[self.isa]
+            check_choice("register_block", self.register_block, allowed)
+        for name in ("block_rows", "block_cols"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_int(name, getattr(self, name), 1, MAX_N))
+        check_choice("blocks", self.blocks, BLOCK_CHOICES)
 
 
 @dataclass(frozen=True)
@@ -292,6 +324,310 @@ def _max_abs_error(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float:
     return worst
 
 
+# ---- tiled_simd's blocks: chosen per machine ------------------------------------
+
+#: The register blocks (rows x cols of C held in registers) of each ISA's
+#: micro-kernels in csrc/matrix.c, its default first.
+REGISTER_BLOCKS = {
+    "avx512": ("12x16", "14x16", "8x24", "6x32"),
+    "avx2": ("6x8", "4x12"),
+    "sse2": ("6x4", "4x6", "4x4"),
+    "scalar": ("4x4",),
+}
+ISA_BITS = {"avx512": 512, "avx2": 256, "sse2": 128, "scalar": 64}
+#: How tiled_simd's blocks are chosen when not given: ``tuned`` (the fastest of
+#: a short measured search, cached per machine) or ``model`` (from the cache
+#: sizes alone, no search).
+BLOCK_CHOICES = ("tuned", "model")
+#: Where the searched blocks are cached (else $XDG_CACHE_HOME/memlab, else ~/.cache/memlab).
+CACHE_DIR_ENV = "MEMLAB_CACHE_DIR"
+BLOCKS_CACHE_FILE = "matrix_blocks.json"
+#: The search's matrix size, rounds and time per candidate and round.
+SEARCH_N = 1024
+SEARCH_ROUNDS = 3
+SEARCH_SECONDS = 0.03
+_MAX_DEPTH = 1024
+#: AMD families whose cores execute a 512-bit FMA as two 256-bit halves (Zen 4: family 25, 0x19).
+_HALF_WIDTH_AVX512_AMD_FAMILIES = (25,)
+
+
+def cpu_vector_facts(cpuinfo: str | None = None) -> dict[str, Any]:
+    """Vendor, family, model and SIMD flags of the first CPU of /proc/cpuinfo (or of ``cpuinfo``).
+
+    The one place tiled_simd reads what kind of CPU it runs on; a fuller CPU
+    model in :mod:`memlab.machine` can replace it.
+
+    >>> cpu_vector_facts("vendor_id : AuthenticAMD\\ncpu family : 25\\nmodel : 17\\nflags : sse2 avx2 fma avx512f\\n")
+    {'vendor': 'AuthenticAMD', 'family': 25, 'model': 17, 'flags': ['sse2', 'avx2', 'fma', 'avx512f']}
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as handle:
+                cpuinfo = handle.read()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        name, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(name.strip(), value.strip())
+    facts: dict[str, Any] = {"vendor": fields.get("vendor_id", "")}
+    for key, name in (("family", "cpu family"), ("model", "model")):
+        try:
+            facts[key] = int(fields.get(name, ""))
+        except ValueError:
+            facts[key] = None
+    flags = fields.get("flags", "").split()
+    facts["flags"] = [flag for flag in ("sse2", "avx2", "fma", "avx512f") if flag in flags]
+    return facts
+
+
+def vector_execution_bits(facts: Mapping[str, Any] | None = None) -> int | None:
+    """How wide the CPU executes its widest vector FMA, in bits (None: no x86 SIMD flags).
+
+    AVX-512 CPUs execute 512 bits at once except the AMD families that split a
+    512-bit operation into two 256-bit halves (Zen 4, family 25); with
+    ``avx2``/``fma`` 256, with ``sse2`` 128. ``facts`` as :func:`cpu_vector_facts`.
+
+    >>> vector_execution_bits({"vendor": "AuthenticAMD", "family": 25, "flags": ["avx2", "fma", "avx512f"]})
+    256
+    >>> vector_execution_bits({"vendor": "GenuineIntel", "family": 6, "flags": ["avx2", "fma", "avx512f"]})
+    512
+    """
+    facts = cpu_vector_facts() if facts is None else facts
+    flags = set(facts.get("flags", ()))
+    if "avx512f" in flags:
+        half = facts.get("vendor") == "AuthenticAMD" and facts.get("family") in _HALF_WIDTH_AVX512_AMD_FAMILIES
+        return 256 if half else 512
+    if {"avx2", "fma"} <= flags:
+        return 256
+    if "sse2" in flags:
+        return 128
+    return None
+
+
+@functools.cache
+def supported_isas() -> tuple[str, ...]:
+    """The ISAs of tiled_simd this CPU runs, widest first, as the C core sees them
+    (MEMLAB_HIDE_CPU_FEATURES hides some).
+
+    >>> supported_isas()[-1]
+    'scalar'
+    """
+    features = cpu_features()
+    isas = []
+    if features.get("avx512f") and features.get("avx2"):
+        isas.append("avx512")
+    if features.get("avx2"):
+        isas.append("avx2")
+    if features.get("sse2"):
+        isas.append("sse2")
+    return (*isas, "scalar")
+
+
+def _block_shape(register_block: str) -> tuple[int, int]:
+    rows, cols = register_block.split("x")
+    return int(rows), int(cols)
+
+
+def _round_down(value: float, step: int, minimum: int) -> int:
+    return max(minimum, int(value) // step * step)
+
+
+def model_blocks(isa: str, register_block: str | None = None, depth: int | None = None,
+                 caches: Mapping[str, int] | None = None, l3_sharing: int | None = None) -> dict[str, Any]:
+    """tiled_simd's blocks from the cache sizes alone.
+
+    The depth kc lets one mr-row panel of a (kc x mr doubles) fill two
+    thirds of L1d (a multiple of 64, 64 to 1024); the row block mc lets the
+    packed block of a (mc x kc) fill a quarter of L2; the column block nc lets
+    the packed block of b (kc x nc) fill half of this CPU's share of L3
+    (at most 8 MiB). ``caches`` as :func:`memlab.machine.cache_sizes` (this
+    machine's by default; 32 KiB, 256 KiB, 8 MiB stand in for what is missing).
+
+    >>> model_blocks("avx512", "8x24", caches={"L1d": 49152, "L2": 1 << 20, "L3": 32 << 20}, l3_sharing=2)
+    {'isa': 'avx512', 'register_block': '8x24', 'block_depth': 512, 'block_rows': 64, 'block_cols': 2040}
+    """
+    check_choice("isa", isa, tuple(REGISTER_BLOCKS))
+    register_block = REGISTER_BLOCKS[isa][0] if register_block is None else check_choice(
+        "register_block", register_block, REGISTER_BLOCKS[isa])
+    if caches is None:
+        caches = machine.cache_sizes()
+    if l3_sharing is None:
+        l3_sharing = _l3_sharing()
+    mr, nr = _block_shape(register_block)
+    l1 = caches.get("L1d", 32 << 10)
+    l2 = caches.get("L2", 256 << 10)
+    l3 = caches.get("L3", 8 << 20) / max(1, l3_sharing)
+    kc = depth if depth is not None else min(_MAX_DEPTH, _round_down(l1 * 2 / 3 / (mr * 8), 64, 64))
+    mc = _round_down(l2 / 4 / (kc * 8), mr, mr)
+    nc = _round_down(min(l3 / 2, 8 << 20) / (kc * 8), nr, nr)
+    return {"isa": isa, "register_block": register_block, "block_depth": kc, "block_rows": mc,
+            "block_cols": nc}
+
+
+def _l3_sharing() -> int:
+    """How many of this machine's CPUs share CPU 0's last-level cache (1 when unknown)."""
+    shared = [c for c in machine.caches_shared_by([0]) if c.get("level", 0) >= 3]
+    cpus = machine.parse_cpu_list(shared[-1].get("shared_cpu_list")) if shared else None
+    return len(cpus) if cpus else 1
+
+
+def search_candidates(isas: Sequence[str], caches: Mapping[str, int] | None = None,
+                      l3_sharing: int | None = None) -> list[dict[str, Any]]:
+    """What :func:`search_blocks` measures: for every register block of each ISA,
+    the model's blocks (:func:`model_blocks`), the same with three register
+    rows per row block, and half the depth with three rows.
+
+    >>> len(search_candidates(["avx2"], caches={"L1d": 32768, "L2": 1 << 20, "L3": 1 << 25}, l3_sharing=1))
+    6
+    """
+    candidates = []
+    for isa in isas:
+        for block in REGISTER_BLOCKS[check_choice("isa", isa, tuple(REGISTER_BLOCKS))]:
+            model = model_blocks(isa, block, caches=caches, l3_sharing=l3_sharing)
+            mr = _block_shape(block)[0]
+            half = model_blocks(isa, block, depth=max(64, model["block_depth"] // 2 // 64 * 64),
+                                caches=caches, l3_sharing=l3_sharing)
+            for candidate in (model, {**model, "block_rows": 3 * mr}, {**half, "block_rows": 3 * mr}):
+                if candidate not in candidates:
+                    candidates.append(candidate)
+    return candidates
+
+
+def _core_config(a: np.ndarray, b: np.ndarray, c: np.ndarray, blocks: Mapping[str, Any]) -> dict[str, Any]:
+    return {"a": a, "b": b, "c": c, "n": a.shape[0], "variant": "tiled_simd",
+            "tile": blocks["block_depth"], "isa": blocks["isa"], "block_rows": blocks["block_rows"],
+            "block_cols": blocks["block_cols"], "register_block": blocks["register_block"]}
+
+
+def search_blocks(isas: Sequence[str], n: int = SEARCH_N, rounds: int = SEARCH_ROUNDS,
+                  seconds: float = SEARCH_SECONDS, candidates: Sequence[Mapping[str, Any]] | None = None
+                  ) -> dict[str, Any]:
+    """Measure tiled_simd's candidate blocks (:func:`search_candidates`) at N = n and return the fastest.
+
+    The candidates take turns (``rounds`` interleaved rounds, each at least
+    one product and ``seconds`` of products); each is scored by its median
+    GFLOP per CPU-second, which a shared machine's preemption does not lower.
+    The result is the winner's blocks with ``GFLOP_per_cpu_s``, ``runner_up``
+    (the second best's blocks and rate), ``candidates``, ``search_n``,
+    ``rounds``, ``load_average`` and ``searched_unix``.
+
+    >>> best = search_blocks(["scalar"], n=16, rounds=1, seconds=0)
+    >>> best["register_block"], best["candidates"]
+    ('4x4', 3)
+    """
+    n = check_int("n", n, 1, 8192)
+    rounds = check_int("rounds", rounds, 1, 100)
+    if not 0 <= seconds <= 10:
+        raise ValueError(f"seconds={seconds} is outside [0, 10]")
+    candidates = [dict(c) for c in (search_candidates(isas) if candidates is None else candidates)]
+    if not candidates:
+        raise ValueError("no candidate blocks to search")
+    _check_memory(3 * n * n * 8, f"the block search at n={n}: three {n}x{n} float64 matrices")
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1.0, 1.0, size=(n, n)), rng.uniform(-1.0, 1.0, size=(n, n))
+    c = np.zeros((n, n))
+    rates: list[list[float]] = [[] for _ in candidates]
+    for _ in range(rounds):
+        for index, blocks in enumerate(candidates):
+            with Kernel("matrix", _core_config(a, b, c, blocks)) as kernel:
+                metrics = kernel.measure(target_ns=int(seconds * 1e9), counters=False)["metrics"]
+            fraction = metrics.get("cpu_fraction", 0.0)
+            rates[index].append(metrics["GFLOP_per_s"] / fraction if fraction > 0 else metrics["GFLOP_per_s"])
+    medians = [float(np.median(r)) for r in rates]
+    order = sorted(range(len(candidates)), key=lambda i: -medians[i])
+    best = dict(candidates[order[0]])
+    best["GFLOP_per_cpu_s"] = round(medians[order[0]], 2)
+    if len(order) > 1:
+        best["runner_up"] = {**candidates[order[1]], "GFLOP_per_cpu_s": round(medians[order[1]], 2)}
+    best.update({"candidates": len(candidates), "search_n": n, "rounds": rounds,
+                 "load_average": _load_average(), "searched_unix": round(time.time(), 1)})
+    return best
+
+
+def _load_average() -> str:
+    try:
+        with open("/proc/loadavg") as handle:
+            return " ".join(handle.read().split()[:3])
+    except OSError:
+        return ""
+
+
+def cache_directory(environ: Mapping[str, str] | None = None) -> Path:
+    """Where memlab caches what it measured about this machine: $MEMLAB_CACHE_DIR,
+    else $XDG_CACHE_HOME/memlab, else ~/.cache/memlab.
+
+    >>> str(cache_directory({"MEMLAB_CACHE_DIR": "/tmp/x"}))
+    '/tmp/x'
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get(CACHE_DIR_ENV):
+        return Path(environ[CACHE_DIR_ENV])
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "memlab"
+
+
+def _search_key(isas: Sequence[str]) -> str:
+    """The cache entry's key: this machine's fingerprint id, the core's build, the ISAs searched."""
+    facts: dict[str, Any] = {}
+    machine.collect_cpu(facts)
+    machine.collect_kernel(facts)
+    machine.collect_meminfo(facts)
+    info = build_info()
+    return f"{machine.fingerprint_id(machine.fingerprint(facts))} {info['compiler']} {info['cflags']} {'+'.join(isas)}"
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def tuned_blocks(isa: str = "auto", search: bool = True) -> dict[str, Any]:
+    """tiled_simd's blocks for ``isa`` on this machine, and how they were chosen (``choice``).
+
+    ``choice`` is ``cached`` (an earlier search's result for this machine's
+    fingerprint, core build and ISAs, from :func:`cache_directory`),
+    ``searched`` (:func:`search_blocks` ran now and its result was cached) or
+    ``model`` (``search=False`` and nothing cached: :func:`model_blocks` of
+    the ISA's default register block). ``isa="auto"`` searches the widest ISA
+    the CPU runs and, when the CPU executes that ISA's vectors at a narrower
+    width (:func:`vector_execution_bits`), the next narrower one too.
+
+    >>> tuned_blocks("scalar", search=False)["choice"] in ("cached", "model")
+    True
+    """
+    supported = supported_isas()
+    if isa == "auto":
+        isas = [supported[0]]
+        width = vector_execution_bits()
+        if width is not None and width < ISA_BITS[supported[0]] and len(supported) > 1:
+            isas.append(supported[1])
+    else:
+        isas = [check_choice("isa", isa, ISAS[1:])]
+    key = _search_key(isas)
+    path = cache_directory() / BLOCKS_CACHE_FILE
+    cached = _read_cache(path).get(key)
+    if isinstance(cached, dict) and {"isa", "register_block", "block_depth", "block_rows", "block_cols"} <= set(cached):
+        return {**cached, "choice": "cached", "cache_file": str(path)}
+    if not search:
+        return {**model_blocks(isas[0]), "choice": "model"}
+    best = search_blocks(isas)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = _read_cache(path)
+    data[key] = best
+    atomic_write(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return {**best, "choice": "searched", "cache_file": str(path)}
+
+
 # ---- single-threaded BLAS ----------------------------------------------------
 
 _OPENBLAS_SETTERS = (
@@ -360,6 +696,31 @@ def single_thread_blas() -> Iterator[tuple[str, float]]:
         yield "environment", 1.0
     else:
         yield "none", math.nan
+
+
+def blas_facts() -> dict[str, Any]:
+    """Which BLAS numpy.matmul runs: threadpoolctl's library, version and core type (OpenBLAS's
+    ``architecture``), and the OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE it was started with
+    ("" when unset or unknown).
+
+    >>> sorted(blas_facts())
+    ['blas_architecture', 'blas_library', 'blas_version', 'openblas_coretype', 'openblas_l2_size']
+    """
+    facts = {"blas_library": "", "blas_version": "", "blas_architecture": ""}
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        threadpool_info = None
+    if threadpool_info is not None:
+        for info in threadpool_info():
+            if info.get("user_api") == "blas":
+                facts = {"blas_library": str(info.get("internal_api", "")),
+                         "blas_version": str(info.get("version") or ""),
+                         "blas_architecture": str(info.get("architecture") or "")}
+                break
+    facts["openblas_coretype"] = os.environ.get("OPENBLAS_CORETYPE", "")
+    facts["openblas_l2_size"] = os.environ.get("OPENBLAS_L2_SIZE", "")
+    return facts
 
 
 def _blas_sample(a: np.ndarray, b: np.ndarray, c: np.ndarray, target_seconds: float) -> dict:
@@ -455,16 +816,27 @@ class _MatrixFamily(Family):
             with single_thread_blas() as (method, _):
                 measurement.context["blas_thread_limit"] = method
             measurement.context["kernel_flags"] = "numpy.matmul"
+            measurement.context.update(blas_facts())
         else:
             config = {
                 "a": a, "b": b, "c": c, "n": params.n, "variant": params.variant,
-                "tile": params.tile or 1, "isa": params.isa,
+                "tile": params.tile or 1, "isa": params.isa, "block_rows": 0, "block_cols": 0,
+                "register_block": "auto",
             }
+            chosen = _simd_blocks(params) if params.variant == "tiled_simd" else None
+            if chosen is not None:
+                config.update(_core_config(a, b, c, chosen))
             measurement = measure(
                 self.name, param_dict, core="matrix", config=config, unit=self.unit,
                 primary_metric=self.primary_metric, derive=derive, **options,
             )
             measurement.context["kernel_flags"] = _kernel_flags(params.variant)
+            if chosen is not None:
+                width = vector_execution_bits()
+                measurement.context.update({
+                    "block_choice": chosen["choice"], "register_block": chosen["register_block"],
+                    "isa_used": chosen["isa"], "vector_execution_bits": width if width is not None else "",
+                })
         return measurement
 
     def _run_init(self, params: InitParams, out, options) -> Measurement:
@@ -489,6 +861,38 @@ class _MatrixFamily(Family):
         )
         measurement.context["kernel_flags"] = reference_flags()
         return measurement
+
+
+_BLOCK_FIELDS = {"tile": "block_depth", "register_block": "register_block", "block_rows": "block_rows",
+                 "block_cols": "block_cols"}
+
+
+def _simd_blocks(params: MultiplyParams) -> dict[str, Any]:
+    """tiled_simd's ISA and blocks for params: what params give, the rest as ``params.blocks``
+    says; ``choice`` says how (``given``, or ``cached``/``searched``/``model`` and which
+    fields were given)."""
+    isa = params.isa
+    if isa == "auto" and params.register_block is not None:
+        isa = next(i for i in supported_isas() if params.register_block in REGISTER_BLOCKS[i])
+    given = {field: getattr(params, field) for field in _BLOCK_FIELDS if getattr(params, field) is not None}
+    if isa != "auto" and len(given) == len(_BLOCK_FIELDS):
+        chosen = {"isa": isa, "choice": "given"}
+    elif params.blocks == "model":
+        isa = supported_isas()[0] if isa == "auto" else isa
+        chosen = {**model_blocks(isa, params.register_block, depth=params.tile), "choice": "model"}
+    else:
+        chosen = tuned_blocks(isa, search=isa != "scalar")
+        if isa != "auto" and params.register_block is not None and chosen["register_block"] != params.register_block:
+            # the tuned row block belongs to another register block: the model's for this one
+            chosen = {**chosen, "block_rows": model_blocks(isa, params.register_block,
+                                                            depth=params.tile)["block_rows"]}
+    chosen = {key: chosen[key] for key in ("isa", "register_block", "block_depth", "block_rows",
+                                           "block_cols", "choice") if key in chosen}
+    for field, value in given.items():
+        chosen[_BLOCK_FIELDS[field]] = value
+    if chosen["choice"] != "given" and given:
+        chosen["choice"] += f" ({', '.join(given)} given)"
+    return chosen
 
 
 def _kernel_flags(variant: str) -> str:

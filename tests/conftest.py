@@ -26,6 +26,20 @@ EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 pytest_plugins = ["process_guard"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def memlab_cache_directory(tmp_path_factory):
+    """memlab's per-machine cache (tiled_simd's searched blocks) in this session's own
+    directory, never the user's; child interpreters inherit it. Restored at the end."""
+    before = os.environ.get("MEMLAB_CACHE_DIR")
+    directory = tmp_path_factory.mktemp("memlab-cache")
+    os.environ["MEMLAB_CACHE_DIR"] = str(directory)
+    yield directory
+    if before is None:
+        os.environ.pop("MEMLAB_CACHE_DIR", None)
+    else:
+        os.environ["MEMLAB_CACHE_DIR"] = before
+
+
 CTRL_C_DEADLINE_S = 30
 """How long a test that sends Ctrl-C waits for it: far beyond any prompt stop, far below the
 60 s sample it interrupts, so a SIGINT that never arrives fails the test instead of hanging it."""

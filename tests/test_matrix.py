@@ -94,10 +94,17 @@ def test_every_supported_isa_equals_numpy(isa, n, tile):
     assert m.median("simd_bits") == bits
 
 
-def test_auto_isa_is_the_widest_supported():
+def test_auto_isa_is_the_widest_supported_unless_it_executes_narrower():
     m = mx.multiply(16, "tiled_simd", **FAST)
-    widest = {"avx512": 512, "avx2": 256, "sse2": 128, "scalar": 64}[supported_isas()[0]]
-    assert m.median("simd_bits") == widest
+    bits = {"avx512": 512, "avx2": 256, "sse2": 128, "scalar": 64}
+    widest = supported_isas()[0]
+    width = mx.vector_execution_bits()
+    allowed = {bits[widest]}
+    if width is not None and width < bits[widest] and len(supported_isas()) > 1:
+        allowed.add(bits[supported_isas()[1]])  # the search measured the next narrower one too
+    assert m.median("simd_bits") in allowed
+    assert m.median("simd_bits") == bits[m.context["isa_used"]]
+    assert m.context["block_choice"] in ("searched", "cached")
 
 
 def test_unsupported_isa_is_a_value_error():
@@ -267,7 +274,7 @@ def test_reference_kernels_hold_no_packed_arithmetic(function):
 
 def test_the_simd_kernel_does_hold_packed_arithmetic():
     # the classifier sees vector code where there is some (tiled_simd's micro-kernels)
-    names = {"sse2": "kernel_sse2", "avx2": "kernel_avx2", "avx512": "kernel_avx512"}
+    names = {"sse2": "kernel_sse2_6x4", "avx2": "kernel_avx2_6x8", "avx512": "kernel_avx512_12x16"}
     isa = next((isa for isa in supported_isas() if isa in names), None)
     if isa is None:
         pytest.skip("this CPU runs no vector ISA of tiled_simd")
@@ -275,6 +282,26 @@ def test_the_simd_kernel_does_hold_packed_arithmetic():
     if instructions is None:
         pytest.skip(f"objdump is missing or {names[isa]} is not in the symbol table")
     assert packed_instructions(instructions)
+
+
+@pytest.mark.parametrize("isa", ["sse2", "avx2"])
+def test_each_narrow_path_is_built_for_its_own_isa(isa):
+    # whatever -march the core was built with, the SSE2 path multiplies and adds 16-byte
+    # vectors (no VEX, no FMA) and the AVX2 path keeps to 16 ymm registers (no EVEX)
+    for block in mx.REGISTER_BLOCKS[isa]:
+        name = f"kernel_{isa}_{block}"
+        instructions = function_instructions(_core.__file__, name)
+        if instructions is None:
+            pytest.skip(f"objdump is missing or {name} is not in the symbol table")
+        packed = packed_instructions(instructions)
+        assert packed, name
+        wide = [line for line in instructions if "zmm" in line or any(
+            f"mm{r}" in line for r in range(16, 32))]
+        assert not wide, (name, wide[:3])
+        if isa == "sse2":
+            assert not [line for line in instructions if "ymm" in line or line.startswith("v")], name
+        else:
+            assert any(line.startswith("vfmadd") for line in instructions), name
 
 
 # ---- BLAS --------------------------------------------------------------------------
@@ -422,7 +449,7 @@ def test_huge_n_is_a_memory_error_before_allocating(variant):
 def test_c_boundary_rejects_wrong_buffers():
     good = np.zeros((4, 4))
     base = {"a": good, "b": good, "c": np.zeros((4, 4)), "n": 4, "variant": "naive", "tile": 1,
-            "isa": "auto"}
+            "isa": "auto", "block_rows": 0, "block_cols": 0, "register_block": "auto"}
     cases = [
         ({"a": np.zeros((4, 4), dtype=np.int32)}, "a has items of 4 bytes"),
         ({"b": np.zeros((3, 3))}, "b holds 72 bytes; n=4 needs exactly 128"),
@@ -479,5 +506,142 @@ def test_named_sweeps_exist(family):
 
 def test_default_tile_is_one_cache_line_of_doubles():
     assert mx.MultiplyParams(variant="tiled").tile == mx.cache_line_bytes() // 8
-    assert mx.MultiplyParams(variant="tiled_simd").tile == mx.SIMD_DEFAULT_TILE
+    assert mx.MultiplyParams(variant="tiled_simd").tile is None  # chosen per machine
     assert mx.MultiplyParams(variant="naive").tile is None
+
+
+# ---- tiled_simd's blocks -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("isa", mx.ISAS[1:])
+@pytest.mark.parametrize("n,tile,rows,cols", [(7, 3, 1, 1), (100, 33, 13, 37), (129, 64, 50, 200), (200, 512, 24, 48)])
+def test_every_register_block_equals_numpy(isa, n, tile, rows, cols):
+    require_isa(isa)
+    for block in mx.REGISTER_BLOCKS[isa]:
+        a, b, out, m = _product(n, "tiled_simd", tile=tile, isa=isa, register_block=block,
+                                block_rows=rows, block_cols=cols)
+        np.testing.assert_allclose(out, a @ b, rtol=0, atol=_tolerance(n))
+        mr, nr = (int(side) for side in block.split("x"))
+        assert (m.median("register_block_rows"), m.median("register_block_cols")) == (mr, nr)
+        assert m.median("block_depth") == min(tile, n)
+        assert m.median("block_rows") == min(-(-rows // mr) * mr, -(-n // mr) * mr)
+        assert m.median("block_cols") == min(-(-cols // nr) * nr, -(-n // nr) * nr)
+        assert m.context["block_choice"] == "given"
+        assert m.context["register_block"] == block
+
+
+def test_a_register_block_of_another_isa_is_refused():
+    require_isa("avx2")
+    with pytest.raises(ValueError, match=r"register_block='12x16' is not one of '6x8', '4x12'"):
+        mx.multiply(8, "tiled_simd", isa="avx2", register_block="12x16", **FAST)
+    good = np.zeros((4, 4))
+    config = {"a": good, "b": good, "c": np.zeros((4, 4)), "n": 4, "variant": "tiled_simd", "tile": 4,
+              "isa": "avx2", "block_rows": 0, "block_cols": 0, "register_block": "12x16"}
+    with pytest.raises(ValueError, match=r"register_block=12x16 is not a tile of isa=avx2 \(its tiles: 6x8, 4x12\)"):
+        with _core.Kernel("matrix", config):
+            pass
+
+
+@pytest.mark.parametrize("kw,match", [({"block_rows": 0}, "block_rows=0 is below the minimum 1"),
+                                      ({"block_cols": -3}, "block_cols=-3 is below the minimum 1"),
+                                      ({"blocks": "guess"}, "blocks='guess' is not one of"),
+                                      ({"register_block": "3x3"}, "register_block='3x3' is not one of")])
+def test_bad_block_parameters_name_themselves(kw, match):
+    with pytest.raises(ValueError, match=match):
+        mx.multiply(8, "tiled_simd", **kw, **FAST)
+
+
+def test_model_blocks_follow_the_cache_sizes():
+    small = mx.model_blocks("avx2", "6x8", caches={"L1d": 32768, "L2": 256 << 10, "L3": 8 << 20}, l3_sharing=4)
+    large = mx.model_blocks("avx2", "6x8", caches={"L1d": 49152, "L2": 2 << 20, "L3": 64 << 20}, l3_sharing=1)
+    # one 6-row panel of a fills two thirds of L1d, the row block a quarter of L2,
+    # the column block half of this CPU's share of L3
+    assert small["block_depth"] == 448 and large["block_depth"] == 640
+    assert small["block_rows"] == 256 * 1024 // 4 // (448 * 8) // 6 * 6
+    assert large["block_rows"] == 2 * 2**20 // 4 // (640 * 8) // 6 * 6
+    assert small["block_cols"] == (8 << 20) // 4 // 2 // (448 * 8) // 8 * 8
+    assert large["block_cols"] == (8 << 20) // (640 * 8) // 8 * 8  # at most 8 MiB of packed b
+    assert mx.model_blocks("avx512", caches={})["register_block"] == mx.REGISTER_BLOCKS["avx512"][0]
+
+
+def test_vector_execution_bits_from_cpuinfo():
+    zen4 = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nflags\t\t: sse2 fma avx2 avx512f\n"
+    facts = mx.cpu_vector_facts(zen4)
+    assert facts == {"vendor": "AuthenticAMD", "family": 25, "model": 17, "flags": ["sse2", "avx2", "fma", "avx512f"]}
+    assert mx.vector_execution_bits(facts) == 256
+    assert mx.vector_execution_bits(mx.cpu_vector_facts(zen4.replace("25", "26"))) == 512
+    assert mx.vector_execution_bits(mx.cpu_vector_facts("flags : sse2 avx2 fma\n")) == 256
+    assert mx.vector_execution_bits(mx.cpu_vector_facts("flags : sse2\n")) == 128
+    assert mx.vector_execution_bits(mx.cpu_vector_facts("")) is None
+
+
+def test_the_search_measures_every_candidate_and_returns_one(monkeypatch):
+    isa = supported_isas()[0]
+    candidates = mx.search_candidates([isa])
+    assert {c["register_block"] for c in candidates} == set(mx.REGISTER_BLOCKS[isa])
+    best = mx.search_blocks([isa], n=48, rounds=2, seconds=0)
+    chosen = {key: best[key] for key in candidates[0]}
+    assert chosen in candidates
+    assert best["candidates"] == len(candidates) and best["search_n"] == 48 and best["rounds"] == 2
+    assert best["GFLOP_per_cpu_s"] >= best["runner_up"]["GFLOP_per_cpu_s"] > 0
+
+
+def test_tuned_blocks_are_cached_per_machine(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMLAB_CACHE_DIR", str(tmp_path))
+    searches = []
+
+    def search(isas, **_):
+        searches.append(list(isas))
+        return {**mx.model_blocks(isas[0], depth=40), "GFLOP_per_cpu_s": 1.0}
+
+    monkeypatch.setattr(mx, "search_blocks", search)
+    first = mx.tuned_blocks("scalar")
+    assert first["choice"] == "searched" and searches == [["scalar"]]
+    again = mx.tuned_blocks("scalar")
+    assert again["choice"] == "cached" and again["block_depth"] == 40 and len(searches) == 1
+    assert (tmp_path / mx.BLOCKS_CACHE_FILE).exists()
+    m = mx.multiply(30, "tiled_simd", isa="scalar", **FAST)
+    assert m.context["block_choice"] == "cached" and m.median("block_depth") == 30  # min(40, n)
+    # another machine (another fingerprint) searches again
+    monkeypatch.setattr(mx, "_search_key", lambda isas: "another machine " + "+".join(isas))
+    assert mx.tuned_blocks("scalar")["choice"] == "searched" and len(searches) == 2
+    monkeypatch.setenv("MEMLAB_CACHE_DIR", str(tmp_path / "empty"))
+    assert mx.tuned_blocks("scalar", search=False)["choice"] == "model"
+
+
+def test_the_cache_directory_follows_the_environment(tmp_path):
+    assert mx.cache_directory({"MEMLAB_CACHE_DIR": str(tmp_path)}) == tmp_path
+    assert mx.cache_directory({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "memlab"
+    assert str(mx.cache_directory({})).endswith("/.cache/memlab")
+
+
+def test_given_blocks_with_the_model_for_the_rest():
+    isa = supported_isas()[0]
+    m = mx.multiply(64, "tiled_simd", isa=isa, tile=16, blocks="model", **FAST)
+    model = mx.model_blocks(isa, depth=16)
+    assert m.median("block_depth") == 16
+    assert m.context["block_choice"] == "model (tile given)"
+    assert m.median("block_rows") == min(model["block_rows"], -(-64 // m.median("register_block_rows")) * m.median("register_block_rows"))
+
+
+def test_blas_rows_name_the_blas_and_its_environment():
+    m = mx.multiply(32, "blas", **FAST)
+    facts = mx.blas_facts()
+    for key in ("blas_library", "blas_architecture", "openblas_coretype", "openblas_l2_size"):
+        assert m.context[key] == facts[key]
+    import os
+    assert m.context["openblas_coretype"] == os.environ.get("OPENBLAS_CORETYPE", "")
+
+
+def test_the_ratio_table_pairs_each_width_with_blas():
+    script = experiment("matmul_tiles")
+    isas = [isa for isa in supported_isas() if isa != "scalar"][:2] or ["scalar"]
+    ds = script.ratio(sizes=(48,), rounds=2, isas=isas, target_seconds=0)
+    assert [(r["round"], r["isa"]) for r in ds.rows] == [(k, isa) for k in range(2) for isa in isas]
+    for row in ds.rows:
+        assert row["max_abs_error"] <= _tolerance(48)
+        assert row["ratio"] == pytest.approx(row["simd_GFLOP_per_s"] / row["blas_GFLOP_per_s"])
+    text = script.format_ratio(ds, "1.0 1.0 1.0", "2.0 2.0 2.0")
+    assert "load average before 1.0 1.0 1.0, after 2.0 2.0 2.0; 2 interleaved rounds" in text
+    assert "OPENBLAS_CORETYPE=" in text and "family" in text
+    assert len(text.splitlines()) == 4 + len(isas)

@@ -55,7 +55,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from memlab import chart, machine
+from memlab import chart, machine, machine_model
 from memlab._core import Kernel, build_info, cpu_features
 from memlab._core import families as core_families
 from memlab.files import atomic_write
@@ -347,67 +347,42 @@ SEARCH_N = 1024
 SEARCH_ROUNDS = 3
 SEARCH_SECONDS = 0.03
 _MAX_DEPTH = 1024
-#: AMD families whose cores execute a 512-bit FMA as two 256-bit halves (Zen 4: family 25, 0x19).
-_HALF_WIDTH_AVX512_AMD_FAMILIES = (25,)
+def cpu_vector_facts(root: str = "/") -> dict[str, Any]:
+    """Vendor, family, model and SIMD flags of this machine's CPU (of the tree at ``root``), as
+    :func:`memlab.machine.collect_cpu` reads them: the CPU facts tiled_simd chooses by.
 
-
-def cpu_vector_facts(cpuinfo: str | None = None) -> dict[str, Any]:
-    """Vendor, family, model and SIMD flags of the first CPU of /proc/cpuinfo (or of ``cpuinfo``).
-
-    The one place tiled_simd reads what kind of CPU it runs on; a fuller CPU
-    model in :mod:`memlab.machine` can replace it.
-
-    >>> cpu_vector_facts("vendor_id : AuthenticAMD\\ncpu family : 25\\nmodel : 17\\nflags : sse2 avx2 fma avx512f\\n")
-    {'vendor': 'AuthenticAMD', 'family': 25, 'model': 17, 'flags': ['sse2', 'avx2', 'fma', 'avx512f']}
+    >>> sorted(cpu_vector_facts())
+    ['family', 'flags', 'model', 'vendor']
     """
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo") as handle:
-                cpuinfo = handle.read()
-        except OSError:
-            cpuinfo = ""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        if not line.strip():
-            if fields:
-                break
-            continue
-        name, sep, value = line.partition(":")
-        if sep:
-            fields.setdefault(name.strip(), value.strip())
-    facts: dict[str, Any] = {"vendor": fields.get("vendor_id", "")}
-    for key, name in (("family", "cpu family"), ("model", "model")):
-        try:
-            facts[key] = int(fields.get(name, ""))
-        except ValueError:
-            facts[key] = None
-    flags = fields.get("flags", "").split()
-    facts["flags"] = [flag for flag in ("sse2", "avx2", "fma", "avx512f") if flag in flags]
-    return facts
+    facts: dict[str, Any] = {}
+    machine.collect_cpu(facts, root)
+    flags = facts.get("cpu_flags_simd", [])
+    return {"vendor": facts.get("cpu_vendor", ""), "family": facts.get("cpu_family"),
+            "model": facts.get("cpu_model_number"),
+            "flags": [flag for flag in ("sse2", "avx2", "fma", "avx512f") if flag in flags]}
 
 
 def vector_execution_bits(facts: Mapping[str, Any] | None = None) -> int | None:
     """How wide the CPU executes its widest vector FMA, in bits (None: no x86 SIMD flags).
 
-    AVX-512 CPUs execute 512 bits at once except the AMD families that split a
-    512-bit operation into two 256-bit halves (Zen 4, family 25); with
-    ``avx2``/``fma`` 256, with ``sse2`` 128. ``facts`` as :func:`cpu_vector_facts`.
+    The widest the ISA offers (``avx512f`` 512, ``avx2`` with ``fma`` 256, ``sse2`` 128),
+    narrowed to what the core executes at once where the machine model
+    (:mod:`memlab.machine_model`) knows the core: Zen 4 runs a 512-bit FMA as two
+    256-bit halves. ``facts`` as :func:`cpu_vector_facts`.
 
-    >>> vector_execution_bits({"vendor": "AuthenticAMD", "family": 25, "flags": ["avx2", "fma", "avx512f"]})
+    >>> vector_execution_bits({"vendor": "AuthenticAMD", "family": 25, "model": 17, "flags": ["avx2", "fma", "avx512f"]})
     256
-    >>> vector_execution_bits({"vendor": "GenuineIntel", "family": 6, "flags": ["avx2", "fma", "avx512f"]})
+    >>> vector_execution_bits({"vendor": "GenuineIntel", "family": 6, "model": 143, "flags": ["avx2", "fma", "avx512f"]})
     512
     """
     facts = cpu_vector_facts() if facts is None else facts
     flags = set(facts.get("flags", ()))
-    if "avx512f" in flags:
-        half = facts.get("vendor") == "AuthenticAMD" and facts.get("family") in _HALF_WIDTH_AVX512_AMD_FAMILIES
-        return 256 if half else 512
-    if {"avx2", "fma"} <= flags:
-        return 256
-    if "sse2" in flags:
-        return 128
-    return None
+    isa_bits = 512 if "avx512f" in flags else 256 if {"avx2", "fma"} <= flags else 128 if "sse2" in flags else None
+    core = machine_model.core_model({"cpu_vendor": facts.get("vendor"), "cpu_family": facts.get("family"),
+                                     "cpu_model_number": facts.get("model")})
+    if isa_bits is None or not core.known:
+        return isa_bits
+    return min(isa_bits, core.entry.native_vector_bits)
 
 
 @functools.cache

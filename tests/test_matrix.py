@@ -564,15 +564,24 @@ def test_model_blocks_follow_the_cache_sizes():
     assert mx.model_blocks("avx512", caches={})["register_block"] == mx.REGISTER_BLOCKS["avx512"][0]
 
 
-def test_vector_execution_bits_from_cpuinfo():
+def test_vector_execution_bits_from_cpuinfo(tmp_path):
+    (tmp_path / "proc").mkdir()
+    cpuinfo = tmp_path / "proc" / "cpuinfo"
+
+    def width(text):
+        cpuinfo.write_text(text)
+        return mx.vector_execution_bits(mx.cpu_vector_facts(str(tmp_path)))
+
     zen4 = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nflags\t\t: sse2 fma avx2 avx512f\n"
-    facts = mx.cpu_vector_facts(zen4)
-    assert facts == {"vendor": "AuthenticAMD", "family": 25, "model": 17, "flags": ["sse2", "avx2", "fma", "avx512f"]}
-    assert mx.vector_execution_bits(facts) == 256
-    assert mx.vector_execution_bits(mx.cpu_vector_facts(zen4.replace("25", "26"))) == 512
-    assert mx.vector_execution_bits(mx.cpu_vector_facts("flags : sse2 avx2 fma\n")) == 256
-    assert mx.vector_execution_bits(mx.cpu_vector_facts("flags : sse2\n")) == 128
-    assert mx.vector_execution_bits(mx.cpu_vector_facts("")) is None
+    cpuinfo.write_text(zen4)
+    assert mx.cpu_vector_facts(str(tmp_path)) == {"vendor": "AuthenticAMD", "family": 25, "model": 17,
+                                                  "flags": ["sse2", "avx2", "fma", "avx512f"]}
+    assert width(zen4) == 256  # the machine model: Zen 4 runs 512-bit FMAs as two halves
+    assert width(zen4.replace("25", "26")) == 512  # family 26 model 17: Zen 5, full width
+    assert width(zen4.replace("AuthenticAMD", "HygonGenuine")) == 512  # unknown core: what the ISA offers
+    assert width("flags : sse2 avx2 fma\n") == 256
+    assert width("flags : sse2\n") == 128
+    assert width("") is None
 
 
 def test_the_search_measures_every_candidate_and_returns_one(monkeypatch):

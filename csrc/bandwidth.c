@@ -46,19 +46,6 @@ const char *const ml_bw_stores_names[] = {"normal", "nontemporal", NULL};
 
 #define BW_FIRST_CHUNK_BYTES (16u << 10)
 #define BW_SLICE_BYTES 4096u /* chunks inside a pass are cut at page multiples */
-/* How often the waiting thread wakes to look at Ctrl-C (module.c looks at
- * most every 10 ms anyway); rarely, so that it takes little from a worker
- * that shares its CPU. */
-#define BW_WAIT_NS 10000000L
-
-static inline void cpu_relax(void)
-{
-#if BW_X86
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
 
 /* ---- scalar kernels: 8-byte words in general registers ----------------- */
 
@@ -411,17 +398,15 @@ ml_bw_kernel ml_bw_kernel_for(ml_bw_op op, ml_bw_width width, ml_bw_stores store
 
 /* ---- the team ----------------------------------------------------------- */
 
-static void worker_loop(ml_bw_worker *w, atomic_int *stop)
+static void worker_loop(ml_bw_worker *w)
 {
     const uint64_t chunk_ns = w->chunk_ns ? w->chunk_ns : ML_BW_DEFAULT_CHUNK_NS;
     const size_t bytes = w->bytes;
     char *dst = w->dst;
     const char *src = w->src;
     uint64_t done = 0, busy = 0, sum = 0, chunks = 0;
-    uint64_t cpu_start = ml_thread_cpu_ns();
-    w->start_ns = ml_now_ns();
     for (;;) {
-        if (stop && atomic_load_explicit(stop, memory_order_relaxed))
+        if (w->team && ml_team_stopping(w->team))
             break;
         uint64_t want = w->chunk_bytes;
         if (!want)
@@ -472,45 +457,33 @@ static void worker_loop(ml_bw_worker *w, atomic_int *stop)
                 break;
         }
     }
-    w->end_ns = ml_now_ns();
-    w->cpu_ns = ml_thread_cpu_ns() - cpu_start;
     w->bytes_done = done;
     w->busy_ns = busy;
     w->sum = sum;
     w->chunks = chunks;
-    w->ran_on_cpu = sched_getcpu();
 }
 
 void ml_bw_worker_run_here(ml_bw_worker *worker)
 {
-    worker_loop(worker, NULL);
+    worker->team = NULL;
+    worker_loop(worker);
 }
 
-static void *worker_main(void *arg)
+static void worker_body(void *arg, ml_team *team)
 {
     ml_bw_worker *w = arg;
-    ml_bw_team *team = w->team;
-    atomic_fetch_add(&team->ready, 1);
-    unsigned spins = 0;
-    while (!atomic_load_explicit(&team->go, memory_order_acquire)) {
-        cpu_relax();
-        if (++spins % 1024 == 0)
-            sched_yield(); /* the starting thread may share this CPU */
-    }
-    worker_loop(w, &team->stop);
-    atomic_fetch_add(&team->finished, 1);
-    return NULL;
+    w->team = team;
+    worker_loop(w);
 }
 
 int ml_bw_team_init(ml_bw_team *team, int n, ml_error *err)
 {
     memset(team, 0, sizeof *team);
-    if (n < 1)
-        return ml_fail(err, ML_ERR_VALUE, 0, "a team needs at least one worker (asked: %d)", n);
+    if (ml_team_init(&team->threads, n, "worker", 0, err))
+        return -1;
     team->workers = calloc((size_t)n, sizeof *team->workers);
-    team->threads = calloc((size_t)n, sizeof *team->threads);
-    if (!team->workers || !team->threads) {
-        ml_bw_team_free(team);
+    if (!team->workers) {
+        ml_team_free(&team->threads);
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for a team of %d workers", n);
     }
     team->n = n;
@@ -521,75 +494,41 @@ int ml_bw_team_init(ml_bw_team *team, int n, ml_error *err)
 
 void ml_bw_team_free(ml_bw_team *team)
 {
-    ml_bw_team_stop(team);
+    ml_team_free(&team->threads);
     free(team->workers);
-    free(team->threads);
     team->workers = NULL;
-    team->threads = NULL;
     team->n = 0;
 }
 
 void ml_bw_team_stop(ml_bw_team *team)
 {
-    if (!team->started)
-        return;
-    atomic_store(&team->stop, 1);
-    atomic_store_explicit(&team->go, 1, memory_order_release);
-    for (int i = 0; i < team->started; ++i)
-        pthread_join(team->threads[i], NULL);
-    team->started = 0;
+    ml_team_stop(&team->threads);
 }
 
-int ml_bw_team_start(ml_bw_team *team, ml_error *err)
+int ml_bw_team_start(ml_bw_team *team, ml_context *ctx, ml_error *err)
 {
-    ml_bw_team_stop(team);
-    atomic_store(&team->ready, 0);
-    atomic_store(&team->go, 0);
-    atomic_store(&team->stop, 0);
-    atomic_store(&team->finished, 0);
+    ml_team_stop(&team->threads);
     for (int i = 0; i < team->n; ++i) {
         ml_bw_worker *w = &team->workers[i];
-        if (!w->kernel || !w->bytes || w->bytes % ML_BW_LINE_BYTES) {
-            ml_bw_team_stop(team);
+        if (!w->kernel || !w->bytes || w->bytes % ML_BW_LINE_BYTES)
             return ml_fail(err, ML_ERR_VALUE, 0,
                            "worker %d has no kernel or a size (%zu bytes) that is not a positive "
                            "multiple of %u",
                            i, w->bytes, ML_BW_LINE_BYTES);
-        }
-        w->team = team;
-        if (ml_thread_start_pinned(&team->threads[i], w->cpu, 0, worker_main, w, err, "worker %d of %d", i,
-                                   team->n)) {
-            ml_bw_team_stop(team);
-            return -1;
-        }
-        team->started++;
+        team->threads.workers[i] = (ml_team_worker){.body = worker_body, .arg = w, .cpu = w->cpu};
     }
-    while (atomic_load(&team->ready) < team->n)
-        sched_yield();
-    atomic_store_explicit(&team->go, 1, memory_order_release);
-    return 0;
+    if (ml_team_start(&team->threads, ctx, err))
+        return -1;
+    return ml_team_release(&team->threads, ctx, err);
 }
 
 int ml_bw_team_run(ml_bw_team *team, uint64_t duration_ns, ml_context *ctx, ml_error *err)
 {
-    if (ml_bw_team_start(team, err))
+    if (ml_bw_team_start(team, ctx, err))
         return -1;
-    uint64_t start = ml_now_ns();
-    int rc = 0;
-    for (;;) {
-        uint64_t now = ml_now_ns();
-        if ((duration_ns && now - start >= duration_ns) || atomic_load(&team->finished) == team->n)
-            break; /* time is up, or every worker stopped on its own */
-        uint64_t left = duration_ns ? duration_ns - (now - start) : (uint64_t)BW_WAIT_NS;
-        struct timespec nap = {0, (long)(left < (uint64_t)BW_WAIT_NS ? left : (uint64_t)BW_WAIT_NS)};
-        nanosleep(&nap, NULL);
-        if (ml_interrupted(ctx)) {
-            rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-            break;
-        }
-    }
-    ml_bw_team_stop(team);
-    return rc;
+    int rc = ml_team_wait(&team->threads, duration_ns, 0, NULL, NULL, ctx, err);
+    ml_team_stop(&team->threads);
+    return rc < 0 ? -1 : 0;
 }
 
 /* ---- the "bandwidth" family --------------------------------------------- */
@@ -983,26 +922,26 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
     if (rc)
         return rc;
 
-    double bytes_sum = 0, window_sum = 0, rate_total = 0, cpu_fraction_sum = 0, on_cpu_rate_sum = 0;
-    double rate_min = 0, rate_max = 0, cpu_fraction_min = 0;
+    double bytes_sum = 0, window_sum = 0, rate_total = 0, on_cpu_rate_sum = 0;
+    double rate_min = 0, rate_max = 0;
     uint64_t first_start = UINT64_MAX, last_start = 0, first_end = UINT64_MAX, last_end = 0;
+    ml_team_time times[BW_MAX_THREADS];
     for (int i = 0; i < s->threads; ++i) {
         const ml_bw_worker *w = &s->team.workers[i];
-        uint64_t window = w->end_ns > w->start_ns ? w->end_ns - w->start_ns : 1;
+        const ml_team_time *t = ml_bw_team_time(&s->team, i);
+        times[i] = *t;
+        uint64_t window = t->end_ns > t->start_ns ? t->end_ns - t->start_ns : 1;
         double rate = (double)w->bytes_done / (double)window; /* GB/s */
-        double cpu_fraction = (double)w->cpu_ns / (double)window;
         bytes_sum += (double)w->bytes_done;
         window_sum += (double)window;
         rate_total += rate;
-        cpu_fraction_sum += cpu_fraction;
-        on_cpu_rate_sum += w->cpu_ns ? (double)w->bytes_done / (double)w->cpu_ns : 0.0;
+        on_cpu_rate_sum += t->cpu_ns ? (double)w->bytes_done / (double)t->cpu_ns : 0.0;
         rate_min = i == 0 || rate < rate_min ? rate : rate_min;
         rate_max = i == 0 || rate > rate_max ? rate : rate_max;
-        cpu_fraction_min = i == 0 || cpu_fraction < cpu_fraction_min ? cpu_fraction : cpu_fraction_min;
-        first_start = w->start_ns < first_start ? w->start_ns : first_start;
-        last_start = w->start_ns > last_start ? w->start_ns : last_start;
-        first_end = w->end_ns < first_end ? w->end_ns : first_end;
-        last_end = w->end_ns > last_end ? w->end_ns : last_end;
+        first_start = t->start_ns < first_start ? t->start_ns : first_start;
+        last_start = t->start_ns > last_start ? t->start_ns : last_start;
+        first_end = t->end_ns < first_end ? t->end_ns : first_end;
+        last_end = t->end_ns > last_end ? t->end_ns : last_end;
     }
     double n = (double)s->threads;
     /* Per measured thread: the average thread's bytes in the average thread's window. */
@@ -1016,9 +955,10 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
     ml_metric_add(out, "GB_per_s_slowest_thread", rate_min);
     ml_metric_add(out, "GB_per_s_fastest_thread", rate_max);
     ml_metric_add(out, "on_cpu_GB_per_s", on_cpu_rate_sum / n);
-    ml_metric_add(out, "cpu_fraction", cpu_fraction_sum / n);
-    ml_metric_add(out, "lowest_cpu_fraction", cpu_fraction_min);
-    ml_metric_add(out, "overlap_fraction", common / (double)(last_end - first_start));
+    ml_team_metrics(times, s->threads, "", out);
+    /* the time all threads' runs had in common over the time any ran
+     * (overlap_fraction before the team's one definition) */
+    ml_metric_add(out, "window_overlap_fraction", last_end > first_start ? common / (double)(last_end - first_start) : 0.0);
     ml_metric_add(out, "passes", bytes_sum / n / pass_bytes);
     ml_metric_add(out, "bytes_per_pass", pass_bytes);
     ml_metric_add(out, "vector_bytes", (double)ml_bw_vector_bytes(s->width));
@@ -1039,13 +979,14 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
     for (int i = 0; i < s->workers && i < 4; ++i) {
         char name[ML_METRIC_NAME_MAX];
         snprintf(name, sizeof name, "ran_on_cpu_%d", i);
-        ml_metric_add(out, name, s->team.workers[i].ran_on_cpu);
+        ml_metric_add(out, name, ml_bw_team_time(&s->team, i)->ran_on_cpu);
     }
     if (s->workers > s->threads) {
         const ml_bw_worker *b = &s->team.workers[s->threads];
-        uint64_t window = b->end_ns > b->start_ns ? b->end_ns - b->start_ns : 1;
+        const ml_team_time *t = ml_bw_team_time(&s->team, s->threads);
+        uint64_t window = t->end_ns > t->start_ns ? t->end_ns - t->start_ns : 1;
         ml_metric_add(out, "background_GB_per_s", (double)b->bytes_done / (double)window);
-        ml_metric_add(out, "background_cpu_fraction", (double)b->cpu_ns / (double)window);
+        ml_metric_add(out, "background_cpu_fraction", ml_team_cpu_fraction(t));
     }
     if (s->cfg.check) {
         bw_check_result r = {0};
@@ -1182,9 +1123,10 @@ static int pass_measure(void *state, ml_context *ctx, ml_measurement *out, ml_er
     };
     w.max_bytes = (uint64_t)w.bytes * (uint64_t)cfg->passes;
     w.chunk_bytes = cfg->chunk_bytes ? (uint64_t)cfg->chunk_bytes : w.max_bytes;
+    uint64_t start = ml_now_ns();
     ml_bw_worker_run_here(&w);
+    out->elapsed_ns = ml_now_ns() - start;
     ml_counter_values_missing(&out->counters, 0);
-    out->elapsed_ns = w.end_ns - w.start_ns;
     out->bytes = (double)w.bytes_done;
     out->units = (double)w.bytes_done;
     ml_metric_add(out, "sum_low32", (double)(w.sum & 0xffffffffu));

@@ -281,10 +281,6 @@ static const chase_walk_fn chase_walks[CHASE_MAX_CHAINS][OP_COUNT][VARIANT_COUNT
 
 typedef struct chase_helper {
     _Atomic uint64_t progress __attribute__((aligned(64))); /* main's steps */
-    _Atomic int go __attribute__((aligned(64)));
-    _Atomic int stop;
-    pthread_t thread;
-    int running;
     int cpu;
     int smt_sibling;      /* 1: cpu shares the walking thread's core */
     int sibling_existed;  /* 1: the walking CPU has an SMT sibling this process may use */
@@ -305,17 +301,12 @@ static inline void chase_spin_pause(void)
 }
 
 /* Walk ahead of the main thread, at most `distance` elements, reading every
- * cache line of each element. */
-static void *chase_helper_main(void *arg)
+ * cache line of each element (the team's one worker). */
+static void chase_helper_body(void *arg, ml_team *team)
 {
     chase_helper *h = arg;
     uint64_t steps = 0, sum = 0;
-    while (!atomic_load_explicit(&h->go, memory_order_acquire)) {
-        if (atomic_load_explicit(&h->stop, memory_order_relaxed))
-            return NULL;
-        chase_spin_pause();
-    }
-    while (!atomic_load_explicit(&h->stop, memory_order_relaxed)) {
+    while (!ml_team_stopping(team)) {
         uint64_t limit = atomic_load_explicit(&h->progress, memory_order_relaxed) + h->distance;
         if (steps >= limit) {
             chase_spin_pause();
@@ -334,22 +325,23 @@ static void *chase_helper_main(void *arg)
         steps += batch;
     }
     h->sum = sum;
-    return NULL;
 }
 
 /* ---- state ---------------------------------------------------------- */
 
+/* The helper and the other walking threads need little stack. */
+#define CHASE_THREAD_STACK_BYTES (1u << 16)
+
 struct chase_state;
 
-/* One walking thread: thread 0 is the caller, the others are pthreads
- * started for each sample, each pinned to its own CPU. */
+/* One walking thread: thread 0 is the caller, the others a team started
+ * for each sample, each pinned to its own CPU. */
 typedef struct chase_walker {
     chase_walk walk; /* positions carried from sample to sample */
     chase_word *start[CHASE_MAX_CHAINS];
     struct chase_state *state;
-    pthread_t thread;
-    int running;
     int cpu;
+    char what[48];        /* "walking thread 1 of threads=2", for messages */
     double ns_per_step;   /* this thread's speed in its previous slice */
     uint64_t fixed_steps; /* this sample: 0 walks until told to stop */
     uint64_t steps, elapsed_ns, cpu_ns; /* this sample */
@@ -380,9 +372,8 @@ typedef struct chase_state {
     uint64_t build_ns;
     uint64_t samples;
     chase_helper *helper;
-    _Atomic int go __attribute__((aligned(64)));
-    _Atomic int stop;
-    _Atomic int started;        /* workers that have begun walking this sample */
+    ml_team team;               /* walkers 1 .. threads - 1, or the helper */
+    ml_team_time main_time;     /* thread 0's walk, this sample */
     int numa_nodes;             /* nodes with memory */
     int census_node;            /* the node the pages were counted against */
     ml_node_census census;
@@ -557,6 +548,7 @@ static void chase_teardown(void *state)
     chase_state *s = state;
     if (!s)
         return;
+    ml_team_free(&s->team);
     if (s->mapped)
         ml_region_unmap(&s->region);
     free(s->helper);
@@ -784,6 +776,10 @@ static int chase_setup(const void *config, void **state_out, ml_context *ctx, ml
         }
         memset(s->helper, 0, sizeof *s->helper);
     }
+    if ((s->threads > 1 || cfg->helper_thread) &&
+        ml_team_init(&s->team, s->threads > 1 ? s->threads - 1 : 1,
+                     cfg->helper_thread ? "the helper thread" : "walking thread", CHASE_THREAD_STACK_BYTES, err))
+        goto fail;
     *state_out = s;
     return 0;
 fail:
@@ -877,10 +873,9 @@ static int chase_pin_self(int cpu)
     return pthread_setaffinity_np(pthread_self(), sizeof one, &one);
 }
 
-/* The helper and the other walking threads need little stack. */
-#define CHASE_THREAD_STACK_BYTES (1u << 16)
 
-static int chase_helper_start(chase_state *s, const cpu_set_t *allowed, int main_cpu, ml_error *err)
+static int chase_helper_start(chase_state *s, const cpu_set_t *allowed, int main_cpu, ml_context *ctx,
+                              ml_error *err)
 {
     chase_helper *h = s->helper;
     chase_walk *walk = &s->walkers[0].walk;
@@ -894,42 +889,24 @@ static int chase_helper_start(chase_state *s, const cpu_set_t *allowed, int main
     h->element_bytes = s->element_bytes;
     for (int c = 0; c < s->k; c++)
         h->pos[c] = walk->pos[c];
-    if (ml_thread_start_pinned(&h->thread, cpu, CHASE_THREAD_STACK_BYTES, chase_helper_main, h, err,
-                               "the helper thread"))
+    s->team.workers[0] = (ml_team_worker){.body = chase_helper_body, .arg = h, .cpu = cpu};
+    if (ml_team_start(&s->team, ctx, err))
         return -1;
-    h->running = 1;
     walk->progress = &h->progress;
     return 0;
 }
 
-static void chase_helper_stop(chase_state *s)
-{
-    chase_helper *h = s->helper;
-    if (!h || !h->running)
-        return;
-    atomic_store_explicit(&h->stop, 1, memory_order_relaxed);
-    pthread_join(h->thread, NULL);
-    h->running = 0;
-    chase_sink = h->sum;
-}
-
 /* ---- the other walking threads (figs. 3.19-3.22) ---------------------- */
 
-/* Wait for go, then walk in ~1 ms timed slices until stop (or until
- * fixed_steps), summing only the time spent walking. */
-static void *chase_worker_main(void *arg)
+/* Walk in ~1 ms timed slices until the team stops (or until fixed_steps),
+ * summing only the time spent walking. */
+static void chase_worker_body(void *arg, ml_team *team)
 {
     chase_walker *w = arg;
     chase_state *s = w->state;
-    while (!atomic_load_explicit(&s->go, memory_order_acquire)) {
-        if (atomic_load_explicit(&s->stop, memory_order_relaxed))
-            return NULL;
-        chase_spin_pause();
-    }
     double estimate = w->ns_per_step;
     uint64_t done = 0, elapsed = 0, on_cpu = 0;
-    atomic_fetch_add_explicit(&s->started, 1, memory_order_release);
-    while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+    while (!ml_team_stopping(team)) {
         uint64_t n = estimate > 0 ? (uint64_t)(CHASE_WORKER_SLICE_NS / estimate) : CHASE_PROBE_STEPS;
         if (n < 1)
             n = 1;
@@ -954,38 +931,18 @@ static void *chase_worker_main(void *arg)
     w->steps = done;
     w->elapsed_ns = elapsed;
     w->cpu_ns = on_cpu;
-    return NULL;
 }
 
-/* Stop and join every worker that runs: on success, on error, on Ctrl-C. */
-static void chase_workers_stop(chase_state *s)
+static int chase_workers_start(chase_state *s, uint64_t fixed_steps, ml_context *ctx, ml_error *err)
 {
-    atomic_store_explicit(&s->stop, 1, memory_order_release);
-    for (int t = 1; t < s->threads; t++) {
-        if (s->walkers[t].running) {
-            pthread_join(s->walkers[t].thread, NULL);
-            s->walkers[t].running = 0;
-        }
-    }
-}
-
-static int chase_workers_start(chase_state *s, uint64_t fixed_steps, ml_error *err)
-{
-    atomic_store_explicit(&s->go, 0, memory_order_relaxed);
-    atomic_store_explicit(&s->stop, 0, memory_order_relaxed);
-    atomic_store_explicit(&s->started, 0, memory_order_relaxed);
     for (int t = 1; t < s->threads; t++) {
         chase_walker *w = &s->walkers[t];
         w->fixed_steps = fixed_steps;
         w->steps = w->elapsed_ns = w->cpu_ns = 0;
-        if (ml_thread_start_pinned(&w->thread, w->cpu, CHASE_THREAD_STACK_BYTES, chase_worker_main, w, err,
-                                   "walking thread %d of threads=%d", t, s->threads)) {
-            chase_workers_stop(s);
-            return -1;
-        }
-        w->running = 1;
+        snprintf(w->what, sizeof w->what, "walking thread %d of threads=%d", t, s->threads);
+        s->team.workers[t - 1] = (ml_team_worker){.body = chase_worker_body, .arg = w, .cpu = w->cpu, .what = w->what};
     }
-    return 0;
+    return ml_team_start(&s->team, ctx, err);
 }
 
 /* ---- one sample ----------------------------------------------------- */
@@ -1001,7 +958,7 @@ typedef struct chase_sample {
 /* Pin the walking thread (and place helper or other walkers) for the
  * sample; `saved` gets the affinity to restore. */
 static int chase_sample_begin(chase_state *s, uint64_t fixed_steps, cpu_set_t *saved, int *main_cpu,
-                              ml_error *err)
+                              ml_context *ctx, ml_error *err)
 {
     *main_cpu = -1;
     int rc = pthread_getaffinity_np(pthread_self(), sizeof *saved, saved);
@@ -1022,9 +979,9 @@ static int chase_sample_begin(chase_state *s, uint64_t fixed_steps, cpu_set_t *s
         return ml_fail(err, ML_ERR_OS, errno, "sched_getcpu failed");
     if (s->threads > 1 && chase_pick_thread_cpus(s, saved, cpu, err))
         return -1;
-    if (s->cfg.helper_thread && chase_helper_start(s, saved, cpu, err))
+    if (s->cfg.helper_thread && chase_helper_start(s, saved, cpu, ctx, err))
         return -1;
-    if (s->threads > 1 && chase_workers_start(s, fixed_steps, err))
+    if (s->threads > 1 && chase_workers_start(s, fixed_steps, ctx, err))
         return -1;
     chase_pin_self(cpu);
     s->walkers[0].cpu = cpu;
@@ -1034,20 +991,12 @@ static int chase_sample_begin(chase_state *s, uint64_t fixed_steps, cpu_set_t *s
 
 static void chase_sample_end(chase_state *s, const cpu_set_t *saved, int main_cpu)
 {
-    if (s->cfg.helper_thread)
-        chase_helper_stop(s);
-    if (s->threads > 1)
-        chase_workers_stop(s);
+    int helped = s->cfg.helper_thread && s->team.started;
+    ml_team_stop(&s->team);
+    if (helped)
+        chase_sink = s->helper->sum;
     if (main_cpu >= 0)
         pthread_setaffinity_np(pthread_self(), sizeof *saved, saved);
-}
-
-static void chase_release(chase_state *s)
-{
-    if (s->cfg.helper_thread)
-        atomic_store_explicit(&s->helper->go, 1, memory_order_release);
-    if (s->threads > 1)
-        atomic_store_explicit(&s->go, 1, memory_order_release);
 }
 
 /* Walk `fixed_steps` steps per chain, or (0) whole laps / steps until
@@ -1064,24 +1013,22 @@ static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t targ
     const uint64_t lap = s->chain_elements;
     chase_walker *me = &s->walkers[0];
     me->walk.done = 0;
-    if (chase_sample_begin(s, fixed_steps, &saved, &out->main_cpu, err)) {
+    if (chase_sample_begin(s, fixed_steps, &saved, &out->main_cpu, ctx, err)) {
         chase_sample_end(s, &saved, out->main_cpu);
         return -1;
     }
     if (counted)
         ml_counting_start(&counting, ctx);
-    chase_release(s);
-    /* the timed walk starts once every other thread walks too (a loaded
+    /* the timed walk starts once every other thread is awake too (a loaded
      * machine may take a while to schedule them) */
-    while (s->threads > 1 && atomic_load_explicit(&s->started, memory_order_acquire) < s->threads - 1) {
-        sched_yield();
-        if (ml_interrupted(ctx)) {
-            if (counted)
-                ml_counting_stop(&counting, counted);
-            chase_sample_end(s, &saved, out->main_cpu);
-            return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-        }
+    if (s->team.started && ml_team_release(&s->team, ctx, err)) {
+        if (counted)
+            ml_counting_stop(&counting, counted);
+        chase_sample_end(s, &saved, out->main_cpu);
+        return -1;
     }
+    uint64_t main_cpu_start = ml_thread_cpu_ns();
+    s->main_time = (ml_team_time){.start_ns = ml_now_ns(), .ran_on_cpu = -1};
     for (;;) {
         uint64_t wanted;
         if (fixed_steps) {
@@ -1119,21 +1066,15 @@ static int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t targ
             return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
         }
     }
-    if (s->threads > 1 && fixed_steps) {
-        /* every thread walks its fixed laps to the end: wait, checking Ctrl-C */
-        for (int t = 1; t < s->threads; t++) {
-            while (s->walkers[t].running && pthread_tryjoin_np(s->walkers[t].thread, NULL) == EBUSY) {
-                struct timespec pause = {0, 1000000};
-                nanosleep(&pause, NULL);
-                if (ml_interrupted(ctx)) {
-                    if (counted)
-                        ml_counting_stop(&counting, counted);
-                    chase_sample_end(s, &saved, out->main_cpu);
-                    return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-                }
-            }
-            s->walkers[t].running = 0;
-        }
+    s->main_time.end_ns = ml_now_ns();
+    s->main_time.cpu_ns = ml_thread_cpu_ns() - main_cpu_start;
+    s->main_time.ran_on_cpu = sched_getcpu();
+    /* every thread walks its fixed laps to the end: wait, checking Ctrl-C */
+    if (s->threads > 1 && fixed_steps && ml_team_wait(&s->team, 0, 0, NULL, NULL, ctx, err) < 0) {
+        if (counted)
+            ml_counting_stop(&counting, counted);
+        chase_sample_end(s, &saved, out->main_cpu);
+        return -1;
     }
     if (counted)
         ml_counting_stop(&counting, counted);
@@ -1294,7 +1235,8 @@ static void chase_add_thread_metrics(chase_state *s, ml_measurement *out, const 
         ml_metric_add(out, "walk_cpu_used", sample->main_cpu);
     if (s->threads == 1)
         return;
-    double slowest = 0.0, total = 0.0, throughput = 0.0, off_cpu = 0.0;
+    double slowest = 0.0, total = 0.0, throughput = 0.0;
+    ml_team_time times[CHASE_MAX_THREADS];
     int walked = 0;
     ml_cpu_mask cores;
     ml_cpu_mask_clear(&cores);
@@ -1307,12 +1249,9 @@ static void chase_add_thread_metrics(chase_state *s, ml_measurement *out, const 
             total += ns;
             walked++;
         }
-        if (w->elapsed_ns) {
+        if (w->elapsed_ns)
             throughput += (double)w->steps * (double)s->k / (double)w->elapsed_ns * 1e9;
-            double on = (double)w->cpu_ns / (double)w->elapsed_ns;
-            off_cpu += 1.0 - (on < 1.0 ? on : 1.0);
-        } else
-            off_cpu += 1.0;
+        times[t] = t == 0 ? s->main_time : s->team.workers[t - 1].time;
         if (!ml_cpu_mask_has(&cores, w->cpu)) {
             ml_cpu_mask siblings;
             ml_cpu_smt_siblings(w->cpu, &siblings);
@@ -1332,12 +1271,10 @@ static void chase_add_thread_metrics(chase_state *s, ml_measurement *out, const 
     ml_metric_add(out, "threads_walked", walked);
     ml_metric_add(out, "all_threads_elements_per_s", throughput);
     ml_metric_add(out, "thread_cores", distinct_cores);
-    /* The least share of the sample in which every thread was on its CPU at
-     * once: each thread was off its CPU (1 - its CPU time over its walking
-     * time) of the sample, and the shares off add up at worst.  1 on a quiet
-     * machine; near 0 when the threads took turns with other work, and then
-     * they neither contend nor share. */
-    ml_metric_add(out, "overlap_fraction", off_cpu < 1.0 ? 1.0 - off_cpu : 0.0);
+    /* overlap_fraction: the least share of the sample in which every thread
+     * was on its CPU at once.  1 on a quiet machine; near 0 when the threads
+     * took turns with other work, and then they neither contend nor share. */
+    ml_team_metrics(times, s->threads, "", out);
 }
 
 static int chase_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)

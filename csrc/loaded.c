@@ -191,7 +191,7 @@ static int loaded_hook(ml_bw_worker *worker, void *arg)
     }
     if (s->cfg.delay_ns > 0) {
         uint64_t until = now + (uint64_t)s->cfg.delay_ns;
-        while (ml_now_ns() < until && !atomic_load_explicit(&worker->team->stop, memory_order_relaxed)) {
+        while (ml_now_ns() < until && !ml_team_stopping(worker->team)) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
@@ -315,7 +315,7 @@ static int loaded_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
             return ml_fail(err, ML_ERR_OS, errno, "cannot pin the chaser to cpus[0]=%d", s->cpus[0]);
         pinned = 1;
     }
-    int rc = n > 0 ? ml_bw_team_start(&s->team, err) : 0;
+    int rc = n > 0 ? ml_bw_team_start(&s->team, ctx, err) : 0;
     uint64_t t0 = 0, t1 = 0;
     int chaser_cpu = -1;
     if (rc == 0) {
@@ -336,19 +336,18 @@ static int loaded_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     if (rc)
         return rc;
 
-    double rate_sum = 0, cpu_fraction_sum = 0, window_bytes = 0, chunks = 0;
+    double rate_sum = 0, window_bytes = 0, chunks = 0;
     int unmeasured = 0;
+    ml_team_time times[LOADED_MAX_LOAD_THREADS];
     for (int i = 0; i < n; i++) {
         const loaded_note *note = &s->notes[i];
-        const ml_bw_worker *w = &s->team.workers[i];
+        times[i] = *ml_bw_team_time(&s->team, i);
         if (note->notes >= 2 && note->last_ns > note->first_ns) {
             rate_sum += (double)(note->last_bytes - note->first_bytes) / (double)(note->last_ns - note->first_ns);
             window_bytes += (double)(note->last_bytes - note->first_bytes);
             chunks += note->notes - 1;
         } else
             unmeasured++;
-        uint64_t run = w->end_ns > w->start_ns ? w->end_ns - w->start_ns : 1;
-        cpu_fraction_sum += (double)w->cpu_ns / (double)run;
     }
     /* bytes passed over, and read and written, counted as the bandwidth family counts its kernels */
     unsigned reads, writes;
@@ -361,13 +360,16 @@ static int loaded_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     ml_metric_add(out, "load_traffic_bytes", window_bytes * (reads + writes));
     ml_metric_add(out, "load_bytes_per_chunk", chunks > 0 ? window_bytes / chunks : 0.0);
     ml_metric_add(out, "load_threads_unmeasured", unmeasured);
-    ml_metric_add(out, "load_cpu_fraction", n ? cpu_fraction_sum / n : 0.0);
+    if (n > 0) /* load_cpu_fraction, load_lowest_cpu_fraction, load_overlap_fraction */
+        ml_team_metrics(times, n, "load_", out);
+    else
+        ml_metric_add(out, "load_cpu_fraction", 0.0);
     ml_metric_add(out, "window_ns", (double)(t1 - t0));
     ml_metric_add(out, "ran_on_cpu_chaser", chaser_cpu);
     for (int i = 0; i < n && i < LOADED_MAX_CPU_METRICS; i++) {
         char name[ML_METRIC_NAME_MAX];
         snprintf(name, sizeof name, "ran_on_cpu_load_%d", i);
-        ml_metric_add(out, name, s->team.workers[i].ran_on_cpu);
+        ml_metric_add(out, name, ml_bw_team_time(&s->team, i)->ran_on_cpu);
     }
     return 0;
 }

@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, Sequence
 from memlab.dataset import check_param_name
 from memlab.grid import Sweep
 from memlab.measure import Measurement, measure
+from memlab.placement import check_cpu as _check_one_cpu, cpu_not_applicable
 from memlab.units import format_bytes, format_param, is_bytes_name, suggest, unit_of
 
 __all__ = [
@@ -49,7 +50,15 @@ __all__ = [
     "coerce_fields",
     "coerce_params",
     "param_defaults",
+    "ONE_CPU",
 ]
+
+#: What ``cpu=`` of :meth:`Family.run` does in a family (every measuring thread on that one CPU):
+#: ``caller`` pins the calling thread, which measures; ``workers`` passes the CPU to ``to_core``
+#: (``to_core(params, cpu=cpu)``), which puts every worker thread there, the calling thread only
+#: waiting where it is; ``refused`` raises :class:`memlab.placement.CpuNotApplicable` with
+#: ``one_cpu_refusal`` (how the family places its threads).
+ONE_CPU = ("caller", "workers", "refused")
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,8 @@ class Family:
     report's table (shown when present). ``sample_seconds(params, target)``
     says how long one sample of a point lasts when that is not the target
     duration (a sample of fixed length, a pause before it): the runner's
-    duration estimate (``memlab sweep --list``) uses it.
+    duration estimate (``memlab sweep --list``) uses it. ``one_cpu`` says what
+    ``cpu=`` does (:data:`ONE_CPU`).
 
     A family whose result is a number or a table rather than a picture sets
     ``figure=None`` and gives ``headline(dataset)`` (one sentence with the
@@ -97,8 +107,14 @@ class Family:
     sample_seconds: Callable[[Any, float], float] | None = None
     headline: Callable[[Any], str] | None = None
     table: Callable[[Any], tuple[list[str], list[list[str]]]] | None = None
+    one_cpu: str = "caller"
+    one_cpu_refusal: str = ""
 
     def __post_init__(self) -> None:
+        if self.one_cpu not in ONE_CPU:
+            raise ValueError(f"family {self.name!r}: one_cpu={self.one_cpu!r} is not one of {ONE_CPU}")
+        if self.one_cpu == "refused" and not self.one_cpu_refusal:
+            raise ValueError(f"family {self.name!r}: one_cpu='refused' needs one_cpu_refusal, the reason")
         for name in self.param_names:
             try:
                 check_param_name(name)
@@ -143,9 +159,19 @@ class Family:
         """Measure one point; keywords not listed here are parameters."""
         checked = self.params(params, **overrides)
         param_dict = dataclasses.asdict(checked)
+        workers_cpu = None
+        if cpu is not None:
+            if self.one_cpu == "refused":
+                raise cpu_not_applicable(self.name, cpu, self.one_cpu_refusal)
+            cpu = _check_one_cpu(cpu)
+            if self.one_cpu == "workers":  # the workers go there; the calling thread only waits
+                workers_cpu, cpu = cpu, None
         config = None
         if self.core is not None:
-            config = self.to_core(checked) if self.to_core else param_dict
+            if workers_cpu is not None:
+                config = self.to_core(checked, cpu=workers_cpu)
+            else:
+                config = self.to_core(checked) if self.to_core else param_dict
         python_sample = None
         if self.python_sample is not None:
             sample_fn = self.python_sample
@@ -160,7 +186,7 @@ class Family:
             def derive(_: Any, values: dict[str, float]) -> Mapping[str, float]:
                 return derive_fn(checked, values)
 
-        return measure(
+        measurement = measure(
             self.name,
             param_dict,
             core=self.core,
@@ -175,6 +201,9 @@ class Family:
             target_seconds=self.default_target_seconds if target_seconds is None else target_seconds,
             counters=counters,
         )
+        if workers_cpu is not None:
+            measurement.context["cpu"] = workers_cpu
+        return measurement
 
     def sweep(self, name: str) -> Sweep | list[Sweep]:
         """The named sweep (a :class:`memlab.grid.Sweep`, or a list of them)."""

@@ -36,6 +36,22 @@
 
 #include "memlab.h"
 
+/* ---- writing a kernel ------------------------------------------------ */
+
+/* Kernels are loops the compiler must leave as written: not turned into
+ * memset/memcpy calls, and the scalar ones not vectorised behind our back.
+ * The vector kernels use intrinsics and are unrolled by hand. */
+#if defined(__clang__)
+#define ML_BW_KERNEL __attribute__((noinline, no_builtin("memcpy", "memset", "memmove")))
+#define ML_BW_PLAIN_LOOP _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)")
+#else
+#define ML_BW_KERNEL                                                                          \
+    __attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-vectorize",        \
+                                      "no-tree-slp-vectorize",                             \
+                                      "no-tree-loop-distribute-patterns")))
+#define ML_BW_PLAIN_LOOP
+#endif
+
 /* ---- kernels ---------------------------------------------------------- */
 
 typedef enum ml_bw_op { ML_BW_READ = 0, ML_BW_WRITE, ML_BW_COPY, ML_BW_ADD, ML_BW_OP_COUNT } ml_bw_op;

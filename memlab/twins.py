@@ -9,8 +9,8 @@ clearing orders) and ``pipe_pattern`` (the pipe check's byte pattern).
 
 - The generator: :func:`splitmix64` and :class:`SplitMix64`
   (``ml_splitmix64`` in ``csrc/memlab.h``), with Lemire's unbiased bounded
-  draw (``chase_below`` in ``csrc/chase.c``).
-- The pointer chase (``csrc/chase.c``): :func:`chase_successors` (sequential,
+  draw (``chase_below`` in ``csrc/chase_list.c``).
+- The pointer chase (``csrc/chase_list.c``): :func:`chase_successors` (sequential,
   random by Sattolo's seeded shuffle, random_blocks), :func:`chase_visit_order`,
   :func:`chase_order_hash` (the ``check_order_hash`` metric) and
   :func:`chase_pad0` (pad[0] after ``inc``, ``addnext0`` or ``addnextlast`` laps).

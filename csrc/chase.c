@@ -241,32 +241,34 @@ static int chase_trace_measure(void *state, ml_context *ctx, ml_measurement *out
     return 0;
 }
 
-#define CHASE_PARAMS()                                                                      \
-    {"working_set_bytes", ML_PARAM_INT, offsetof(chase_config, working_set_bytes), 8, 1ll << 46, 0, 0, NULL, 0}, \
-    {"npad", ML_PARAM_INT, offsetof(chase_config, npad), 0, 65535, 0, 0, NULL, 0},                     \
-    {"order", ML_PARAM_CHOICE, offsetof(chase_config, order), 0, 0, 0, 0, chase_order_names, 0},       \
-    {"block_pages", ML_PARAM_INT, offsetof(chase_config, block_pages), 1, 1ll << 40, 0, 0, NULL, 0},    \
-    {"layout", ML_PARAM_CHOICE, offsetof(chase_config, layout), 0, 0, 0, 0, chase_layout_names, 0},    \
-    {"op", ML_PARAM_CHOICE, offsetof(chase_config, op), 0, 0, 0, 0, chase_op_names, 0},                \
-    {"work_cycles", ML_PARAM_INT, offsetof(chase_config, work_cycles), 0, 1000000, 0, 0, NULL, 0},     \
-    {"prefetch_distance", ML_PARAM_INT, offsetof(chase_config, prefetch_distance), 0, 1 << 20, 0, 0, NULL, 0}, \
-    {"helper_thread", ML_PARAM_BOOL, offsetof(chase_config, helper_thread), 0, 1, 0, 0, NULL, 0},      \
-    {"helper_distance", ML_PARAM_INT, offsetof(chase_config, helper_distance), 1, 1 << 24, 0, 0, NULL, 0}, \
-    {"helper_cpu", ML_PARAM_INT, offsetof(chase_config, helper_cpu), -1, CPU_SETSIZE - 1, 0, 0, NULL, 0}, \
-    {"pages", ML_PARAM_CHOICE, offsetof(chase_config, pages), 0, 0, 0, 0, chase_pages_names, 0},       \
-    {"strict_pages", ML_PARAM_BOOL, offsetof(chase_config, strict_pages), 0, 1, 0, 0, NULL, 0},        \
-    {"chains", ML_PARAM_INT, offsetof(chase_config, chains), 1, CHASE_MAX_CHAINS, 0, 0, NULL, 0},      \
-    {"seed", ML_PARAM_INT, offsetof(chase_config, seed), 0, INT64_MAX, 0, 0, NULL, 0},                 \
-    {"laps", ML_PARAM_INT, offsetof(chase_config, laps), 0, 1ll << 40, 0, 0, NULL, 0},                 \
-    {"check", ML_PARAM_BOOL, offsetof(chase_config, check), 0, 1, 0, 0, NULL, 0},                      \
-    {"pair_word", ML_PARAM_INT, offsetof(chase_config, pair_word), 2, 65535, 0, 0, NULL, 0},           \
-    {"pointer_word", ML_PARAM_INT, offsetof(chase_config, pointer_word), 0, 65535, 0, 0, NULL, 0},     \
-    {"misalign_bytes", ML_PARAM_INT, offsetof(chase_config, misalign_bytes), 0, CHASE_LINE_BYTES - 1, 0, 0, NULL, 0}, \
-    {"element_distance", ML_PARAM_INT, offsetof(chase_config, element_distance), 1, 1 << 16, 0, 0, NULL, 0}, \
-    {"threads", ML_PARAM_INT, offsetof(chase_config, threads), 1, CHASE_MAX_THREADS, 0, 0, NULL, 0},   \
-    {"thread_lists", ML_PARAM_CHOICE, offsetof(chase_config, thread_lists), 0, 0, 0, 0, chase_thread_lists_names, 0}, \
-    {"walk_cpu", ML_PARAM_INT, offsetof(chase_config, walk_cpu), -1, CPU_SETSIZE - 1, 0, 0, NULL, 0},  \
-    {"memory_node", ML_PARAM_INT, offsetof(chase_config, memory_node), -1, ML_MAX_NODES - 1, 0, 0, NULL, 0}
+/* The chase's parameters, their ranges and their defaults (ChaseParams' own:
+ * tests/test_param_defaults.py), shared by chase and chase_trace. */
+#define CHASE_PARAMS() \
+    {.name = "working_set_bytes", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, working_set_bytes), .min = 8, .max = 1ll << 46, ML_DEFAULT(1 << 20)},\
+    {.name = "npad", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, npad), .min = 0, .max = 65535, ML_DEFAULT(7)},\
+    {.name = "order", .kind = ML_PARAM_CHOICE, .offset = offsetof(chase_config, order), .choices = chase_order_names, ML_DEFAULT_CHOICE("random")},\
+    {.name = "block_pages", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, block_pages), .min = 1, .max = 1ll << 40, ML_DEFAULT(1)},\
+    {.name = "layout", .kind = ML_PARAM_CHOICE, .offset = offsetof(chase_config, layout), .choices = chase_layout_names, ML_DEFAULT_CHOICE("packed")},\
+    {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(chase_config, op), .choices = chase_op_names, ML_DEFAULT_CHOICE("follow")},\
+    {.name = "work_cycles", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, work_cycles), .min = 0, .max = 1000000, ML_DEFAULT(0)},\
+    {.name = "prefetch_distance", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, prefetch_distance), .min = 0, .max = 1 << 20, ML_DEFAULT(0)},\
+    {.name = "helper_thread", .kind = ML_PARAM_BOOL, .offset = offsetof(chase_config, helper_thread), ML_DEFAULT(0)},\
+    {.name = "helper_distance", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, helper_distance), .min = 1, .max = 1 << 24, ML_DEFAULT(100)},\
+    {.name = "helper_cpu", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, helper_cpu), .min = -1, .max = CPU_SETSIZE - 1, ML_DEFAULT(-1)},\
+    {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(chase_config, pages), .choices = chase_pages_names, ML_DEFAULT_CHOICE("4k")},\
+    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(chase_config, strict_pages), ML_DEFAULT(0)},\
+    {.name = "chains", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, chains), .min = 1, .max = CHASE_MAX_CHAINS, ML_DEFAULT(1)},\
+    {.name = "seed", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, seed), .min = 0, .max = INT64_MAX, ML_DEFAULT(1)},\
+    {.name = "laps", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, laps), .min = 0, .max = 1ll << 40, ML_DEFAULT(0)},\
+    {.name = "check", .kind = ML_PARAM_BOOL, .offset = offsetof(chase_config, check), ML_DEFAULT(0)},\
+    {.name = "pair_word", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, pair_word), .min = 2, .max = 65535, ML_DEFAULT(2)},\
+    {.name = "pointer_word", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, pointer_word), .min = 0, .max = 65535, ML_DEFAULT(0)},\
+    {.name = "misalign_bytes", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, misalign_bytes), .min = 0, .max = CHASE_LINE_BYTES - 1, ML_DEFAULT(0)},\
+    {.name = "element_distance", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, element_distance), .min = 1, .max = 1 << 16, ML_DEFAULT(1)},\
+    {.name = "threads", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, threads), .min = 1, .max = CHASE_MAX_THREADS, ML_DEFAULT(1)},\
+    {.name = "thread_lists", .kind = ML_PARAM_CHOICE, .offset = offsetof(chase_config, thread_lists), .choices = chase_thread_lists_names, ML_DEFAULT_CHOICE("shared")},\
+    {.name = "walk_cpu", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, walk_cpu), .min = -1, .max = CPU_SETSIZE - 1, ML_DEFAULT(-1)},\
+    {.name = "memory_node", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, memory_node), .min = -1, .max = ML_MAX_NODES - 1, ML_DEFAULT(-1)}
 
 static const ml_param chase_params[] = {
     CHASE_PARAMS(),
@@ -285,7 +287,7 @@ ML_FAMILY(chase) = {
 
 static const ml_param chase_trace_params[] = {
     CHASE_PARAMS(),
-    {"out", ML_PARAM_BUFFER, offsetof(chase_trace_config, out), 0, 0, 0, 0, NULL, 1},
+    {.name = "out", .kind = ML_PARAM_BUFFER, .offset = offsetof(chase_trace_config, out), .writable = 1},
     {0},
 };
 

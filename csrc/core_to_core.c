@@ -62,13 +62,13 @@ typedef struct c2c_config {
 
 static const ml_param c2c_params[] = {
     {.name = "cpu_a", .kind = ML_PARAM_INT, .offset = offsetof(c2c_config, cpu_a), .min = 0,
-     .max = C2C_MAX_CPU},
+     .max = C2C_MAX_CPU, ML_DEFAULT(0)},
     {.name = "cpu_b", .kind = ML_PARAM_INT, .offset = offsetof(c2c_config, cpu_b), .min = 0,
-     .max = C2C_MAX_CPU},
+     .max = C2C_MAX_CPU, ML_DEFAULT(1)},
     {.name = "method", .kind = ML_PARAM_CHOICE, .offset = offsetof(c2c_config, method),
-     .choices = c2c_methods},
+     .choices = c2c_methods, ML_DEFAULT_CHOICE("cas")},
     {.name = "lines", .kind = ML_PARAM_INT, .offset = offsetof(c2c_config, lines), .min = 1,
-     .max = C2C_MAX_LINES},
+     .max = C2C_MAX_LINES, ML_DEFAULT(256)},
     {0},
 };
 

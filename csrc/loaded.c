@@ -57,16 +57,16 @@ typedef struct loaded_config {
 static const ml_param loaded_params[] = {
     {.name = "working_set_bytes", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, working_set_bytes),
      .min = 1024, .max = INT64_C(1) << 46},
-    {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(loaded_config, pages), .choices = loaded_pages},
+    {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(loaded_config, pages), .choices = loaded_pages, ML_DEFAULT_CHOICE("thp")},
     {.name = "load_threads", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, load_threads), .min = 0,
      .max = LOADED_MAX_LOAD_THREADS},
-    {.name = "load_op", .kind = ML_PARAM_CHOICE, .offset = offsetof(loaded_config, load_op), .choices = loaded_ops},
+    {.name = "load_op", .kind = ML_PARAM_CHOICE, .offset = offsetof(loaded_config, load_op), .choices = loaded_ops, ML_DEFAULT_CHOICE("read")},
     {.name = "load_working_set_bytes", .kind = ML_PARAM_INT,
      .offset = offsetof(loaded_config, load_working_set_bytes), .min = 64 << 10, .max = INT64_C(1) << 46},
     {.name = "delay_ns", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, delay_ns), .min = 0,
-     .max = LOADED_MAX_DELAY_NS},
+     .max = LOADED_MAX_DELAY_NS, ML_DEFAULT(0)},
     {.name = "load_chunk_bytes", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, load_chunk_bytes),
-     .min = 0, .max = LOADED_MAX_CHUNK_BYTES},
+     .min = 0, .max = LOADED_MAX_CHUNK_BYTES, ML_DEFAULT(0)},
     {.name = "cpus", .kind = ML_PARAM_BUFFER, .offset = offsetof(loaded_config, cpus)},
     {0},
 };
@@ -92,57 +92,19 @@ typedef struct loaded_state {
 static void loaded_teardown(void *state);
 
 /* Set a parameter of another family's config by name (ints, bools, choices). */
-static int loaded_set(const ml_family *family, void *config, const char *name, int64_t value,
-                      ml_error *err)
-{
-    for (const ml_param *p = family->params; p->name; p++) {
-        if (strcmp(p->name, name) != 0)
-            continue;
-        char *field = (char *)config + p->offset;
-        if (p->kind == ML_PARAM_INT)
-            memcpy(field, &value, sizeof value);
-        else if (p->kind == ML_PARAM_BOOL || p->kind == ML_PARAM_CHOICE) {
-            int v = (int)value;
-            memcpy(field, &v, sizeof v);
-        } else
-            break;
-        return 0;
-    }
-    return ml_fail(err, ML_ERR_VALUE, 0, "the %s family has no settable parameter %s", family->name, name);
-}
-
-/* The chase config: one element per line (npad 7), random order, one chain,
- * every other parameter as the chase family's defaults.  A chase parameter
- * not listed here is an error, so the chaser never runs half-configured. */
+/* The chase config: the chase family's defaults (one element per line,
+ * random order, one chain: ChaseParams'), with this family's working set and
+ * pages. */
 static int loaded_chase_config(loaded_state *s, ml_error *err)
 {
     const ml_family *chase = &ml_family_chase;
-    struct {
-        const char *name;
-        int64_t value;
-    } values[] = {
-        {"working_set_bytes", s->cfg.working_set_bytes}, {"npad", 7}, {"order", 1 /* random */},
-        {"block_pages", 1}, {"layout", 0 /* packed */}, {"op", 0 /* follow */}, {"work_cycles", 0},
-        {"prefetch_distance", 0}, {"helper_thread", 0}, {"helper_distance", 100}, {"helper_cpu", -1},
-        {"pages", s->cfg.pages}, {"strict_pages", 0}, {"chains", 1}, {"seed", 1}, {"laps", 0},
-        {"check", 0}, {"pair_word", 2}, {"pointer_word", 0}, {"misalign_bytes", 0},
-        {"element_distance", 1}, {"threads", 1}, {"thread_lists", 0 /* shared */}, {"walk_cpu", -1},
-        {"memory_node", -1},
-    };
-    size_t n = sizeof values / sizeof values[0];
-    for (const ml_param *p = chase->params; p->name; p++) {
-        size_t i = 0;
-        while (i < n && strcmp(values[i].name, p->name) != 0)
-            i++;
-        if (i == n)
-            return ml_fail(err, ML_ERR_VALUE, 0, "the chase family's parameter %s has no value here", p->name);
-    }
     s->chase_config = calloc(1, chase->config_size);
     if (!s->chase_config)
         return ml_fail(err, ML_ERR_MEMORY, 0, "no memory for the chaser's config");
-    for (size_t i = 0; i < n; i++)
-        if (loaded_set(chase, s->chase_config, values[i].name, values[i].value, err))
-            return -1;
+    if (ml_config_defaults(chase, s->chase_config, err) ||
+        ml_config_set_int(chase, s->chase_config, "working_set_bytes", s->cfg.working_set_bytes, err) ||
+        ml_config_set_choice(chase, s->chase_config, "pages", loaded_pages[s->cfg.pages], err))
+        return -1;
     return 0;
 }
 

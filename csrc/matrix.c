@@ -548,13 +548,13 @@ static const ml_param matrix_params[] = {
     {.name = "b", .kind = ML_PARAM_BUFFER, .offset = offsetof(matrix_config, b)},
     {.name = "c", .kind = ML_PARAM_BUFFER, .offset = offsetof(matrix_config, c), .writable = 1},
     {.name = "n", .kind = ML_PARAM_INT, .offset = offsetof(matrix_config, n), .min = 1,
-     .max = MATRIX_MAX_N},
+     .max = MATRIX_MAX_N, ML_DEFAULT(1000)},
     {.name = "variant", .kind = ML_PARAM_CHOICE, .offset = offsetof(matrix_config, variant),
-     .choices = matrix_variant_names},
+     .choices = matrix_variant_names, ML_DEFAULT_CHOICE("tiled")},
     {.name = "tile", .kind = ML_PARAM_INT, .offset = offsetof(matrix_config, tile), .min = 1,
-     .max = MATRIX_MAX_N},
+     .max = MATRIX_MAX_N, ML_DEFAULT(8)},
     {.name = "isa", .kind = ML_PARAM_CHOICE, .offset = offsetof(matrix_config, isa),
-     .choices = matrix_isa_names},
+     .choices = matrix_isa_names, ML_DEFAULT_CHOICE("auto")},
     {0},
 };
 
@@ -799,11 +799,11 @@ static const ml_param init_params[] = {
     {.name = "matrix", .kind = ML_PARAM_BUFFER, .offset = offsetof(init_config, matrix),
      .writable = 1},
     {.name = "n", .kind = ML_PARAM_INT, .offset = offsetof(init_config, n), .min = 1,
-     .max = MATRIX_MAX_N},
+     .max = MATRIX_MAX_N, ML_DEFAULT(3000)},
     {.name = "order", .kind = ML_PARAM_CHOICE, .offset = offsetof(init_config, order),
-     .choices = init_order_names},
+     .choices = init_order_names, ML_DEFAULT_CHOICE("row")},
     {.name = "stores", .kind = ML_PARAM_CHOICE, .offset = offsetof(init_config, stores),
-     .choices = init_store_names},
+     .choices = init_store_names, ML_DEFAULT_CHOICE("normal")},
     {0},
 };
 

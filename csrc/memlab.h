@@ -602,7 +602,19 @@ typedef struct ml_param {
     double min_double, max_double; /* ML_PARAM_DOUBLE */
     const char *const *choices; /* ML_PARAM_CHOICE */
     int writable;               /* ML_PARAM_BUFFER: must be writable */
+    /* The value an absent key takes (module.c, ml_config_defaults); without
+     * one the key is required.  Set with the macros below. */
+    int has_default;
+    int64_t default_int;        /* ML_PARAM_INT, ML_PARAM_BOOL */
+    double default_double;      /* ML_PARAM_DOUBLE */
+    const char *default_choice; /* ML_PARAM_CHOICE: the choice's name */
 } ml_param;
+
+/* In a parameter's designated initialiser: {.name = "npad", ..., ML_DEFAULT(7)}. */
+#define ML_DEFAULT(value) .has_default = 1, .default_int = (value)
+#define ML_DEFAULT_DOUBLE(value) .has_default = 1, .default_double = (value)
+#define ML_DEFAULT_CHOICE(text) .has_default = 1, .default_choice = (text)
+
 
 typedef struct ml_family {
     const char *name;
@@ -616,6 +628,19 @@ typedef struct ml_family {
     int (*measure)(void *state, ml_context *ctx, ml_measurement *out, ml_error *err);
     void (*teardown)(void *state);
 } ml_family;
+
+/* Write p's default into its field of config; -1 (err) when it has none or
+ * its default is not a value it accepts (a table's own mistake). */
+int ml_param_set_default(const ml_param *p, void *config, ml_error *err);
+/* Every parameter's default into config (zeroed first; a parameter without
+ * one stays zero): what a family driving another through its table starts
+ * from, before it sets what differs. */
+int ml_config_defaults(const ml_family *family, void *config, ml_error *err);
+/* Set an int or bool parameter of family's config by name, range-checked. */
+int ml_config_set_int(const ml_family *family, void *config, const char *name, int64_t value, ml_error *err);
+/* Set a choice parameter of family's config by name to the choice `text`. */
+int ml_config_set_choice(const ml_family *family, void *config, const char *name, const char *text,
+                         ml_error *err);
 
 /* Define a family and enter it in the core's table; no central list names
  * it.  In the family's file:

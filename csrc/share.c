@@ -84,13 +84,13 @@ static const ml_param share_params[] = {
     {.name = "threads", .kind = ML_PARAM_INT, .offset = offsetof(share_config, threads), .min = 1,
      .max = SHARE_MAX_THREADS},
     {.name = "disp_longs", .kind = ML_PARAM_INT, .offset = offsetof(share_config, disp), .min = 0,
-     .max = SHARE_MAX_DISP},
-    {.name = "atomic", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, atomic)},
+     .max = SHARE_MAX_DISP, ML_DEFAULT(8)},
+    {.name = "atomic", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, atomic), ML_DEFAULT(1)},
     {.name = "atomic_op", .kind = ML_PARAM_CHOICE, .offset = offsetof(share_config, atomic_op),
-     .choices = share_op_names},
+     .choices = share_op_names, ML_DEFAULT_CHOICE("lock_add")},
     {.name = "increments", .kind = ML_PARAM_INT, .offset = offsetof(share_config, increments), .min = 0,
-     .max = INT64_C(1) << 40},
-    {.name = "pin", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, pin)},
+     .max = INT64_C(1) << 40, ML_DEFAULT(0)},
+    {.name = "pin", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, pin), ML_DEFAULT(1)},
     {0},
 };
 

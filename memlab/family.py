@@ -50,6 +50,7 @@ __all__ = [
     "coerce_fields",
     "coerce_params",
     "param_defaults",
+    "param_rules",
     "ONE_CPU",
 ]
 
@@ -336,6 +337,32 @@ def _docstring_help(doc: str, name: str) -> str:
     return sentence + "." if sentence else ""
 
 
+def param_rules(params_type: type) -> dict[str, dict]:
+    """What each parameter's check accepts, as the check_* calls of ``params_type`` record it:
+    ``{name: {"kind": "int", "minimum": ..., "maximum": ...}}`` (``choice``: ``choices``).
+
+    >>> from memlab.calibrate import CalibrateParams
+    >>> param_rules(CalibrateParams)["budget_ns"]["minimum"]
+    1000000
+    """
+    rules: dict[str, dict] = {}
+    for rule in _recorded_rules(params_type, {}):
+        rules.setdefault(rule["name"], rule)
+    for f in dataclasses.fields(params_type):
+        if f.name in rules or "int" not in str(f.type):
+            continue
+        # An optional number (None by default) is checked only when given: try a few.
+        for probe in (1, 4096, 1 << 20, 0):
+            try:
+                found = [r for r in _recorded_rules(params_type, {f.name: probe}) if r["name"] == f.name]
+            except (ValueError, TypeError):
+                continue
+            if found:
+                rules[f.name] = found[0]
+                break
+    return rules
+
+
 def describe_params(params_type: type) -> list[ParamSpec]:
     """Every parameter of ``params_type`` with its type, default, allowed values, unit and help.
 
@@ -350,22 +377,8 @@ def describe_params(params_type: type) -> list[ParamSpec]:
     >>> spec.name, spec.type, spec.default, spec.allowed, spec.unit
     ('budget_ns', 'int', 100000000, '1,000,000 .. 60,000,000,000', 'ns')
     """
-    rules: dict[str, dict] = {}
-    for rule in _recorded_rules(params_type, {}):
-        rules.setdefault(rule["name"], rule)
+    rules = param_rules(params_type)
     fields = dataclasses.fields(params_type)
-    for f in fields:
-        if f.name in rules or "int" not in str(f.type):
-            continue
-        # An optional number (None by default) is checked only when given: try a few.
-        for probe in (1, 4096, 1 << 20, 0):
-            try:
-                found = [r for r in _recorded_rules(params_type, {f.name: probe}) if r["name"] == f.name]
-            except (ValueError, TypeError):
-                continue
-            if found:
-                rules[f.name] = found[0]
-                break
     # A params class may leave its parameters to the module docstring ("see the module docstring").
     module = sys.modules.get(params_type.__module__)
     docs = [params_type.__doc__ or "", getattr(module, "__doc__", None) or ""]

@@ -74,6 +74,8 @@ RUNGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("+huge pages", {"writer": "vmsplice", "reader": "splice", "huge_pages": True, "busy_loop": False}),
     ("+busy loop", {"writer": "vmsplice", "reader": "splice", "huge_pages": True, "busy_loop": True}),
 )
+#: The largest pipe size F_SETPIPE_SZ takes (an int).
+MAX_PIPE_SIZE_BYTES = (1 << 31) - 1
 PLACEMENTS = ("two_cpus", "one_cpu")
 
 
@@ -135,7 +137,7 @@ class PipeParams:
         check_choice("reader", self.reader, READERS)
         check_int("buffer_bytes", self.buffer_bytes, 1, MAX_BUFFER_BYTES)
         if self.pipe_size_bytes is not None:
-            check_int("pipe_size_bytes", self.pipe_size_bytes, PAGE_BYTES)
+            check_int("pipe_size_bytes", self.pipe_size_bytes, PAGE_BYTES, MAX_PIPE_SIZE_BYTES)
             if self.pipe_size_bytes % PAGE_BYTES:
                 raise ValueError(
                     f"pipe_size_bytes={self.pipe_size_bytes} is not a multiple of the page size {PAGE_BYTES}"

@@ -29,10 +29,11 @@ import numbers
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from memlab.dataset import check_param_name
+from memlab.dataset import COLUMN_ALIASES, NEGATED_ALIASES, check_param_name
 from memlab.grid import Sweep
 from memlab.measure import Measurement, measure
 from memlab.placement import check_cpu as _check_one_cpu, cpu_not_applicable
@@ -51,6 +52,7 @@ __all__ = [
     "coerce_params",
     "param_defaults",
     "param_rules",
+    "renamed_params",
     "ONE_CPU",
 ]
 
@@ -139,8 +141,11 @@ class Family:
         return self.caption(dataset) if callable(self.caption) else self.caption
 
     def params(self, params: Any = None, **overrides: Any) -> Any:
-        """Coerce a dict, a params object or keywords into the params type."""
-        return coerce_params(self.params_type, params, overrides)
+        """Coerce a dict, a params object or keywords into the params type; a parameter's old
+        name (:data:`memlab.dataset.COLUMN_ALIASES`) is taken with a DeprecationWarning."""
+        if isinstance(params, Mapping):
+            params = renamed_params(self.name, params, set(self.param_names))
+        return coerce_params(self.params_type, params, renamed_params(self.name, overrides, set(self.param_names)))
 
     def defaults(self) -> dict[str, Any]:
         """Each parameter's default value (see :func:`param_defaults`)."""
@@ -224,6 +229,33 @@ class Family:
     def describe_params(self) -> list["ParamSpec"]:
         """Each parameter's name, type, default, allowed values, unit and help (see :func:`describe_params`)."""
         return describe_params(self.params_type)
+
+
+def renamed_params(family: str, given: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
+    """``given`` with each old parameter name of ``family`` (:data:`memlab.dataset.COLUMN_ALIASES`)
+    under its new one, and one DeprecationWarning line per old name; a value whose new name says
+    the opposite (:data:`memlab.dataset.NEGATED_ALIASES`) is negated.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     renamed_params("share", {"disp": 8}, {"disp_longs"})
+    {'disp_longs': 8}
+    """
+    aliases = COLUMN_ALIASES.get(family, {})
+    negated = NEGATED_ALIASES.get(family, frozenset())
+    renamed: dict[str, Any] = {}
+    for name, value in given.items():
+        new = aliases.get(name)
+        if new is None or new not in names or name in names:
+            renamed[name] = value
+            continue
+        if new in given:
+            raise ValueError(f"{name}= and {new}= are one parameter of {family} ({name} is its old name): give {new}")
+        warnings.warn(f"{family}: parameter {name}= is now {new}=" + (" (negated)" if name in negated else ""),
+                      DeprecationWarning, stacklevel=3)
+        renamed[new] = (not value) if name in negated and isinstance(value, bool) else value
+    return renamed
 
 
 def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any]) -> Any:

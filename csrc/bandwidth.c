@@ -1,12 +1,12 @@
 /* Memory bandwidth: Drepper's read, write and copy loops (seed 004, sections
  * 3.5.1 and 3.5.3, figures 3.24-3.29 and 3.31), one or more threads.
  *
- * The kernels (one per operation x vector width x store kind) and the team
- * of worker threads are the API of bandwidth.h; two families use them:
- * "bandwidth" (the measurement: threads over shared or private working sets,
- * an optional background worker on its own set, a checking mode) and
- * "bandwidth_pass" (one kernel over buffers handed in from Python, so that
- * tests can check every byte against numpy). */
+ * The kernels (bandwidth_kernels.c) and the team of worker threads
+ * (bandwidth_team.c) are the API of bandwidth.h; two families use them,
+ * here: "bandwidth" (the measurement: threads over shared or private
+ * working sets, an optional background worker on its own set, a checking
+ * mode) and "bandwidth_pass" (one kernel over buffers handed in from
+ * Python, so that tests can check every byte against numpy). */
 #define _GNU_SOURCE
 #include "bandwidth.h"
 
@@ -17,580 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define BW_X86 1
-#else
-#define BW_X86 0
-#endif
-
-/* Kernels are loops the compiler must leave as written: not turned into
- * memset/memcpy calls, and the scalar ones not vectorised behind our back.
- * The vector kernels use intrinsics and are unrolled by hand. */
-#if defined(__clang__)
-#define BW_KERNEL __attribute__((noinline, no_builtin("memcpy", "memset", "memmove")))
-#define BW_PLAIN_LOOP _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)")
-#else
-#define BW_KERNEL                                                                          \
-    __attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-vectorize",        \
-                                      "no-tree-slp-vectorize",                             \
-                                      "no-tree-loop-distribute-patterns")))
-#define BW_PLAIN_LOOP
-#endif
-
-const char *const ml_bw_op_names[] = {"read", "write", "copy", "add", NULL};
 /* What the bandwidth family measures (add is a load mix: see ml_bw_op_traffic). */
 static const char *const bw_family_op_names[] = {"read", "write", "copy", NULL};
-const char *const ml_bw_width_names[] = {"scalar", "sse2", "avx2", "avx512", NULL};
-const char *const ml_bw_stores_names[] = {"normal", "nontemporal", NULL};
-
-#define BW_FIRST_CHUNK_BYTES (16u << 10)
-#define BW_SLICE_BYTES 4096u /* chunks inside a pass are cut at page multiples */
-/* How often the waiting thread wakes to look at Ctrl-C (module.c looks at
- * most every 10 ms anyway); rarely, so that it takes little from a worker
- * that shares its CPU. */
-#define BW_WAIT_NS 10000000L
-
-static inline void cpu_relax(void)
-{
-#if BW_X86
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
-
-/* ---- scalar kernels: 8-byte words in general registers ----------------- */
-
-/* Keep a loaded value alive without an instruction: the load must happen,
- * nothing is done with it (Drepper's read test). */
-#define BW_KEEP_WORD(w) __asm__ volatile("" ::"r"(w))
-#define BW_KEEP_VECTOR(v) __asm__ volatile("" ::"x"(v))
-
-/* clang merges neighbouring scalar (or 16-byte) accesses into wider vector
- * moves even with loop vectorization disabled (the SLP vectorizer and the
- * store merger are not loop passes): a compiler barrier between the accesses
- * of a turn keeps each kernel at its width.  It emits no instruction; gcc,
- * whose kernels are built with vectorization off, does not need it. */
-#if defined(__clang__)
-#define BW_APART() __asm__ volatile("" ::: "memory")
-#define BW_IN_GPR(w) __asm__ volatile("" : "+r"(w))
-#else
-#define BW_APART() ((void)0)
-#define BW_IN_GPR(w) ((void)0)
-#endif
-
-BW_KERNEL static uint64_t read_scalar(void *dst, const void *src, size_t bytes, uint64_t passes,
-                                      uint64_t value)
-{
-    (void)dst, (void)value;
-    const uint64_t *end = (const uint64_t *)src + bytes / 8;
-    const uint64_t *end8 = (const uint64_t *)src + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
-    BW_PLAIN_LOOP
-    for (uint64_t pass = 0; pass < passes; ++pass) {
-        const uint64_t *p = src;
-        BW_PLAIN_LOOP
-        for (; p < end8; p += ML_BW_UNROLL) {
-            uint64_t w0 = p[0], w1 = p[1], w2 = p[2], w3 = p[3];
-            uint64_t w4 = p[4], w5 = p[5], w6 = p[6], w7 = p[7];
-            BW_KEEP_WORD(w0); BW_KEEP_WORD(w1); BW_KEEP_WORD(w2); BW_KEEP_WORD(w3);
-            BW_KEEP_WORD(w4); BW_KEEP_WORD(w5); BW_KEEP_WORD(w6); BW_KEEP_WORD(w7);
-        }
-        BW_PLAIN_LOOP
-        for (; p < end; ++p)
-            BW_KEEP_WORD(*p);
-    }
-    return 0;
-}
-
-/* The read's twin for checking: the same walk, adding the words up. */
-BW_KERNEL static uint64_t sum_scalar(void *dst, const void *src, size_t bytes, uint64_t passes,
-                                     uint64_t value)
-{
-    (void)dst, (void)value;
-    const uint64_t *end = (const uint64_t *)src + bytes / 8;
-    const uint64_t *end8 = (const uint64_t *)src + bytes / 8 / ML_BW_UNROLL * ML_BW_UNROLL;
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    BW_PLAIN_LOOP
-    for (uint64_t pass = 0; pass < passes; ++pass) {
-        const uint64_t *p = src;
-        BW_PLAIN_LOOP
-        for (; p < end8; p += ML_BW_UNROLL) {
-            a0 += p[0]; BW_APART(); a1 += p[1]; BW_APART(); a2 += p[2]; BW_APART(); a3 += p[3]; BW_APART();
-            a0 += p[4]; BW_APART(); a1 += p[5]; BW_APART(); a2 += p[6]; BW_APART(); a3 += p[7]; BW_APART();
-        }
-        BW_PLAIN_LOOP
-        for (; p < end; ++p)
-            a0 += *p;
-    }
-    return a0 + a1 + a2 + a3;
-}
-
-/* ---- write and copy: one body each, the store a parameter --------------
- * T is the word or vector type, LOOP the loop pragma (BW_PLAIN_LOOP for the
- * scalar kernels), LOAD an aligned load, SET1 a broadcast of the 64-bit
- * value, HOLD(v) what keeps the value at its width (BW_IN_GPR for the
- * scalar kernels), PUT(address, value) the store: a plain one or a
- * non-temporal one (movnti, movntdq, vmovntdq).  KIND (PLAIN or NT) says
- * what the store needs around it: a compiler barrier after each pass, so
- * that the compiler keeps every pass's plain stores; one sfence at the
- * end, so that the non-temporal stores are visible when the kernel
- * returns.  Eight accesses per loop turn, BW_APART() between them. */
-#define BW_PLAIN_PASS_END() __asm__ volatile("" ::: "memory")
-#define BW_PLAIN_END() ((void)0)
-#define BW_NT_PASS_END() ((void)0)
-#define BW_NT_END() _mm_sfence()
-#define BW_PLAIN_PUT(address, value) (*(address) = (value))
-#define BW_WORD_LOAD(address) (*(address))
-#define BW_WORD_SET1(value) ((long long)(value))
-#define BW_NO_HOLD(v) ((void)0)
-
-#define BW_WRITE_BODY(T, LOOP, SET1, HOLD, PUT, KIND)                                         \
-    {                                                                                      \
-        (void)src;                                                                         \
-        T *end = (T *)dst + bytes / sizeof(T);                                             \
-        T *end8 = (T *)dst + bytes / sizeof(T) / ML_BW_UNROLL * ML_BW_UNROLL;               \
-        T v = SET1((long long)value);                                                      \
-        LOOP                                                                               \
-        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
-            T *p = dst;                                                                    \
-            LOOP                                                                           \
-            for (; p < end8; p += ML_BW_UNROLL) {                                           \
-                HOLD(v);                                                                   \
-                PUT(p + 0, v); BW_APART(); PUT(p + 1, v); BW_APART(); PUT(p + 2, v); BW_APART(); PUT(p + 3, v); BW_APART(); \
-                PUT(p + 4, v); BW_APART(); PUT(p + 5, v); BW_APART(); PUT(p + 6, v); BW_APART(); PUT(p + 7, v); BW_APART(); \
-            }                                                                              \
-            LOOP                                                                           \
-            for (; p < end; ++p)                                                           \
-                PUT(p, v);                                                                 \
-            BW_##KIND##_PASS_END();                                                        \
-        }                                                                                  \
-        BW_##KIND##_END();                                                                 \
-        return 0;                                                                          \
-    }
-
-#define BW_COPY_BODY(T, LOOP, LOAD, PUT, KIND)                                                \
-    {                                                                                      \
-        (void)value;                                                                       \
-        const T *end = (const T *)src + bytes / sizeof(T);                                 \
-        const T *end8 = (const T *)src + bytes / sizeof(T) / ML_BW_UNROLL * ML_BW_UNROLL;   \
-        LOOP                                                                               \
-        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
-            const T *s = src;                                                              \
-            T *d = dst;                                                                    \
-            LOOP                                                                           \
-            for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
-                T w0 = LOAD(s + 0); BW_APART(); T w1 = LOAD(s + 1); BW_APART(); T w2 = LOAD(s + 2); BW_APART(); T w3 = LOAD(s + 3); BW_APART(); \
-                T w4 = LOAD(s + 4); BW_APART(); T w5 = LOAD(s + 5); BW_APART(); T w6 = LOAD(s + 6); BW_APART(); T w7 = LOAD(s + 7); BW_APART(); \
-                PUT(d + 0, w0); BW_APART(); PUT(d + 1, w1); BW_APART(); PUT(d + 2, w2); BW_APART(); PUT(d + 3, w3); BW_APART(); \
-                PUT(d + 4, w4); BW_APART(); PUT(d + 5, w5); BW_APART(); PUT(d + 6, w6); BW_APART(); PUT(d + 7, w7); BW_APART(); \
-            }                                                                              \
-            LOOP                                                                           \
-            for (; s < end; ++s, ++d)                                                      \
-                PUT(d, LOAD(s));                                                           \
-            BW_##KIND##_PASS_END();                                                        \
-        }                                                                                  \
-        BW_##KIND##_END();                                                                 \
-        return 0;                                                                          \
-    }
-
-/* The 2:1 read/write mix: src added into dst word by word (64-bit lanes,
- * wrapping), dst[i] += src[i]: two loads and one store per word or vector
- * (ADD a 64-bit lane add).  dst is read before it is written, so a normal
- * store finds its line in the cache and the memory traffic is 2:1 as well (a
- * copy's normal store reads its line first); plain stores only. */
-#define BW_WORD_ADD(a, b) ((a) + (b))
-#define BW_ADD_BODY(T, LOOP, LOAD, ADD, PUT)                                                  \
-    {                                                                                      \
-        (void)value;                                                                       \
-        const T *end = (const T *)src + bytes / sizeof(T);                                 \
-        const T *end8 = (const T *)src + bytes / sizeof(T) / ML_BW_UNROLL * ML_BW_UNROLL;   \
-        LOOP                                                                               \
-        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
-            const T *s = src;                                                              \
-            T *d = dst;                                                                    \
-            LOOP                                                                           \
-            for (; s < end8; s += ML_BW_UNROLL, d += ML_BW_UNROLL) {                        \
-                PUT(d + 0, ADD(LOAD(d + 0), LOAD(s + 0))); BW_APART(); PUT(d + 1, ADD(LOAD(d + 1), LOAD(s + 1))); BW_APART(); \
-                PUT(d + 2, ADD(LOAD(d + 2), LOAD(s + 2))); BW_APART(); PUT(d + 3, ADD(LOAD(d + 3), LOAD(s + 3))); BW_APART(); \
-                PUT(d + 4, ADD(LOAD(d + 4), LOAD(s + 4))); BW_APART(); PUT(d + 5, ADD(LOAD(d + 5), LOAD(s + 5))); BW_APART(); \
-                PUT(d + 6, ADD(LOAD(d + 6), LOAD(s + 6))); BW_APART(); PUT(d + 7, ADD(LOAD(d + 7), LOAD(s + 7))); BW_APART(); \
-            }                                                                              \
-            LOOP                                                                           \
-            for (; s < end; ++s, ++d)                                                      \
-                PUT(d, ADD(LOAD(d), LOAD(s)));                                             \
-            BW_PLAIN_PASS_END();                                                           \
-        }                                                                                  \
-        return 0;                                                                          \
-    }
-
-#define BW_KERNEL_ARGS void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value
-
-BW_KERNEL static uint64_t write_scalar(BW_KERNEL_ARGS)
-    BW_WRITE_BODY(long long, BW_PLAIN_LOOP, BW_WORD_SET1, BW_IN_GPR, BW_PLAIN_PUT, PLAIN)
-
-BW_KERNEL static uint64_t copy_scalar(BW_KERNEL_ARGS)
-    BW_COPY_BODY(long long, BW_PLAIN_LOOP, BW_WORD_LOAD, BW_PLAIN_PUT, PLAIN)
-
-BW_KERNEL static uint64_t add_scalar(BW_KERNEL_ARGS)
-    BW_ADD_BODY(unsigned long long, BW_PLAIN_LOOP, BW_WORD_LOAD, BW_WORD_ADD, BW_PLAIN_PUT)
-
-#if BW_X86
-/* movnti: the non-temporal store of a general register (SSE2, every x86-64). */
-BW_KERNEL static uint64_t write_nt_scalar(BW_KERNEL_ARGS)
-    BW_WRITE_BODY(long long, BW_PLAIN_LOOP, BW_WORD_SET1, BW_IN_GPR, _mm_stream_si64, NT)
-
-BW_KERNEL static uint64_t copy_nt_scalar(BW_KERNEL_ARGS)
-    BW_COPY_BODY(long long, BW_PLAIN_LOOP, BW_WORD_LOAD, _mm_stream_si64, NT)
-
-/* ---- vector kernels: one set per width, written once as a macro ---------
- * VEC is the register type, LOAD/STORE/STREAM aligned moves, ADD a 64-bit
- * lane add, SET1 a broadcast.  Eight vectors per loop turn; the read's
- * checking twin (sum_) adds into four accumulators. */
-#define BW_VECTOR_KERNELS(NAME, TARGET, VEC, LOAD, STORE, STREAM, ADD, ZERO, SET1)           \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t read_##NAME(                  \
-        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
-    {                                                                                      \
-        (void)dst, (void)value;                                                             \
-        const VEC *end = (const VEC *)src + bytes / sizeof(VEC);                           \
-        const VEC *end8 = (const VEC *)src + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL; \
-        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
-            const VEC *p = src;                                                            \
-            for (; p < end8; p += ML_BW_UNROLL) {                                           \
-                VEC v0 = LOAD(p + 0), v1 = LOAD(p + 1), v2 = LOAD(p + 2), v3 = LOAD(p + 3); \
-                VEC v4 = LOAD(p + 4), v5 = LOAD(p + 5), v6 = LOAD(p + 6), v7 = LOAD(p + 7); \
-                BW_KEEP_VECTOR(v0); BW_KEEP_VECTOR(v1); BW_KEEP_VECTOR(v2); BW_KEEP_VECTOR(v3); \
-                BW_KEEP_VECTOR(v4); BW_KEEP_VECTOR(v5); BW_KEEP_VECTOR(v6); BW_KEEP_VECTOR(v7); \
-            }                                                                              \
-            for (; p < end; ++p) {                                                         \
-                VEC v = LOAD(p);                                                           \
-                BW_KEEP_VECTOR(v);                                                         \
-            }                                                                              \
-        }                                                                                  \
-        return 0;                                                                          \
-    }                                                                                      \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t sum_##NAME(                   \
-        void *dst, const void *src, size_t bytes, uint64_t passes, uint64_t value)            \
-    {                                                                                      \
-        (void)dst, (void)value;                                                             \
-        const VEC *end = (const VEC *)src + bytes / sizeof(VEC);                           \
-        const VEC *end8 = (const VEC *)src + bytes / sizeof(VEC) / ML_BW_UNROLL * ML_BW_UNROLL; \
-        VEC a0 = ZERO(), a1 = ZERO(), a2 = ZERO(), a3 = ZERO();                             \
-        for (uint64_t pass = 0; pass < passes; ++pass) {                                    \
-            const VEC *p = src;                                                            \
-            for (; p < end8; p += ML_BW_UNROLL) {                                           \
-                a0 = ADD(a0, LOAD(p + 0)), a1 = ADD(a1, LOAD(p + 1));                       \
-                a2 = ADD(a2, LOAD(p + 2)), a3 = ADD(a3, LOAD(p + 3));                       \
-                a0 = ADD(a0, LOAD(p + 4)), a1 = ADD(a1, LOAD(p + 5));                       \
-                a2 = ADD(a2, LOAD(p + 6)), a3 = ADD(a3, LOAD(p + 7));                       \
-            }                                                                              \
-            for (; p < end; ++p)                                                           \
-                a0 = ADD(a0, LOAD(p));                                                     \
-        }                                                                                  \
-        uint64_t lanes[sizeof(VEC) / 8];                                                   \
-        STORE((VEC *)lanes, ADD(ADD(a0, a1), ADD(a2, a3)));                                 \
-        uint64_t sum = 0;                                                                  \
-        for (size_t i = 0; i < sizeof(VEC) / 8; ++i)                                       \
-            sum += lanes[i];                                                               \
-        return sum;                                                                        \
-    }                                                                                      \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t write_##NAME(BW_KERNEL_ARGS)      \
-        BW_WRITE_BODY(VEC, , SET1, BW_NO_HOLD, STORE, PLAIN)                                \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t write_nt_##NAME(BW_KERNEL_ARGS)   \
-        BW_WRITE_BODY(VEC, , SET1, BW_NO_HOLD, STREAM, NT)                                  \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_##NAME(BW_KERNEL_ARGS)       \
-        BW_COPY_BODY(VEC, , LOAD, STORE, PLAIN)                                             \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t copy_nt_##NAME(BW_KERNEL_ARGS)    \
-        BW_COPY_BODY(VEC, , LOAD, STREAM, NT)                                               \
-    BW_KERNEL __attribute__((target(TARGET))) static uint64_t add_##NAME(BW_KERNEL_ARGS)        \
-        BW_ADD_BODY(VEC, , LOAD, ADD, STORE)
-
-BW_VECTOR_KERNELS(sse2, "sse2", __m128i, _mm_load_si128, _mm_store_si128, _mm_stream_si128,
-                  _mm_add_epi64, _mm_setzero_si128, _mm_set1_epi64x)
-BW_VECTOR_KERNELS(avx2, "avx2", __m256i, _mm256_load_si256, _mm256_store_si256,
-                  _mm256_stream_si256, _mm256_add_epi64, _mm256_setzero_si256, _mm256_set1_epi64x)
-BW_VECTOR_KERNELS(avx512, "avx512f", __m512i, _mm512_load_si512, _mm512_store_si512,
-                  _mm512_stream_si512, _mm512_add_epi64, _mm512_setzero_si512, _mm512_set1_epi64)
-#endif /* BW_X86 */
-
-/* kernels[op][width][stores]; NULL where the combination does not exist. */
-static const ml_bw_kernel bw_kernels[ML_BW_OP_COUNT][ML_BW_WIDTH_COUNT][ML_BW_STORES_COUNT] = {
-#if BW_X86
-    [ML_BW_READ] = {{read_scalar, NULL}, {read_sse2, NULL}, {read_avx2, NULL}, {read_avx512, NULL}},
-    [ML_BW_WRITE] = {{write_scalar, write_nt_scalar},
-                     {write_sse2, write_nt_sse2},
-                     {write_avx2, write_nt_avx2},
-                     {write_avx512, write_nt_avx512}},
-    [ML_BW_COPY] = {{copy_scalar, copy_nt_scalar},
-                    {copy_sse2, copy_nt_sse2},
-                    {copy_avx2, copy_nt_avx2},
-                    {copy_avx512, copy_nt_avx512}},
-    [ML_BW_ADD] = {{add_scalar, NULL}, {add_sse2, NULL}, {add_avx2, NULL}, {add_avx512, NULL}},
-#else
-    [ML_BW_READ] = {{read_scalar, NULL}},
-    [ML_BW_WRITE] = {{write_scalar, NULL}},
-    [ML_BW_COPY] = {{copy_scalar, NULL}},
-    [ML_BW_ADD] = {{add_scalar, NULL}},
-#endif
-};
-
-#if BW_X86
-static const ml_bw_kernel bw_sum_kernels[ML_BW_WIDTH_COUNT] = {sum_scalar, sum_sse2, sum_avx2, sum_avx512};
-#else
-static const ml_bw_kernel bw_sum_kernels[ML_BW_WIDTH_COUNT] = {sum_scalar};
-#endif
-
-ml_bw_kernel ml_bw_sum_kernel(ml_bw_width width)
-{
-    return ml_bw_width_supported(width, NULL) ? bw_sum_kernels[width] : NULL;
-}
-
-size_t ml_bw_vector_bytes(ml_bw_width width)
-{
-    static const size_t bytes[ML_BW_WIDTH_COUNT] = {8, 16, 32, 64};
-    return (unsigned)width < ML_BW_WIDTH_COUNT ? bytes[width] : 0;
-}
-
-int ml_bw_width_supported(ml_bw_width width, const char **why)
-{
-    static const ml_cpu_feature needs[ML_BW_WIDTH_COUNT] = {
-        [ML_BW_SSE2] = ML_CPU_SSE2, [ML_BW_AVX2] = ML_CPU_AVX2, [ML_BW_AVX512] = ML_CPU_AVX512F};
-    static const char *const missing_text[ML_BW_WIDTH_COUNT] = {
-        [ML_BW_SSE2] = "this CPU has no SSE2",
-        [ML_BW_AVX2] = "this CPU has no AVX2 and FMA",
-        [ML_BW_AVX512] = "this CPU has no AVX-512F"};
-    const char *missing = NULL;
-    if ((unsigned)width >= ML_BW_WIDTH_COUNT)
-        missing = "no such width";
-    else if (width != ML_BW_SCALAR && !BW_X86)
-        missing = "vector widths are x86-64 only in this build";
-    else if (width != ML_BW_SCALAR && !ml_cpu_supports(needs[width]))
-        missing = missing_text[width]; /* or its OS does not save the registers, or
-                                          MEMLAB_HIDE_CPU_FEATURES hides it */
-    if (why)
-        *why = missing;
-    return missing == NULL;
-}
-
-void ml_bw_op_traffic(ml_bw_op op, unsigned *reads, unsigned *writes)
-{
-    static const unsigned r[ML_BW_OP_COUNT] = {[ML_BW_READ] = 1, [ML_BW_COPY] = 1, [ML_BW_ADD] = 2};
-    static const unsigned w[ML_BW_OP_COUNT] = {[ML_BW_WRITE] = 1, [ML_BW_COPY] = 1, [ML_BW_ADD] = 1};
-    int known = (unsigned)op < ML_BW_OP_COUNT;
-    *reads = known ? r[op] : 0;
-    *writes = known ? w[op] : 0;
-}
-
-ml_bw_width ml_bw_widest(void)
-{
-    for (int width = ML_BW_WIDTH_COUNT - 1; width > ML_BW_SCALAR; --width)
-        if (ml_bw_width_supported((ml_bw_width)width, NULL))
-            return (ml_bw_width)width;
-    return ML_BW_SCALAR;
-}
-
-ml_bw_kernel ml_bw_kernel_for(ml_bw_op op, ml_bw_width width, ml_bw_stores stores, const char **why)
-{
-    const char *reason = NULL;
-    if ((unsigned)op >= ML_BW_OP_COUNT || (unsigned)width >= ML_BW_WIDTH_COUNT ||
-        (unsigned)stores >= ML_BW_STORES_COUNT)
-        reason = "no such operation, width or store kind";
-    else if (op == ML_BW_READ && stores == ML_BW_STORES_NONTEMPORAL)
-        reason = "a read makes no stores: non-temporal stores apply to write and copy";
-    else if (op == ML_BW_ADD && stores == ML_BW_STORES_NONTEMPORAL)
-        reason = "add reads every line it writes (it is in the cache when stored): non-temporal "
-                 "stores apply to write and copy";
-    else if (!ml_bw_width_supported(width, &reason))
-        ;
-    else if (!bw_kernels[op][width][stores])
-        reason = "non-temporal stores are x86-64 only in this build";
-    if (why)
-        *why = reason;
-    return reason ? NULL : bw_kernels[op][width][stores];
-}
-
-/* ---- the team ----------------------------------------------------------- */
-
-static void worker_loop(ml_bw_worker *w, atomic_int *stop)
-{
-    const uint64_t chunk_ns = w->chunk_ns ? w->chunk_ns : ML_BW_DEFAULT_CHUNK_NS;
-    const size_t bytes = w->bytes;
-    char *dst = w->dst;
-    const char *src = w->src;
-    uint64_t done = 0, busy = 0, sum = 0, chunks = 0;
-    uint64_t cpu_start = ml_thread_cpu_ns();
-    w->start_ns = ml_now_ns();
-    for (;;) {
-        if (stop && atomic_load_explicit(stop, memory_order_relaxed))
-            break;
-        uint64_t want = w->chunk_bytes;
-        if (!want)
-            want = w->ns_per_byte > 0 ? (uint64_t)((double)chunk_ns / w->ns_per_byte)
-                                      : BW_FIRST_CHUNK_BYTES;
-        if (w->max_bytes) {
-            if (done >= w->max_bytes)
-                break;
-            if (want > w->max_bytes - done)
-                want = w->max_bytes - done;
-        }
-        want = want / ML_BW_LINE_BYTES * ML_BW_LINE_BYTES;
-        if (want < ML_BW_LINE_BYTES)
-            want = ML_BW_LINE_BYTES;
-        uint64_t passes = 1;
-        size_t length;
-        if (w->offset == 0 && want >= bytes) {
-            passes = want / bytes; /* whole passes in one call */
-            length = bytes;
-        } else {
-            size_t left = bytes - w->offset;
-            length = want < left ? (size_t)want : left;
-            if (length > BW_SLICE_BYTES && length < left)
-                length = length / BW_SLICE_BYTES * BW_SLICE_BYTES;
-        }
-        char *d = dst ? dst + w->offset : NULL;
-        const char *s = src ? src + w->offset : NULL;
-        uint64_t t0 = ml_now_ns();
-        sum += w->kernel(d, s, length, passes, w->value);
-        uint64_t t1 = ml_now_ns();
-        uint64_t moved = (uint64_t)length * passes;
-        busy += t1 - t0;
-        done += moved;
-        chunks++;
-        if (passes == 1) {
-            w->offset += length;
-            if (w->offset >= bytes)
-                w->offset = 0;
-        }
-        if (t1 > t0) {
-            double estimate = (double)(t1 - t0) / (double)moved;
-            w->ns_per_byte = w->ns_per_byte > 0 ? 0.5 * (w->ns_per_byte + estimate) : estimate;
-        }
-        if (w->hook) {
-            w->bytes_done = done; /* the hook sees the progress so far */
-            w->chunks = chunks;
-            if (w->hook(w, w->hook_arg))
-                break;
-        }
-    }
-    w->end_ns = ml_now_ns();
-    w->cpu_ns = ml_thread_cpu_ns() - cpu_start;
-    w->bytes_done = done;
-    w->busy_ns = busy;
-    w->sum = sum;
-    w->chunks = chunks;
-    w->ran_on_cpu = sched_getcpu();
-}
-
-void ml_bw_worker_run_here(ml_bw_worker *worker)
-{
-    worker_loop(worker, NULL);
-}
-
-static void *worker_main(void *arg)
-{
-    ml_bw_worker *w = arg;
-    ml_bw_team *team = w->team;
-    atomic_fetch_add(&team->ready, 1);
-    unsigned spins = 0;
-    while (!atomic_load_explicit(&team->go, memory_order_acquire)) {
-        cpu_relax();
-        if (++spins % 1024 == 0)
-            sched_yield(); /* the starting thread may share this CPU */
-    }
-    worker_loop(w, &team->stop);
-    atomic_fetch_add(&team->finished, 1);
-    return NULL;
-}
-
-int ml_bw_team_init(ml_bw_team *team, int n, ml_error *err)
-{
-    memset(team, 0, sizeof *team);
-    if (n < 1)
-        return ml_fail(err, ML_ERR_VALUE, 0, "a team needs at least one worker (asked: %d)", n);
-    team->workers = calloc((size_t)n, sizeof *team->workers);
-    team->threads = calloc((size_t)n, sizeof *team->threads);
-    if (!team->workers || !team->threads) {
-        ml_bw_team_free(team);
-        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for a team of %d workers", n);
-    }
-    team->n = n;
-    for (int i = 0; i < n; ++i)
-        team->workers[i].cpu = -1;
-    return 0;
-}
-
-void ml_bw_team_free(ml_bw_team *team)
-{
-    ml_bw_team_stop(team);
-    free(team->workers);
-    free(team->threads);
-    team->workers = NULL;
-    team->threads = NULL;
-    team->n = 0;
-}
-
-void ml_bw_team_stop(ml_bw_team *team)
-{
-    if (!team->started)
-        return;
-    atomic_store(&team->stop, 1);
-    atomic_store_explicit(&team->go, 1, memory_order_release);
-    for (int i = 0; i < team->started; ++i)
-        pthread_join(team->threads[i], NULL);
-    team->started = 0;
-}
-
-int ml_bw_team_start(ml_bw_team *team, ml_error *err)
-{
-    ml_bw_team_stop(team);
-    atomic_store(&team->ready, 0);
-    atomic_store(&team->go, 0);
-    atomic_store(&team->stop, 0);
-    atomic_store(&team->finished, 0);
-    for (int i = 0; i < team->n; ++i) {
-        ml_bw_worker *w = &team->workers[i];
-        if (!w->kernel || !w->bytes || w->bytes % ML_BW_LINE_BYTES) {
-            ml_bw_team_stop(team);
-            return ml_fail(err, ML_ERR_VALUE, 0,
-                           "worker %d has no kernel or a size (%zu bytes) that is not a positive "
-                           "multiple of %u",
-                           i, w->bytes, ML_BW_LINE_BYTES);
-        }
-        w->team = team;
-        if (ml_thread_start_pinned(&team->threads[i], w->cpu, 0, worker_main, w, err, "worker %d of %d", i,
-                                   team->n)) {
-            ml_bw_team_stop(team);
-            return -1;
-        }
-        team->started++;
-    }
-    while (atomic_load(&team->ready) < team->n)
-        sched_yield();
-    atomic_store_explicit(&team->go, 1, memory_order_release);
-    return 0;
-}
-
-int ml_bw_team_run(ml_bw_team *team, uint64_t duration_ns, ml_context *ctx, ml_error *err)
-{
-    if (ml_bw_team_start(team, err))
-        return -1;
-    uint64_t start = ml_now_ns();
-    int rc = 0;
-    for (;;) {
-        uint64_t now = ml_now_ns();
-        if ((duration_ns && now - start >= duration_ns) || atomic_load(&team->finished) == team->n)
-            break; /* time is up, or every worker stopped on its own */
-        uint64_t left = duration_ns ? duration_ns - (now - start) : (uint64_t)BW_WAIT_NS;
-        struct timespec nap = {0, (long)(left < (uint64_t)BW_WAIT_NS ? left : (uint64_t)BW_WAIT_NS)};
-        nanosleep(&nap, NULL);
-        if (ml_interrupted(ctx)) {
-            rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-            break;
-        }
-    }
-    ml_bw_team_stop(team);
-    return rc;
-}
 
 /* ---- the "bandwidth" family --------------------------------------------- */
 
@@ -630,24 +58,24 @@ typedef struct bw_config {
 
 static const ml_param bw_params[] = {
     {.name = "working_set_bytes", .kind = ML_PARAM_INT, .offset = offsetof(bw_config, working_set_bytes),
-     .min = ML_BW_LINE_BYTES, .max = BW_MAX_BYTES},
-    {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, op), .choices = bw_family_op_names},
+     .min = ML_BW_LINE_BYTES, .max = BW_MAX_BYTES, ML_DEFAULT(1 << 20)},
+    {.name = "op", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, op), .choices = bw_family_op_names, ML_DEFAULT_CHOICE("read")},
     {.name = "width", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, width),
-     .choices = bw_width_choices},
+     .choices = bw_width_choices, ML_DEFAULT_CHOICE("auto")},
     {.name = "stores", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, stores),
-     .choices = ml_bw_stores_names},
+     .choices = ml_bw_stores_names, ML_DEFAULT_CHOICE("normal")},
     {.name = "threads", .kind = ML_PARAM_INT, .offset = offsetof(bw_config, threads), .min = 1,
-     .max = BW_MAX_THREADS},
+     .max = BW_MAX_THREADS, ML_DEFAULT(1)},
     {.name = "cpus", .kind = ML_PARAM_BUFFER, .offset = offsetof(bw_config, cpus)},
-    {.name = "shared", .kind = ML_PARAM_BOOL, .offset = offsetof(bw_config, shared)},
-    {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, pages), .choices = bw_pages_names},
-    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(bw_config, strict_pages)},
+    {.name = "shared", .kind = ML_PARAM_BOOL, .offset = offsetof(bw_config, shared), ML_DEFAULT(1)},
+    {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, pages), .choices = bw_pages_names, ML_DEFAULT_CHOICE("4k")},
+    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(bw_config, strict_pages), ML_DEFAULT(0)},
     {.name = "background_op", .kind = ML_PARAM_CHOICE, .offset = offsetof(bw_config, background_op),
-     .choices = bw_background_choices},
+     .choices = bw_background_choices, ML_DEFAULT_CHOICE("none")},
     {.name = "background_working_set_bytes", .kind = ML_PARAM_INT,
      .offset = offsetof(bw_config, background_working_set_bytes), .min = ML_BW_LINE_BYTES,
-     .max = BW_MAX_BYTES},
-    {.name = "check", .kind = ML_PARAM_BOOL, .offset = offsetof(bw_config, check)},
+     .max = BW_MAX_BYTES, ML_DEFAULT(2 << 20)},
+    {.name = "check", .kind = ML_PARAM_BOOL, .offset = offsetof(bw_config, check), ML_DEFAULT(0)},
     {0},
 };
 
@@ -911,10 +339,10 @@ fail:
 
 /* The reference of the check: the words of [0, bytes) summed by the
  * plainest loop. */
-BW_KERNEL static uint64_t reference_sum(const uint64_t *words, size_t bytes)
+ML_BW_KERNEL static uint64_t reference_sum(const uint64_t *words, size_t bytes)
 {
     uint64_t sum = 0;
-    BW_PLAIN_LOOP
+    ML_BW_PLAIN_LOOP
     for (size_t i = 0; i < bytes / 8; ++i)
         sum += words[i];
     return sum;
@@ -983,26 +411,26 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
     if (rc)
         return rc;
 
-    double bytes_sum = 0, window_sum = 0, rate_total = 0, cpu_fraction_sum = 0, on_cpu_rate_sum = 0;
-    double rate_min = 0, rate_max = 0, cpu_fraction_min = 0;
+    double bytes_sum = 0, window_sum = 0, rate_total = 0, on_cpu_rate_sum = 0;
+    double rate_min = 0, rate_max = 0;
     uint64_t first_start = UINT64_MAX, last_start = 0, first_end = UINT64_MAX, last_end = 0;
+    ml_team_time times[BW_MAX_THREADS];
     for (int i = 0; i < s->threads; ++i) {
         const ml_bw_worker *w = &s->team.workers[i];
-        uint64_t window = w->end_ns > w->start_ns ? w->end_ns - w->start_ns : 1;
+        const ml_team_time *t = ml_bw_team_time(&s->team, i);
+        times[i] = *t;
+        uint64_t window = t->end_ns > t->start_ns ? t->end_ns - t->start_ns : 1;
         double rate = (double)w->bytes_done / (double)window; /* GB/s */
-        double cpu_fraction = (double)w->cpu_ns / (double)window;
         bytes_sum += (double)w->bytes_done;
         window_sum += (double)window;
         rate_total += rate;
-        cpu_fraction_sum += cpu_fraction;
-        on_cpu_rate_sum += w->cpu_ns ? (double)w->bytes_done / (double)w->cpu_ns : 0.0;
+        on_cpu_rate_sum += t->cpu_ns ? (double)w->bytes_done / (double)t->cpu_ns : 0.0;
         rate_min = i == 0 || rate < rate_min ? rate : rate_min;
         rate_max = i == 0 || rate > rate_max ? rate : rate_max;
-        cpu_fraction_min = i == 0 || cpu_fraction < cpu_fraction_min ? cpu_fraction : cpu_fraction_min;
-        first_start = w->start_ns < first_start ? w->start_ns : first_start;
-        last_start = w->start_ns > last_start ? w->start_ns : last_start;
-        first_end = w->end_ns < first_end ? w->end_ns : first_end;
-        last_end = w->end_ns > last_end ? w->end_ns : last_end;
+        first_start = t->start_ns < first_start ? t->start_ns : first_start;
+        last_start = t->start_ns > last_start ? t->start_ns : last_start;
+        first_end = t->end_ns < first_end ? t->end_ns : first_end;
+        last_end = t->end_ns > last_end ? t->end_ns : last_end;
     }
     double n = (double)s->threads;
     /* Per measured thread: the average thread's bytes in the average thread's window. */
@@ -1016,9 +444,10 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
     ml_metric_add(out, "GB_per_s_slowest_thread", rate_min);
     ml_metric_add(out, "GB_per_s_fastest_thread", rate_max);
     ml_metric_add(out, "on_cpu_GB_per_s", on_cpu_rate_sum / n);
-    ml_metric_add(out, "cpu_fraction", cpu_fraction_sum / n);
-    ml_metric_add(out, "lowest_cpu_fraction", cpu_fraction_min);
-    ml_metric_add(out, "overlap_fraction", common / (double)(last_end - first_start));
+    ml_team_metrics(times, s->threads, "", out);
+    /* the time all threads' runs had in common over the time any ran
+     * (overlap_fraction before the team's one definition) */
+    ml_metric_add(out, "window_overlap_fraction", last_end > first_start ? common / (double)(last_end - first_start) : 0.0);
     ml_metric_add(out, "passes", bytes_sum / n / pass_bytes);
     ml_metric_add(out, "bytes_per_pass", pass_bytes);
     ml_metric_add(out, "vector_bytes", (double)ml_bw_vector_bytes(s->width));
@@ -1039,13 +468,14 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
     for (int i = 0; i < s->workers && i < 4; ++i) {
         char name[ML_METRIC_NAME_MAX];
         snprintf(name, sizeof name, "ran_on_cpu_%d", i);
-        ml_metric_add(out, name, s->team.workers[i].ran_on_cpu);
+        ml_metric_add(out, name, ml_bw_team_time(&s->team, i)->ran_on_cpu);
     }
     if (s->workers > s->threads) {
         const ml_bw_worker *b = &s->team.workers[s->threads];
-        uint64_t window = b->end_ns > b->start_ns ? b->end_ns - b->start_ns : 1;
+        const ml_team_time *t = ml_bw_team_time(&s->team, s->threads);
+        uint64_t window = t->end_ns > t->start_ns ? t->end_ns - t->start_ns : 1;
         ml_metric_add(out, "background_GB_per_s", (double)b->bytes_done / (double)window);
-        ml_metric_add(out, "background_cpu_fraction", (double)b->cpu_ns / (double)window);
+        ml_metric_add(out, "background_cpu_fraction", ml_team_cpu_fraction(t));
     }
     if (s->cfg.check) {
         bw_check_result r = {0};
@@ -1182,9 +612,10 @@ static int pass_measure(void *state, ml_context *ctx, ml_measurement *out, ml_er
     };
     w.max_bytes = (uint64_t)w.bytes * (uint64_t)cfg->passes;
     w.chunk_bytes = cfg->chunk_bytes ? (uint64_t)cfg->chunk_bytes : w.max_bytes;
+    uint64_t start = ml_now_ns();
     ml_bw_worker_run_here(&w);
+    out->elapsed_ns = ml_now_ns() - start;
     ml_counter_values_missing(&out->counters, 0);
-    out->elapsed_ns = w.end_ns - w.start_ns;
     out->bytes = (double)w.bytes_done;
     out->units = (double)w.bytes_done;
     ml_metric_add(out, "sum_low32", (double)(w.sum & 0xffffffffu));

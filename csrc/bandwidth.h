@@ -21,7 +21,7 @@
  *     team.workers[0] = (ml_bw_worker){.kernel = read, .src = a, .bytes = n, .cpu = 0};
  *     team.workers[1] = (ml_bw_worker){.kernel = read, .src = b, .bytes = n, .cpu = 1};
  *     int rc = ml_bw_team_run(&team, 100000000, ctx, err);   // 100 ms, Ctrl-C aware
- *     ... team.workers[i].bytes_done, .start_ns, .end_ns, .cpu_ns ...
+ *     ... team.workers[i].bytes_done, ml_bw_team_time(&team, i)->cpu_ns ...
  *     ml_bw_team_free(&team);
  *
  * or, to keep traffic going while the calling thread measures something
@@ -35,6 +35,22 @@
 #include <stdint.h>
 
 #include "memlab.h"
+
+/* ---- writing a kernel ------------------------------------------------ */
+
+/* Kernels are loops the compiler must leave as written: not turned into
+ * memset/memcpy calls, and the scalar ones not vectorised behind our back.
+ * The vector kernels use intrinsics and are unrolled by hand. */
+#if defined(__clang__)
+#define ML_BW_KERNEL __attribute__((noinline, no_builtin("memcpy", "memset", "memmove")))
+#define ML_BW_PLAIN_LOOP _Pragma("clang loop vectorize(disable) interleave(disable) unroll(disable)")
+#else
+#define ML_BW_KERNEL                                                                          \
+    __attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-vectorize",        \
+                                      "no-tree-slp-vectorize",                             \
+                                      "no-tree-loop-distribute-patterns")))
+#define ML_BW_PLAIN_LOOP
+#endif
 
 /* ---- kernels ---------------------------------------------------------- */
 
@@ -101,7 +117,9 @@ ml_bw_kernel ml_bw_kernel_for(ml_bw_op op, ml_bw_width width, ml_bw_stores store
  * slower than the read kernel, so it is not what is measured.) */
 ml_bw_kernel ml_bw_sum_kernel(ml_bw_width width);
 
-/* ---- the team: one worker per thread ---------------------------------- */
+/* ---- the team: one worker per thread ----------------------------------
+ * A bandwidth team is an ml_team (memlab.h) whose workers run the loop
+ * below; the team starts, releases, waits, joins and times them. */
 
 typedef struct ml_bw_worker ml_bw_worker;
 
@@ -123,18 +141,16 @@ struct ml_bw_worker {
     uint64_t max_bytes;   /* stop after exactly this much work; 0: run until stopped */
     ml_bw_hook hook;      /* may be NULL */
     void *hook_arg;
-    /* results of the last run */
+    /* results of the last run (its start, end, CPU time and CPU: the team's
+     * ml_bw_team_time) */
     uint64_t bytes_done;  /* bytes passed over (copy: bytes copied; add: bytes of dst updated) */
     uint64_t chunks;
     uint64_t sum;         /* what the kernel calls returned, added up (the sum kernel's sum) */
-    uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC around the whole run */
     uint64_t busy_ns;     /* inside the kernel only */
-    uint64_t cpu_ns;      /* the thread's CPU time over the run */
-    int ran_on_cpu;       /* sched_getcpu() at the end; -1 if unknown */
     /* kept between runs: the speed seen last, to size the next chunks */
     double ns_per_byte;
     size_t offset;        /* where the next chunk starts, within a pass */
-    struct ml_bw_team *team;
+    ml_team *team;        /* while it runs in a team: ml_team_stopping(worker->team) */
 };
 
 #define ML_BW_DEFAULT_CHUNK_NS 200000u /* 0.2 ms: the stop flag is seen that fast */
@@ -142,29 +158,28 @@ struct ml_bw_worker {
 typedef struct ml_bw_team {
     int n;
     ml_bw_worker *workers;
-    pthread_t *threads;
-    int started;          /* threads created and not yet joined */
-    atomic_int ready;
-    atomic_int go;
-    atomic_int stop;
-    atomic_int finished;
+    ml_team threads;
 } ml_bw_team;
 
 /* Allocate n workers (zeroed, cpu -1); ml_bw_team_free releases them. */
 int ml_bw_team_init(ml_bw_team *team, int n, ml_error *err);
 void ml_bw_team_free(ml_bw_team *team);
-/* Create every worker's thread (pinned to its cpu), wait until all are
- * ready and release them together.  On a failure the threads already
- * created are stopped and joined before it returns -1. */
-int ml_bw_team_start(ml_bw_team *team, ml_error *err);
+/* Start every worker's thread (pinned to its cpu), wait until all are
+ * ready and release them together.  On a failure or Ctrl-C the threads
+ * already started are stopped and joined before it returns -1. */
+int ml_bw_team_start(ml_bw_team *team, ml_context *ctx, ml_error *err);
 /* Ask every worker to stop after its current chunk and join them all (safe
  * to call when nothing runs). */
 void ml_bw_team_stop(ml_bw_team *team);
 /* Start, let the workers run for duration_ns (or, with 0, until every
  * worker has reached its max_bytes or its hook stopped it), stop, join.
- * ctx is checked for Ctrl-C every few milliseconds; an interrupt stops the
- * workers before this returns -1 with ML_ERR_INTERRUPTED. */
+ * Ctrl-C stops the workers before this returns -1 with ML_ERR_INTERRUPTED. */
 int ml_bw_team_run(ml_bw_team *team, uint64_t duration_ns, ml_context *ctx, ml_error *err);
+/* Worker i's last run: start, end, CPU time, the CPU it ended on. */
+static inline const ml_team_time *ml_bw_team_time(const ml_bw_team *team, int i)
+{
+    return &team->threads.workers[i].time;
+}
 /* One worker's loop in the calling thread (no pinning, no flags): what a
  * team thread runs between go and stop.  Needs max_bytes > 0. */
 void ml_bw_worker_run_here(ml_bw_worker *worker);

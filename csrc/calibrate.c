@@ -11,7 +11,7 @@ typedef struct {
 
 static const ml_param calibrate_params[] = {
     {.name = "budget_ns", .kind = ML_PARAM_INT, .offset = offsetof(calibrate_config, budget_ns),
-     .min = 1000000, .max = 60000000000},
+     .min = 1000000, .max = 60000000000, ML_DEFAULT(100000000)},
     {0},
 };
 

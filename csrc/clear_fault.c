@@ -66,16 +66,16 @@ typedef struct clear_fault_state {
 
 static const ml_param clear_fault_params[] = {
     {.name = "region_bytes", .kind = ML_PARAM_INT, .offset = offsetof(clear_fault_config, region_bytes),
-     .min = (int64_t)CLEAR_SUBPAGE_BYTES, .max = CLEAR_MAX_REGION_BYTES},
+     .min = (int64_t)CLEAR_SUBPAGE_BYTES, .max = CLEAR_MAX_REGION_BYTES, ML_DEFAULT(256 << 20)},
     {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(clear_fault_config, pages),
-     .choices = ml_page_kind_names},
+     .choices = ml_page_kind_names, ML_DEFAULT_CHOICE("thp")},
     {.name = "populate", .kind = ML_PARAM_CHOICE, .offset = offsetof(clear_fault_config, populate),
-     .choices = clear_fault_populate_names},
+     .choices = clear_fault_populate_names, ML_DEFAULT_CHOICE("touch")},
     {.name = "touch_offset", .kind = ML_PARAM_CHOICE, .offset = offsetof(clear_fault_config, touch_offset),
-     .choices = clear_touch_offset_names},
+     .choices = clear_touch_offset_names, ML_DEFAULT_CHOICE("first")},
     {.name = "pause_s", .kind = ML_PARAM_DOUBLE, .offset = offsetof(clear_fault_config, pause_s),
-     .min_double = 0.0, .max_double = 3600.0},
-    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(clear_fault_config, strict_pages)},
+     .min_double = 0.0, .max_double = 3600.0, ML_DEFAULT_DOUBLE(0.0)},
+    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(clear_fault_config, strict_pages), ML_DEFAULT(0)},
     {0},
 };
 

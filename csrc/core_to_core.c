@@ -22,9 +22,10 @@
  * nearer one pair of cores than another.  On the development guest single
  * lines gave from 127 to 142 ns, each steady for as long as it was measured,
  * so one line per run drew its result from that spread; the median over
- * lines is a property of the pair of CPUs.  The calling thread only starts
- * the two threads, sleeps in 10 ms steps checking for Ctrl-C and raises the
- * stop flag at the sample's target time; every way out joins both threads. */
+ * lines is a property of the pair of CPUs.  The two threads are a team
+ * (memlab.h): the calling thread starts and releases them, waits checking
+ * for Ctrl-C and stops them at the sample's target time; every way out
+ * joins both threads. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -43,7 +44,6 @@
 #define C2C_MAX_CHUNKS 65536u
 #define C2C_SPINS_PER_STOP_CHECK 1024u
 #define C2C_DEFAULT_TARGET_NS 100000000ull
-#define C2C_WAIT_NS 10000000L
 #define C2C_MIN_CHUNKS 5u
 #define C2C_MIN_DEADLINE_NS 2000000000ull
 #define C2C_MAX_LINES 1024
@@ -62,33 +62,29 @@ typedef struct c2c_config {
 
 static const ml_param c2c_params[] = {
     {.name = "cpu_a", .kind = ML_PARAM_INT, .offset = offsetof(c2c_config, cpu_a), .min = 0,
-     .max = C2C_MAX_CPU},
+     .max = C2C_MAX_CPU, ML_DEFAULT(0)},
     {.name = "cpu_b", .kind = ML_PARAM_INT, .offset = offsetof(c2c_config, cpu_b), .min = 0,
-     .max = C2C_MAX_CPU},
+     .max = C2C_MAX_CPU, ML_DEFAULT(1)},
     {.name = "method", .kind = ML_PARAM_CHOICE, .offset = offsetof(c2c_config, method),
-     .choices = c2c_methods},
+     .choices = c2c_methods, ML_DEFAULT_CHOICE("cas")},
     {.name = "lines", .kind = ML_PARAM_INT, .offset = offsetof(c2c_config, lines), .min = 1,
-     .max = C2C_MAX_LINES},
+     .max = C2C_MAX_LINES, ML_DEFAULT(256)},
     {0},
 };
 
-/* The flags; the bounced lines are on pages of their own (c2c_state.pages),
- * each alone in its 128 bytes (the adjacent-line prefetcher pairs lines). */
+/* The stop flag A raises for B when it has stopped; the bounced lines are
+ * on pages of their own (c2c_state.pages), each alone in its 128 bytes
+ * (the adjacent-line prefetcher pairs lines). */
 typedef struct c2c_shared {
     _Alignas(128) atomic_int stop;
-    atomic_int ready;
-    atomic_int go;
 } c2c_shared;
 
 /* Each side alone in its 128 bytes: A and B update their own counts after
  * every chunk, and must not hand a line to and fro doing it. */
 typedef struct c2c_side {
     _Alignas(128) struct c2c_state *state;
-    int cpu;
     int starts; /* 1: A (turns even into odd), 0: B */
     uint64_t round_trips;
-    uint64_t start_ns, end_ns, cpu_ns;
-    int ran_on_cpu;
 } c2c_side;
 
 typedef struct c2c_state {
@@ -100,6 +96,7 @@ typedef struct c2c_state {
     double *scratch;  /* one line's chunks, for its median */
     size_t chunks;
     c2c_side side[2];
+    ml_team team; /* A and B */
 } c2c_state;
 
 static inline void c2c_relax(void)
@@ -111,8 +108,15 @@ static inline void c2c_relax(void)
 #endif
 }
 
+/* Whether to stop: A is done (s->stop), or the team stops (A may have left
+ * before its first step, and B must not wait for it). */
+static inline int c2c_stopping(c2c_shared *s, ml_team *team)
+{
+    return atomic_load_explicit(&s->stop, memory_order_relaxed) || ml_team_stopping(team);
+}
+
 /* Move the counter in `line` from `from` to from + 1; 0 when done, -1 when asked to stop. */
-static inline int c2c_step(c2c_shared *s, _Atomic uint64_t *line, int method, uint64_t from)
+static inline int c2c_step(c2c_shared *s, ml_team *team, _Atomic uint64_t *line, int method, uint64_t from)
 {
     unsigned spins = 0;
     if (method == C2C_CAS) {
@@ -123,7 +127,7 @@ static inline int c2c_step(c2c_shared *s, _Atomic uint64_t *line, int method, ui
                 return 0;
             if (++spins == C2C_SPINS_PER_STOP_CHECK) {
                 spins = 0;
-                if (atomic_load_explicit(&s->stop, memory_order_relaxed))
+                if (c2c_stopping(s, team))
                     return -1;
             }
         }
@@ -132,7 +136,7 @@ static inline int c2c_step(c2c_shared *s, _Atomic uint64_t *line, int method, ui
         c2c_relax();
         if (++spins == C2C_SPINS_PER_STOP_CHECK) {
             spins = 0;
-            if (atomic_load_explicit(&s->stop, memory_order_relaxed))
+            if (c2c_stopping(s, team))
                 return -1;
         }
     }
@@ -143,40 +147,36 @@ static inline int c2c_step(c2c_shared *s, _Atomic uint64_t *line, int method, ui
 /* One chunk's steps on `line`, the first from `first` (each side's values
  * go up by 2): how many were taken, fewer than CHUNK_ROUND_TRIPS when asked
  * to stop. */
-static inline unsigned c2c_chunk(c2c_shared *s, _Atomic uint64_t *line, int method, uint64_t first)
+static inline unsigned c2c_chunk(c2c_shared *s, ml_team *team, _Atomic uint64_t *line, int method,
+                                 uint64_t first)
 {
     unsigned done = 0;
     for (uint64_t value = first; done < C2C_CHUNK_ROUND_TRIPS; done++, value += 2)
-        if (c2c_step(s, line, method, value) < 0)
+        if (c2c_step(s, team, line, method, value) < 0)
             break;
     return done;
 }
 
-static void *c2c_thread(void *arg)
+/* A's or B's body: the team released both and times them. */
+static void c2c_body(void *arg, ml_team *team)
 {
     c2c_side *side = arg;
     c2c_state *st = side->state;
     c2c_shared *s = st->shared;
     int method = st->cfg.method;
-    atomic_fetch_add(&s->ready, 1);
-    while (!atomic_load_explicit(&s->go, memory_order_acquire))
-        c2c_relax();
-    uint64_t cpu_start = ml_thread_cpu_ns();
-    side->start_ns = ml_now_ns();
     const uint64_t lines = (uint64_t)st->cfg.lines;
     _Atomic uint64_t *const *const line_at = st->line; /* read once: A writes st->chunks nearby */
     /* A moves a line's counter 2k -> 2k+1, B 2k+1 -> 2k+2; chunk c bounces
      * line c % lines, whose counter stands at 2 * CHUNK_ROUND_TRIPS * (c / lines) */
     const uint64_t odd = side->starts ? 0 : 1;
     if (side->starts) {
-        for (uint64_t c = 0; !atomic_load_explicit(&s->stop, memory_order_relaxed); c++) {
+        for (uint64_t c = 0; !ml_team_stopping(team); c++) {
             _Atomic uint64_t *line = line_at[c % lines];
             uint64_t first = 2 * C2C_CHUNK_ROUND_TRIPS * (c / lines) + odd;
             uint64_t t0 = ml_now_ns();
-            unsigned done = c2c_chunk(s, line, method, first);
+            unsigned done = c2c_chunk(s, team, line, method, first);
             uint64_t t1 = ml_now_ns();
             side->round_trips += done;
-            side->end_ns = t1;
             /* From before A's first step to after its last: n steps of A,
              * each but the first waiting for B's answer to the one before,
              * which is n round trips to within half of one. */
@@ -190,16 +190,12 @@ static void *c2c_thread(void *arg)
         atomic_store_explicit(&s->stop, 1, memory_order_relaxed);
     } else {
         for (uint64_t c = 0;; c++) {
-            unsigned done = c2c_chunk(s, line_at[c % lines], method, 2 * C2C_CHUNK_ROUND_TRIPS * (c / lines) + odd);
+            unsigned done = c2c_chunk(s, team, line_at[c % lines], method, 2 * C2C_CHUNK_ROUND_TRIPS * (c / lines) + odd);
             side->round_trips += done;
             if (done < C2C_CHUNK_ROUND_TRIPS)
                 break;
         }
-        side->end_ns = ml_now_ns();
     }
-    side->cpu_ns = ml_thread_cpu_ns() - cpu_start;
-    side->ran_on_cpu = sched_getcpu();
-    return NULL;
 }
 
 static int c2c_cpu_allowed(int64_t cpu, const char *name, ml_error *err)
@@ -225,6 +221,7 @@ static void c2c_teardown(void *state)
     c2c_state *st = state;
     if (!st)
         return;
+    ml_team_free(&st->team);
     free(st->shared);
     free(st->pages);
     free(st->line);
@@ -263,17 +260,19 @@ static int c2c_setup(const void *config, void **state, ml_context *ctx, ml_error
     }
     for (size_t i = 0; i < lines; i++)
         st->line[i] = (_Atomic uint64_t *)(st->pages + i * C2C_PAGE_BYTES + (i * 5 % C2C_LINE_SLOTS) * 128);
+    if (ml_team_init(&st->team, 2, "thread", 0, err)) {
+        c2c_teardown(st);
+        return -1;
+    }
     *state = st;
     return 0;
 }
 
-/* Raise the stop flag and join the threads that were created. */
-static void c2c_stop_join(c2c_state *st, pthread_t *tids, int created)
+/* Enough chunks to take a median of (the wait's condition past the target). */
+static int c2c_enough(void *arg)
 {
-    atomic_store(&st->shared->stop, 1);
-    atomic_store(&st->shared->go, 1);
-    for (int i = 0; i < created; i++)
-        pthread_join(tids[i], NULL);
+    c2c_state *st = arg;
+    return __atomic_load_n(&st->chunks, __ATOMIC_RELAXED) >= C2C_MIN_CHUNKS;
 }
 
 /* The median of each line's chunks (chunk i bounced line i % lines); the
@@ -303,51 +302,27 @@ static int c2c_measure(void *state, ml_context *ctx, ml_measurement *out, ml_err
         atomic_store(st->line[i], 0);
     st->chunks = 0;
     int cpus[2] = {(int)st->cfg.cpu_a, (int)st->cfg.cpu_b};
-    for (int i = 0; i < 2; i++)
-        st->side[i] = (c2c_side){.state = st, .cpu = cpus[i], .starts = i == 0, .ran_on_cpu = -1};
+    /* worker 0 is B, 1 is A (B starts first: it waits for A's first step) */
+    for (int i = 0; i < 2; i++) {
+        st->side[i] = (c2c_side){.state = st, .starts = i == 0};
+        st->team.workers[1 - i] = (ml_team_worker){.body = c2c_body, .arg = &st->side[i], .cpu = cpus[i],
+                                                   .what = i ? "the cpu_b thread" : "the cpu_a thread"};
+    }
     uint64_t target = ctx && ctx->target_ns ? ctx->target_ns : C2C_DEFAULT_TARGET_NS;
-
-    pthread_t tids[2];
-    int created = 0;
-    for (int i = 1; i >= 0; i--) { /* B first: it waits for A's first step */
-        if (ml_thread_start_pinned(&tids[created], cpus[i], 0, c2c_thread, &st->side[i], err, "the %s thread",
-                                   i ? "cpu_b" : "cpu_a")) {
-            c2c_stop_join(st, tids, created);
-            return -1;
-        }
-        created++;
-    }
-    while (atomic_load(&s->ready) < 2) {
-        struct timespec pause = {0, 1000000L};
-        nanosleep(&pause, NULL);
-        if (ml_interrupted(ctx)) {
-            c2c_stop_join(st, tids, created);
-            return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-        }
-    }
-    ml_counting counting;
-    ml_counting_start(&counting, ctx);
-    uint64_t start = ml_now_ns();
-    atomic_store_explicit(&s->go, 1, memory_order_release);
     /* Past the target, wait for C2C_MIN_CHUNKS chunks (on loaded CPUs the
      * two threads run together only now and then), up to the deadline. */
     uint64_t deadline = target * 20 > C2C_MIN_DEADLINE_NS ? target * 20 : C2C_MIN_DEADLINE_NS;
-    for (;;) {
-        uint64_t now = ml_now_ns();
-        size_t chunks = __atomic_load_n(&st->chunks, __ATOMIC_RELAXED);
-        if ((now - start >= target && chunks >= C2C_MIN_CHUNKS) || now - start >= deadline)
-            break;
-        uint64_t left = now - start < target ? target - (now - start) : C2C_WAIT_NS;
-        struct timespec pause = {0, left < (uint64_t)C2C_WAIT_NS ? (long)left : C2C_WAIT_NS};
-        nanosleep(&pause, NULL);
-        if (ml_interrupted(ctx)) {
-            c2c_stop_join(st, tids, created);
-            ml_counting_stop(&counting, out);
-            return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-        }
-    }
-    c2c_stop_join(st, tids, created);
+    if (ml_team_start(&st->team, ctx, err))
+        return -1;
+    ml_counting counting;
+    ml_counting_start(&counting, ctx);
+    int rc = ml_team_release(&st->team, ctx, err);
+    if (rc == 0)
+        rc = ml_team_wait(&st->team, target, deadline, c2c_enough, st, ctx, err);
+    ml_team_stop(&st->team);
     ml_counting_stop(&counting, out);
+    if (rc < 0)
+        return -1;
 
     c2c_side *a = &st->side[0], *b = &st->side[1];
     if (st->chunks < C2C_MIN_CHUNKS)
@@ -356,7 +331,9 @@ static int c2c_measure(void *state, ml_context *ctx, ml_measurement *out, ml_err
                        "in %.3g s (%u needed): the two CPUs hardly ran the threads at the same time",
                        st->chunks, C2C_CHUNK_ROUND_TRIPS, cpus[0], cpus[1], deadline / 1e9,
                        C2C_MIN_CHUNKS);
-    uint64_t window = a->end_ns > a->start_ns ? a->end_ns - a->start_ns : 1;
+    const ml_team_time *ta = &st->team.workers[1].time, *tb = &st->team.workers[0].time;
+    ml_team_time times[2] = {*ta, *tb};
+    uint64_t window = ta->end_ns > ta->start_ns ? ta->end_ns - ta->start_ns : 1;
     out->elapsed_ns = window;
     out->units = (double)a->round_trips;
     out->bytes = 0;
@@ -368,7 +345,6 @@ static int c2c_measure(void *state, ml_context *ctx, ml_measurement *out, ml_err
     double line_fastest, line_slowest; /* before the median sorts the chunks */
     c2c_line_medians(st, chunks, &line_fastest, &line_slowest);
     double median = ml_median(st->chunk_ns, chunks);
-    uint64_t b_window = b->end_ns > b->start_ns ? b->end_ns - b->start_ns : 1;
     ml_metric_add(out, "round_trip_ns", median);
     ml_metric_add(out, "one_way_ns", median / 2);
     ml_metric_add(out, "fastest_chunk_round_trip_ns", fastest);
@@ -376,10 +352,11 @@ static int c2c_measure(void *state, ml_context *ctx, ml_measurement *out, ml_err
     ml_metric_add(out, "slowest_line_round_trip_ns", line_slowest);
     ml_metric_add(out, "chunks", (double)chunks);
     ml_metric_add(out, "round_trips_per_chunk", C2C_CHUNK_ROUND_TRIPS);
-    ml_metric_add(out, "cpu_fraction_a", (double)a->cpu_ns / (double)window);
-    ml_metric_add(out, "cpu_fraction_b", (double)b->cpu_ns / (double)b_window);
-    ml_metric_add(out, "ran_on_cpu_a", a->ran_on_cpu);
-    ml_metric_add(out, "ran_on_cpu_b", b->ran_on_cpu);
+    ml_metric_add(out, "cpu_fraction_a", ml_team_cpu_fraction(ta));
+    ml_metric_add(out, "cpu_fraction_b", ml_team_cpu_fraction(tb));
+    ml_team_metrics(times, 2, "", out);
+    ml_metric_add(out, "ran_on_cpu_a", ta->ran_on_cpu);
+    ml_metric_add(out, "ran_on_cpu_b", tb->ran_on_cpu);
     ml_metric_add(out, "answered_round_trips", (double)b->round_trips);
     return 0;
 }

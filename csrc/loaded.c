@@ -57,16 +57,16 @@ typedef struct loaded_config {
 static const ml_param loaded_params[] = {
     {.name = "working_set_bytes", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, working_set_bytes),
      .min = 1024, .max = INT64_C(1) << 46},
-    {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(loaded_config, pages), .choices = loaded_pages},
+    {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(loaded_config, pages), .choices = loaded_pages, ML_DEFAULT_CHOICE("thp")},
     {.name = "load_threads", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, load_threads), .min = 0,
      .max = LOADED_MAX_LOAD_THREADS},
-    {.name = "load_op", .kind = ML_PARAM_CHOICE, .offset = offsetof(loaded_config, load_op), .choices = loaded_ops},
+    {.name = "load_op", .kind = ML_PARAM_CHOICE, .offset = offsetof(loaded_config, load_op), .choices = loaded_ops, ML_DEFAULT_CHOICE("read")},
     {.name = "load_working_set_bytes", .kind = ML_PARAM_INT,
      .offset = offsetof(loaded_config, load_working_set_bytes), .min = 64 << 10, .max = INT64_C(1) << 46},
     {.name = "delay_ns", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, delay_ns), .min = 0,
-     .max = LOADED_MAX_DELAY_NS},
+     .max = LOADED_MAX_DELAY_NS, ML_DEFAULT(0)},
     {.name = "load_chunk_bytes", .kind = ML_PARAM_INT, .offset = offsetof(loaded_config, load_chunk_bytes),
-     .min = 0, .max = LOADED_MAX_CHUNK_BYTES},
+     .min = 0, .max = LOADED_MAX_CHUNK_BYTES, ML_DEFAULT(0)},
     {.name = "cpus", .kind = ML_PARAM_BUFFER, .offset = offsetof(loaded_config, cpus)},
     {0},
 };
@@ -92,57 +92,19 @@ typedef struct loaded_state {
 static void loaded_teardown(void *state);
 
 /* Set a parameter of another family's config by name (ints, bools, choices). */
-static int loaded_set(const ml_family *family, void *config, const char *name, int64_t value,
-                      ml_error *err)
-{
-    for (const ml_param *p = family->params; p->name; p++) {
-        if (strcmp(p->name, name) != 0)
-            continue;
-        char *field = (char *)config + p->offset;
-        if (p->kind == ML_PARAM_INT)
-            memcpy(field, &value, sizeof value);
-        else if (p->kind == ML_PARAM_BOOL || p->kind == ML_PARAM_CHOICE) {
-            int v = (int)value;
-            memcpy(field, &v, sizeof v);
-        } else
-            break;
-        return 0;
-    }
-    return ml_fail(err, ML_ERR_VALUE, 0, "the %s family has no settable parameter %s", family->name, name);
-}
-
-/* The chase config: one element per line (npad 7), random order, one chain,
- * every other parameter as the chase family's defaults.  A chase parameter
- * not listed here is an error, so the chaser never runs half-configured. */
+/* The chase config: the chase family's defaults (one element per line,
+ * random order, one chain: ChaseParams'), with this family's working set and
+ * pages. */
 static int loaded_chase_config(loaded_state *s, ml_error *err)
 {
     const ml_family *chase = &ml_family_chase;
-    struct {
-        const char *name;
-        int64_t value;
-    } values[] = {
-        {"working_set_bytes", s->cfg.working_set_bytes}, {"npad", 7}, {"order", 1 /* random */},
-        {"block_pages", 1}, {"layout", 0 /* packed */}, {"op", 0 /* follow */}, {"work_cycles", 0},
-        {"prefetch_distance", 0}, {"helper_thread", 0}, {"helper_distance", 100}, {"helper_cpu", -1},
-        {"pages", s->cfg.pages}, {"strict_pages", 0}, {"chains", 1}, {"seed", 1}, {"laps", 0},
-        {"check", 0}, {"pair_word", 2}, {"pointer_word", 0}, {"misalign_bytes", 0},
-        {"element_distance", 1}, {"threads", 1}, {"thread_lists", 0 /* shared */}, {"walk_cpu", -1},
-        {"memory_node", -1},
-    };
-    size_t n = sizeof values / sizeof values[0];
-    for (const ml_param *p = chase->params; p->name; p++) {
-        size_t i = 0;
-        while (i < n && strcmp(values[i].name, p->name) != 0)
-            i++;
-        if (i == n)
-            return ml_fail(err, ML_ERR_VALUE, 0, "the chase family's parameter %s has no value here", p->name);
-    }
     s->chase_config = calloc(1, chase->config_size);
     if (!s->chase_config)
         return ml_fail(err, ML_ERR_MEMORY, 0, "no memory for the chaser's config");
-    for (size_t i = 0; i < n; i++)
-        if (loaded_set(chase, s->chase_config, values[i].name, values[i].value, err))
-            return -1;
+    if (ml_config_defaults(chase, s->chase_config, err) ||
+        ml_config_set_int(chase, s->chase_config, "working_set_bytes", s->cfg.working_set_bytes, err) ||
+        ml_config_set_choice(chase, s->chase_config, "pages", loaded_pages[s->cfg.pages], err))
+        return -1;
     return 0;
 }
 
@@ -191,7 +153,7 @@ static int loaded_hook(ml_bw_worker *worker, void *arg)
     }
     if (s->cfg.delay_ns > 0) {
         uint64_t until = now + (uint64_t)s->cfg.delay_ns;
-        while (ml_now_ns() < until && !atomic_load_explicit(&worker->team->stop, memory_order_relaxed)) {
+        while (ml_now_ns() < until && !ml_team_stopping(worker->team)) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
@@ -315,7 +277,7 @@ static int loaded_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
             return ml_fail(err, ML_ERR_OS, errno, "cannot pin the chaser to cpus[0]=%d", s->cpus[0]);
         pinned = 1;
     }
-    int rc = n > 0 ? ml_bw_team_start(&s->team, err) : 0;
+    int rc = n > 0 ? ml_bw_team_start(&s->team, ctx, err) : 0;
     uint64_t t0 = 0, t1 = 0;
     int chaser_cpu = -1;
     if (rc == 0) {
@@ -336,19 +298,18 @@ static int loaded_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     if (rc)
         return rc;
 
-    double rate_sum = 0, cpu_fraction_sum = 0, window_bytes = 0, chunks = 0;
+    double rate_sum = 0, window_bytes = 0, chunks = 0;
     int unmeasured = 0;
+    ml_team_time times[LOADED_MAX_LOAD_THREADS];
     for (int i = 0; i < n; i++) {
         const loaded_note *note = &s->notes[i];
-        const ml_bw_worker *w = &s->team.workers[i];
+        times[i] = *ml_bw_team_time(&s->team, i);
         if (note->notes >= 2 && note->last_ns > note->first_ns) {
             rate_sum += (double)(note->last_bytes - note->first_bytes) / (double)(note->last_ns - note->first_ns);
             window_bytes += (double)(note->last_bytes - note->first_bytes);
             chunks += note->notes - 1;
         } else
             unmeasured++;
-        uint64_t run = w->end_ns > w->start_ns ? w->end_ns - w->start_ns : 1;
-        cpu_fraction_sum += (double)w->cpu_ns / (double)run;
     }
     /* bytes passed over, and read and written, counted as the bandwidth family counts its kernels */
     unsigned reads, writes;
@@ -361,13 +322,16 @@ static int loaded_measure(void *state, ml_context *ctx, ml_measurement *out, ml_
     ml_metric_add(out, "load_traffic_bytes", window_bytes * (reads + writes));
     ml_metric_add(out, "load_bytes_per_chunk", chunks > 0 ? window_bytes / chunks : 0.0);
     ml_metric_add(out, "load_threads_unmeasured", unmeasured);
-    ml_metric_add(out, "load_cpu_fraction", n ? cpu_fraction_sum / n : 0.0);
+    if (n > 0) /* load_cpu_fraction, load_lowest_cpu_fraction, load_overlap_fraction */
+        ml_team_metrics(times, n, "load_", out);
+    else
+        ml_metric_add(out, "load_cpu_fraction", 0.0);
     ml_metric_add(out, "window_ns", (double)(t1 - t0));
     ml_metric_add(out, "ran_on_cpu_chaser", chaser_cpu);
     for (int i = 0; i < n && i < LOADED_MAX_CPU_METRICS; i++) {
         char name[ML_METRIC_NAME_MAX];
         snprintf(name, sizeof name, "ran_on_cpu_load_%d", i);
-        ml_metric_add(out, name, s->team.workers[i].ran_on_cpu);
+        ml_metric_add(out, name, ml_bw_team_time(&s->team, i)->ran_on_cpu);
     }
     return 0;
 }

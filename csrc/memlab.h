@@ -86,6 +86,119 @@ int ml_thread_start_pinned(pthread_t *tid, int cpu, size_t stack_bytes, void *(*
                            ml_error *err, const char *what_fmt, ...)
     __attribute__((format(printf, 7, 8)));
 
+/* ---- thread teams (team.c) -------------------------------------------
+ * The one way the core runs N threads that measure together (bandwidth,
+ * loaded, chase, share, core_to_core keep only their worker bodies).  One
+ * policy for every family:
+ * - every worker is started, pinned and named through ml_thread_start_pinned
+ *   (the CPU list is the caller's: a CPU of -1 leaves one unpinned);
+ * - one ready barrier: ml_team_start returns once every worker waits for the
+ *   start, asleep (a thousand workers on two CPUs would spin for seconds);
+ *   it checks ctx between thread creations and while it waits;
+ * - one release: ml_team_release wakes them all, and each worker then yields
+ *   until every one is awake, so that they begin within microseconds;
+ * - one wait: ml_team_wait sleeps on the team (woken when a worker ends),
+ *   checking ctx every ML_TEAM_POLL_NS, until the run's time (and the
+ *   caller's `enough`), every worker's end, or the deadline;
+ * - a join on every way out: a failed start, Ctrl-C in either wait and
+ *   ml_team_stop raise the stop flag, release whoever waits and join every
+ *   thread started; ml_team_free stops first;
+ * - the team times each worker's body (start, end, CPU time, the CPU it
+ *   ended on) and ml_team_metrics turns times into the three metrics every
+ *   family reports under one definition (docs/dataset.md).
+ *
+ *     ml_team team;
+ *     if (ml_team_init(&team, 2, "worker", stack_bytes, err)) return -1;
+ *     team.workers[i] = (ml_team_worker){.body = my_loop, .arg = &mine[i], .cpu = cpus[i]};
+ *     if (ml_team_start(&team, ctx, err) || ml_team_release(&team, ctx, err)) return -1;
+ *     int rc = ml_team_wait(&team, 100000000, 0, NULL, NULL, ctx, err);
+ *     ml_team_stop(&team);
+ *     ml_team_metrics(times, n, "", out);
+ *     ml_team_free(&team);
+ * A body polls ml_team_stopping(team) between chunks of its work. */
+
+#define ML_TEAM_POLL_NS 10000000ull /* Ctrl-C lands within 10 ms of a wait */
+
+typedef struct ml_team ml_team;
+typedef struct ml_context ml_context;
+typedef struct ml_measurement ml_measurement;
+
+/* A worker's run: CLOCK_MONOTONIC around its body, its CPU time over it,
+ * sched_getcpu() at its end (-1: unknown).  A thread that measures without
+ * a team (the chase's calling thread) fills one itself. */
+typedef struct ml_team_time {
+    uint64_t start_ns, end_ns, cpu_ns;
+    int ran_on_cpu;
+} ml_team_time;
+
+typedef struct ml_team_worker {
+    /* set by the caller */
+    void (*body)(void *arg, ml_team *team);
+    void *arg;
+    int cpu;           /* pin to this CPU; -1: unpinned */
+    const char *what;  /* this worker, for messages ("the cpu_a thread"); NULL: the team's "what i of n" */
+    /* the last run */
+    ml_team_time time;
+    ml_team *team_of;  /* set by ml_team_start */
+} ml_team_worker;
+
+struct ml_team {
+    int n;
+    ml_team_worker *workers;
+    pthread_t *threads;
+    const char *what;    /* a worker, for messages: "load thread" -> "load thread 1 of 3" */
+    size_t stack_bytes;  /* 0: the default */
+    int started;         /* threads created and not yet joined */
+    uint64_t released_ns;
+    pthread_mutex_t lock; /* guards ready, go, finished */
+    pthread_cond_t changed;
+    int ready, go, finished;
+    int initialised;
+    int awake, stop; /* __atomic_* only */
+};
+
+/* n workers (zeroed, unpinned); -1 with err for n < 1 or no memory. */
+int ml_team_init(ml_team *team, int n, const char *what, size_t stack_bytes, ml_error *err);
+/* Stop, join and release everything; safe on a zeroed or freed team. */
+void ml_team_free(ml_team *team);
+/* Start every worker's thread, return once each waits for the release.
+ * -1 (every thread started already joined): a thread that could not start
+ * (ml_thread_start_pinned's error) or Ctrl-C. */
+int ml_team_start(ml_team *team, ml_context *ctx, ml_error *err);
+/* Release the workers together; return once every one is awake.  -1 on
+ * Ctrl-C (the team stopped and joined). */
+int ml_team_release(ml_team *team, ml_context *ctx, ml_error *err);
+/* From the release, wait until run_ns have passed and `enough(arg)` says so
+ * (either may be absent: 0, NULL), or every worker ended.  0: so; 1: the
+ * deadline (from the release, 0: none) came first; -1: Ctrl-C, the team
+ * stopped and joined. */
+int ml_team_wait(ml_team *team, uint64_t run_ns, uint64_t deadline_ns, int (*enough)(void *arg), void *arg,
+                 ml_context *ctx, ml_error *err);
+/* Ask every worker to stop, release those still waiting, join them all
+ * (nothing to do when none runs). */
+void ml_team_stop(ml_team *team);
+/* Workers that ended their body since the release. */
+int ml_team_finished(ml_team *team);
+
+static inline int ml_team_stopping(ml_team *team)
+{
+    return __atomic_load_n(&team->stop, __ATOMIC_RELAXED);
+}
+
+/* A run's CPU time over its wall time (0 for an empty run). */
+double ml_team_cpu_fraction(const ml_team_time *time);
+/* The metrics of n threads that measured together, named prefix + name:
+ *   cpu_fraction         the mean over threads of ml_team_cpu_fraction
+ *   lowest_cpu_fraction  the lowest thread's
+ *   overlap_fraction     the least share of the span (first start to last
+ *                        end) in which every thread was on its CPU at once:
+ *                        thread i was away from its CPU for (span - cpu_i)
+ *                        of the span (before its start, after its end, or
+ *                        descheduled), and at worst those absences do not
+ *                        overlap: 1 - sum_i (1 - cpu_i / span), at least 0.
+ * One thread: its cpu_fraction is all three. */
+void ml_team_metrics(const ml_team_time *times, int n, const char *prefix, ml_measurement *out);
+
 /* ---- clock (clock.c) ------------------------------------------------ */
 
 uint64_t ml_now_ns(void); /* CLOCK_MONOTONIC */
@@ -492,7 +605,19 @@ typedef struct ml_param {
     double min_double, max_double; /* ML_PARAM_DOUBLE */
     const char *const *choices; /* ML_PARAM_CHOICE */
     int writable;               /* ML_PARAM_BUFFER: must be writable */
+    /* The value an absent key takes (module.c, ml_config_defaults); without
+     * one the key is required.  Set with the macros below. */
+    int has_default;
+    int64_t default_int;        /* ML_PARAM_INT, ML_PARAM_BOOL */
+    double default_double;      /* ML_PARAM_DOUBLE */
+    const char *default_choice; /* ML_PARAM_CHOICE: the choice's name */
 } ml_param;
+
+/* In a parameter's designated initialiser: {.name = "npad", ..., ML_DEFAULT(7)}. */
+#define ML_DEFAULT(value) .has_default = 1, .default_int = (value)
+#define ML_DEFAULT_DOUBLE(value) .has_default = 1, .default_double = (value)
+#define ML_DEFAULT_CHOICE(text) .has_default = 1, .default_choice = (text)
+
 
 typedef struct ml_family {
     const char *name;
@@ -506,6 +631,19 @@ typedef struct ml_family {
     int (*measure)(void *state, ml_context *ctx, ml_measurement *out, ml_error *err);
     void (*teardown)(void *state);
 } ml_family;
+
+/* Write p's default into its field of config; -1 (err) when it has none or
+ * its default is not a value it accepts (a table's own mistake). */
+int ml_param_set_default(const ml_param *p, void *config, ml_error *err);
+/* Every parameter's default into config (zeroed first; a parameter without
+ * one stays zero): what a family driving another through its table starts
+ * from, before it sets what differs. */
+int ml_config_defaults(const ml_family *family, void *config, ml_error *err);
+/* Set an int or bool parameter of family's config by name, range-checked. */
+int ml_config_set_int(const ml_family *family, void *config, const char *name, int64_t value, ml_error *err);
+/* Set a choice parameter of family's config by name to the choice `text`. */
+int ml_config_set_choice(const ml_family *family, void *config, const char *name, const char *text,
+                         ml_error *err);
 
 /* Define a family and enter it in the core's table; no central list names
  * it.  In the family's file:

@@ -301,11 +301,19 @@ static int convert_config(KernelObject *self, PyObject *config)
     }
     for (const ml_param *p = family->params; p->name; p++) {
         value = PyDict_GetItemString(config, p->name);
+        void *field = (char *)self->config + p->offset;
+        if (!value && p->has_default) {
+            ml_error err = {0};
+            if (ml_param_set_default(p, self->config, &err) < 0) {
+                PyErr_Format(PyExc_ValueError, "%s: %s", family->name, err.message);
+                return -1;
+            }
+            continue;
+        }
         if (!value) {
             PyErr_Format(PyExc_ValueError, "missing parameter '%s' for %s", p->name, family->name);
             return -1;
         }
-        void *field = (char *)self->config + p->offset;
         int rc = -1;
         switch (p->kind) {
         case ML_PARAM_INT:
@@ -603,6 +611,14 @@ static PyObject *param_to_dict(const ml_param *p)
         (set_item(d, "min", PyFloat_FromDouble(p->min_double)) < 0 ||
          set_item(d, "max", PyFloat_FromDouble(p->max_double)) < 0))
         goto error;
+    if (p->has_default) {
+        PyObject *value = p->kind == ML_PARAM_DOUBLE   ? PyFloat_FromDouble(p->default_double)
+                          : p->kind == ML_PARAM_BOOL   ? PyBool_FromLong((long)p->default_int)
+                          : p->kind == ML_PARAM_CHOICE ? PyUnicode_FromString(p->default_choice ? p->default_choice : "")
+                                                       : PyLong_FromLongLong(p->default_int);
+        if (set_item(d, "default", value) < 0)
+            goto error;
+    }
     if (p->kind == ML_PARAM_CHOICE) {
         PyObject *choices = PyList_New(0);
         if (set_item(d, "choices", choices ? Py_NewRef(choices) : NULL) < 0) {

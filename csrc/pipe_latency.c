@@ -187,16 +187,16 @@ static int latency_measure(void *state, ml_context *ctx, ml_measurement *out, ml
 
 static const ml_param latency_params[] = {
     {.name = "message_bytes", .kind = ML_PARAM_INT, .offset = offsetof(latency_config, message_bytes),
-     .min = 1, .max = (int64_t)1 << 20},
+     .min = 1, .max = (int64_t)1 << 20, ML_DEFAULT(1)},
     {.name = "round_trips", .kind = ML_PARAM_INT, .offset = offsetof(latency_config, round_trips),
-     .min = 0, .max = (int64_t)1 << 40},
-    {.name = "busy_loop", .kind = ML_PARAM_BOOL, .offset = offsetof(latency_config, busy_loop)},
+     .min = 0, .max = (int64_t)1 << 40, ML_DEFAULT(0)},
+    {.name = "busy_loop", .kind = ML_PARAM_BOOL, .offset = offsetof(latency_config, busy_loop), ML_DEFAULT(0)},
     {.name = "ping_cpu", .kind = ML_PARAM_INT, .offset = offsetof(latency_config, ping_cpu),
-     .min = -1, .max = CPU_SETSIZE - 1},
+     .min = -1, .max = CPU_SETSIZE - 1, ML_DEFAULT(-1)},
     {.name = "pong_cpu", .kind = ML_PARAM_INT, .offset = offsetof(latency_config, pong_cpu),
-     .min = -1, .max = CPU_SETSIZE - 1},
+     .min = -1, .max = CPU_SETSIZE - 1, ML_DEFAULT(-1)},
     {.name = "timeout_s", .kind = ML_PARAM_DOUBLE, .offset = offsetof(latency_config, timeout_s),
-     .min_double = 0.001, .max_double = 86400.0},
+     .min_double = 0.001, .max_double = 86400.0, ML_DEFAULT_DOUBLE(60.0)},
     {0},
 };
 

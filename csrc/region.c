@@ -348,12 +348,12 @@ typedef struct {
 
 static const ml_param region_params[] = {
     {.name = "region_bytes", .kind = ML_PARAM_INT, .offset = offsetof(region_config, region_bytes),
-     .min = 4096, .max = INT64_MAX},
+     .min = 4096, .max = INT64_MAX, ML_DEFAULT(64 << 20)},
     {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(region_config, pages),
-     .choices = ml_page_kind_names},
+     .choices = ml_page_kind_names, ML_DEFAULT_CHOICE("4k")},
     {.name = "populate", .kind = ML_PARAM_CHOICE, .offset = offsetof(region_config, populate),
-     .choices = ml_populate_names},
-    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(region_config, strict_pages)},
+     .choices = ml_populate_names, ML_DEFAULT_CHOICE("touch")},
+    {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(region_config, strict_pages), ML_DEFAULT(0)},
     {0},
 };
 

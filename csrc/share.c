@@ -15,12 +15,10 @@
  * returned values are summed and checked: on one shared counter every value
  * from 0 to threads x increments - 1 is returned exactly once.
  *
- * The calling thread only starts, waits for and checks the workers, so that
- * it can notice Ctrl-C (also between thread creations); workers run C only
- * and look at a stop flag between chunks of increments.  Workers wait for
- * the start asleep on a condition variable (a thousand spinning threads on
- * two CPUs would take seconds to get going), then line up yielding the CPU
- * until every one is awake, so that they start within microseconds. */
+ * The workers are a team (memlab.h): the calling thread starts, releases
+ * and waits for them, noticing Ctrl-C (also between thread creations);
+ * workers run C only and look at the team's stop flag between chunks of
+ * increments. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -38,7 +36,6 @@
 #define SHARE_CHUNK (UINT64_C(1) << 18) /* increments between looks at the stop flag */
 #define SHARE_FIRST_INCREMENTS (UINT64_C(1) << 16)
 #define SHARE_DEFAULT_TARGET_NS 100000000ull
-#define SHARE_WAIT_NS 20000000L
 
 /* The increment forms; "plain" is atomic=False. */
 enum {
@@ -68,8 +65,6 @@ typedef struct share_worker {
     struct share_state *state;
     long *counter;
     int cpu; /* -1: not pinned */
-    uint64_t start_ns, end_ns;
-    uint64_t cpu_ns; /* on-CPU time of the thread's loop */
     uint64_t done;
     uint64_t returned_sum; /* of the values the atomic form returned, mod 2^64 */
     uint64_t cas_failures; /* compare-and-swap attempts that found the counter changed */
@@ -82,28 +77,20 @@ typedef struct share_state {
     uint64_t increments; /* per thread, this sample */
     int adaptive;
     share_worker *workers;
-    pthread_t *tids;
-    pthread_mutex_t lock; /* guards ready, go and released */
-    pthread_cond_t changed;
-    int ready;    /* workers waiting for the start */
-    int go;       /* the start (or, with stop, the end before any work) */
-    int released; /* how many workers were started */
-    atomic_int awake;
-    atomic_int stop;
-    atomic_int finished;
+    ml_team team;
 } share_state;
 
 static const ml_param share_params[] = {
     {.name = "threads", .kind = ML_PARAM_INT, .offset = offsetof(share_config, threads), .min = 1,
      .max = SHARE_MAX_THREADS},
     {.name = "disp_longs", .kind = ML_PARAM_INT, .offset = offsetof(share_config, disp), .min = 0,
-     .max = SHARE_MAX_DISP},
-    {.name = "atomic", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, atomic)},
+     .max = SHARE_MAX_DISP, ML_DEFAULT(8)},
+    {.name = "atomic", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, atomic), ML_DEFAULT(1)},
     {.name = "atomic_op", .kind = ML_PARAM_CHOICE, .offset = offsetof(share_config, atomic_op),
-     .choices = share_op_names},
+     .choices = share_op_names, ML_DEFAULT_CHOICE("lock_add")},
     {.name = "increments", .kind = ML_PARAM_INT, .offset = offsetof(share_config, increments), .min = 0,
-     .max = INT64_C(1) << 40},
-    {.name = "pin", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, pin)},
+     .max = INT64_C(1) << 40, ML_DEFAULT(0)},
+    {.name = "pin", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, pin), ML_DEFAULT(1)},
     {0},
 };
 
@@ -261,33 +248,17 @@ static uint64_t sum_of_run(uint64_t first, uint64_t count)
     return a * b;
 }
 
-static void *share_thread(void *arg)
+static void share_body(void *arg, ml_team *team)
 {
     share_worker *w = arg;
     share_state *s = w->state;
-    pthread_mutex_lock(&s->lock);
-    s->ready++;
-    pthread_cond_broadcast(&s->changed);
-    while (!s->go)
-        pthread_cond_wait(&s->changed, &s->lock);
-    int released = s->released;
-    pthread_mutex_unlock(&s->lock);
-    atomic_fetch_add(&s->awake, 1);
-    while (atomic_load(&s->awake) < released && !atomic_load_explicit(&s->stop, memory_order_relaxed))
-        sched_yield();
-    uint64_t cpu_start = ml_thread_cpu_ns();
-    w->start_ns = ml_now_ns();
     uint64_t left = s->increments;
-    while (left && !atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+    while (left && !ml_team_stopping(team)) {
         uint64_t n = left < SHARE_CHUNK ? left : SHARE_CHUNK;
         increments(w, s->cfg.atomic ? s->cfg.atomic_op : SHARE_OP_PLAIN, n);
         left -= n;
         w->done += n;
     }
-    w->end_ns = ml_now_ns();
-    w->cpu_ns = ml_thread_cpu_ns() - cpu_start;
-    atomic_fetch_add(&s->finished, 1);
-    return NULL;
 }
 
 static void share_teardown(void *state)
@@ -295,11 +266,9 @@ static void share_teardown(void *state)
     share_state *s = state;
     if (!s)
         return;
-    pthread_cond_destroy(&s->changed);
-    pthread_mutex_destroy(&s->lock);
+    ml_team_free(&s->team);
     free(s->memory);
     free(s->workers);
-    free(s->tids);
     free(s);
 }
 
@@ -337,8 +306,6 @@ static int share_setup(const void *config, void **state, ml_context *ctx, ml_err
     s->cfg = *c;
     s->adaptive = c->increments == 0;
     s->increments = s->adaptive ? SHARE_FIRST_INCREMENTS : (uint64_t)c->increments;
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->changed, NULL);
     size_t longs = (size_t)(c->threads - 1) * (size_t)c->disp + 1;
     size_t bytes = (longs * sizeof(long) + 4095) & ~(size_t)4095;
     s->memory_longs = longs;
@@ -346,11 +313,14 @@ static int share_setup(const void *config, void **state, ml_context *ctx, ml_err
         share_teardown(s);
         return -1;
     }
+    if (ml_team_init(&s->team, (int)c->threads, "thread", 0, err)) {
+        share_teardown(s);
+        return -1;
+    }
     s->workers = calloc((size_t)c->threads, sizeof *s->workers);
-    s->tids = calloc((size_t)c->threads, sizeof *s->tids);
     void *memory = NULL;
     /* page-aligned: counter 0 starts a cache line (and a page) */
-    if (!s->workers || !s->tids || posix_memalign(&memory, 4096, bytes)) {
+    if (!s->workers || posix_memalign(&memory, 4096, bytes)) {
         share_teardown(s);
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %lld threads with disp=%lld",
                        (long long)c->threads, (long long)c->disp);
@@ -361,76 +331,27 @@ static int share_setup(const void *config, void **state, ml_context *ctx, ml_err
         s->workers[i].state = s;
         s->workers[i].counter = &s->memory[(size_t)i * (size_t)c->disp];
         s->workers[i].cpu = c->pin ? nth_allowed_cpu(&allowed, i) : -1;
+        s->team.workers[i] = (ml_team_worker){.body = share_body, .arg = &s->workers[i], .cpu = s->workers[i].cpu};
     }
     *state = s;
     return 0;
 }
 
-static void short_sleep(void)
-{
-    struct timespec ts = {0, SHARE_WAIT_NS};
-    nanosleep(&ts, NULL);
-}
-
-/* Start the threads, release them together, wait (watching for Ctrl-C). */
+/* Start the threads, release them together, wait until all are done. */
 static int run_threads(share_state *s, ml_context *ctx, ml_error *err)
 {
-    int threads = (int)s->cfg.threads, started = 0, rc = 0;
-    s->ready = s->go = s->released = 0;
-    atomic_store(&s->awake, 0);
-    atomic_store(&s->stop, 0);
-    atomic_store(&s->finished, 0);
     memset(s->memory, 0, s->memory_longs * sizeof(long));
-    for (int i = 0; i < threads; i++) {
-        if (ml_interrupted(ctx)) {
-            rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-            break;
-        }
+    for (int i = 0; i < s->cfg.threads; i++) {
         share_worker *w = &s->workers[i];
         w->done = 0;
         w->returned_sum = 0;
         w->cas_failures = 0;
-        w->start_ns = w->end_ns = 0;
-        rc = ml_thread_start_pinned(&s->tids[i], w->cpu, 0, share_thread, w, err, "thread %d of %d", i,
-                                    threads);
-        if (rc)
-            break;
-        started++;
     }
-    /* wait asleep for every started worker to be ready, looking at Ctrl-C */
-    pthread_mutex_lock(&s->lock);
-    while (rc == 0 && s->ready < started) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += SHARE_WAIT_NS;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&s->changed, &s->lock, &until);
-        if (s->ready < started) {
-            pthread_mutex_unlock(&s->lock);
-            if (ml_interrupted(ctx))
-                rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-            pthread_mutex_lock(&s->lock);
-        }
-    }
-    if (rc)
-        atomic_store(&s->stop, 1); /* released workers leave before any increment */
-    s->released = started;
-    s->go = 1;
-    pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
-    while (rc == 0 && atomic_load(&s->finished) < threads) {
-        short_sleep();
-        if (ml_interrupted(ctx)) {
-            atomic_store(&s->stop, 1);
-            rc = ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
-        }
-    }
-    for (int i = 0; i < started; i++)
-        pthread_join(s->tids[i], NULL);
-    return rc;
+    if (ml_team_start(&s->team, ctx, err) || ml_team_release(&s->team, ctx, err))
+        return -1;
+    int rc = ml_team_wait(&s->team, 0, 0, NULL, NULL, ctx, err);
+    ml_team_stop(&s->team);
+    return rc < 0 ? -1 : 0;
 }
 
 static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_error *err)
@@ -449,8 +370,9 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
             return rc;
         uint64_t first = UINT64_MAX, last = 0;
         for (int i = 0; i < threads; i++) {
-            first = s->workers[i].start_ns < first ? s->workers[i].start_ns : first;
-            last = s->workers[i].end_ns > last ? s->workers[i].end_ns : last;
+            const ml_team_time *t = &s->team.workers[i].time;
+            first = t->start_ns < first ? t->start_ns : first;
+            last = t->end_ns > last ? t->end_ns : last;
         }
         elapsed = last > first ? last - first : 1;
         if (!s->adaptive || elapsed >= target_ns / 4)
@@ -463,8 +385,13 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
 
     uint64_t n = s->increments;
     double expected = (double)threads * (double)n, final_count = 0, cpu_ns = 0;
-    for (int i = 0; i < threads; i++)
-        cpu_ns += (double)s->workers[i].cpu_ns;
+    ml_team_time *times = malloc((size_t)threads * sizeof *times);
+    if (!times)
+        return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %d threads' times", threads);
+    for (int i = 0; i < threads; i++) {
+        times[i] = s->team.workers[i].time;
+        cpu_ns += (double)times[i].cpu_ns;
+    }
     if (s->cfg.disp == 0)
         final_count = (double)s->memory[0];
     else
@@ -480,6 +407,8 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     /* How many threads ran at once on average: below `threads` when other
      * processes took the CPUs, and false sharing costs only while they overlap. */
     ml_metric_add(out, "mean_threads_on_cpu", cpu_ns / (double)elapsed);
+    ml_team_metrics(times, threads, "", out);
+    free(times);
     ml_metric_add(out, "expected_count", expected);
     ml_metric_add(out, "final_count", final_count);
     ml_metric_add(out, "lost_updates", expected - final_count);

@@ -24,8 +24,9 @@ import subprocess
 import sys
 import time
 
-from memlab import bandwidth, loaded, machine
+from memlab import bandwidth, loaded
 from memlab.dataset import Dataset
+from memlab.placement import choose
 
 SMALL_CHASER_BYTES = 16 << 10
 
@@ -40,7 +41,7 @@ def busy_neighbour(cpu: int) -> subprocess.Popen:
 def measure(rounds: int, working_set: int, chunks: list[int], options: dict) -> Dataset:
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("needs two CPUs: the chaser's and a load thread's")
-    chaser_cpu, load_cpu = machine.placement_cpus("cores", 2)
+    chaser_cpu, load_cpu = choose("cores", 2)
     sides: dict[str, list[float]] = {}
 
     def note(name: str, value: float) -> None:

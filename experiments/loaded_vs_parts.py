@@ -17,8 +17,9 @@ import argparse
 import os
 import statistics
 
-from memlab import bandwidth, chase, loaded, machine
+from memlab import bandwidth, chase, loaded
 from memlab.dataset import Dataset
+from memlab.placement import choose
 
 
 def on_cpu_ns_per_element(m) -> float:
@@ -29,7 +30,7 @@ def on_cpu_ns_per_element(m) -> float:
 def compare(rounds: int, working_set: int, repeat: int, target_seconds: float) -> Dataset:
     """Two rows: the idle latency (chase vs loaded) and the unthrottled load (bandwidth vs loaded)."""
     load_threads = max(0, len(os.sched_getaffinity(0)) - 1)
-    cpus = machine.placement_cpus("cores", load_threads + 1)
+    cpus = choose("cores", load_threads + 1)
     options = dict(repeat=repeat, warmup=1, target_seconds=target_seconds, counters=False)
     sides: dict[str, list[float]] = {k: [] for k in ("chase", "loaded_idle", "chase_on_cpu", "loaded_idle_on_cpu",
                                                      "bandwidth", "loaded_load",

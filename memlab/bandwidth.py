@@ -20,7 +20,7 @@ own (fig. 3.31: what sharing a cache costs).
 - ``stores``: ``normal`` or ``nontemporal`` (streaming stores around the
   caches, what memset/memcpy switch to for large sizes; write and copy only).
 - ``threads``, ``placement`` (``cores``, ``smt``, ``sockets``, ``unpinned``:
-  see :func:`memlab.machine.placement_cpus`), ``shared`` (all threads on one
+  see :func:`memlab.placement.choose`), ``shared`` (all threads on one
   working set, figs. 3.25-3.29, or one private working set each).
 - ``background_op`` / ``background_working_set_bytes``: one more worker,
   placed like the others, doing its own op on its own working set for the
@@ -63,6 +63,7 @@ from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
+from memlab.placement import PLACEMENTS as _EVERY_PLACEMENT, choose, cpu_not_applicable
 
 __all__ = [
     "BACKGROUND_OPS",
@@ -93,7 +94,8 @@ __all__ = [
 OPS = ("read", "write", "copy")
 WIDTHS = ("auto", "scalar", "sse2", "avx2", "avx512")
 STORES = ("normal", "nontemporal")
-PLACEMENTS = machine.PLACEMENTS
+#: memlab.placement's placements but one_cpu: the C core refuses two workers on one CPU.
+PLACEMENTS = tuple(p for p in _EVERY_PLACEMENT if p != "one_cpu")
 PAGE_KINDS = ("4k", "thp", "hugetlb-2m")
 BACKGROUND_OPS = ("none", "read", "write", "copy")
 #: Bytes of one load or store of each width.
@@ -172,7 +174,7 @@ class BandwidthParams:
             extra = " plus the background worker" if self.background_op != "none" else ""
             raise ValueError(f"threads={self.threads}{extra} is more than the {allowed} CPUs this "
                              f"process may use")
-        machine.placement_cpus(self.placement, self.workers)  # ValueError if the machine cannot
+        choose(self.placement, self.workers)  # ValueError if the machine cannot
 
     @property
     def workers(self) -> int:
@@ -227,10 +229,14 @@ def widest_width() -> str:
 # ---- running -------------------------------------------------------------------
 
 
-def _to_core(params: BandwidthParams, allowed: set[int] | None = None) -> dict[str, Any]:
+def _to_core(params: BandwidthParams, cpu: int | None = None) -> dict[str, Any]:
+    """The C config; with ``cpu`` (``run(cpu=...)``) its one worker is pinned to that CPU."""
     config = dataclasses.asdict(params)
     placement = config.pop("placement")
-    cpus = machine.placement_cpus(placement, params.workers, allowed=allowed)
+    if cpu is not None and params.workers > 1:
+        raise cpu_not_applicable("bandwidth", cpu, f"its {params.workers} workers need a CPU each (two on one CPU "
+                                 "take turns instead of running together); place them with placement=")
+    cpus = choose(placement, params.workers) if cpu is None else [cpu]
     config["cpus"] = array.array("i", cpus)
     return config
 
@@ -248,28 +254,6 @@ def _derive(params: BandwidthParams, values: dict[str, float]) -> dict[str, floa
     if "GB_per_s" in values:
         derived["traffic_GB_per_s"] = values["GB_per_s"] * float(sum(BYTES_READ_WRITTEN[params.op]))
     return derived
-
-
-class _BandwidthFamily(Family):
-    """The bandwidth family: ``cpu=`` puts the workers on that one CPU."""
-
-    def run(self, params: Any = None, *, cpu: int | None = None, **options: Any) -> Measurement:
-        """Measure one point (see :func:`run`); with ``cpu`` every worker must fit on that CPU.
-
-        The calling thread, which only waits and watches for Ctrl-C, is left
-        where it is, so that it does not wake up on the workers' CPU.
-        """
-        if cpu is None:
-            return super().run(params, **options)
-        if isinstance(cpu, bool) or not isinstance(cpu, int):
-            raise ValueError(f"cpu={cpu!r} must be an integer CPU number")
-        if cpu not in os.sched_getaffinity(0):
-            raise ValueError(f"cpu={cpu} is not among the CPUs this process may use "
-                             f"{sorted(os.sched_getaffinity(0))}")
-        pinned = dataclasses.replace(self, to_core=functools.partial(_to_core, allowed={cpu}))
-        measurement = Family.run(pinned, params, **options)
-        measurement.context["cpu"] = cpu
-        return measurement
 
 
 def run(params: BandwidthParams | dict | None = None, **options: Any) -> Measurement:
@@ -466,7 +450,7 @@ def two_threads_smt(quick: bool = False) -> Sweep:
     >>> two_threads_smt  # doctest: +ELLIPSIS
     <function two_threads_smt at ...>
     """
-    machine.placement_cpus("smt", 2)
+    choose("smt", 2)
     return _sweep("two_threads_smt", grid(op=list(OPS), working_set_bytes=sizes(quick), threads=[2],
                                           placement=["smt"], shared=[True]),
                   quick, two_threads_smt.__doc__.splitlines()[0])
@@ -480,7 +464,7 @@ def two_threads_cores(quick: bool = False) -> Sweep:
     >>> two_threads_cores  # doctest: +ELLIPSIS
     <function two_threads_cores at ...>
     """
-    machine.placement_cpus("cores", 2)
+    choose("cores", 2)
     return _sweep("two_threads_cores", grid(op=list(OPS), working_set_bytes=sizes(quick), threads=[2],
                                             placement=["cores"], shared=[True]),
                   quick, two_threads_cores.__doc__.splitlines()[0])
@@ -493,7 +477,7 @@ def background_working_set_bytes(placement: str = "cores") -> int:
     >>> background_working_set_bytes("unpinned") % 128
     0
     """
-    cpus = machine.placement_cpus(placement, 2) if placement != "unpinned" else []
+    cpus = choose(placement, 2) if placement != "unpinned" else []
     shared = [c for c in machine.caches_shared_by(cpus) if c["level"] >= 2] if cpus else []
     size = shared[0]["size_bytes"] if shared else _largest_cache_bytes()
     return max(128, size // 2 // 128 * 128)
@@ -506,7 +490,7 @@ def two_processes(quick: bool = False) -> Sweep:
     >>> two_processes  # doctest: +ELLIPSIS
     <function two_processes at ...>
     """
-    machine.placement_cpus("cores", 2)
+    choose("cores", 2)
     background = background_working_set_bytes("cores")
     points = grid(background_op=["read", "write"], op=["read", "write"],
                   working_set_bytes=sizes(quick))
@@ -569,7 +553,7 @@ def _named(name: str, fn, quick: bool):
     return factory
 
 
-FAMILY = _BandwidthFamily(
+FAMILY = Family(
     name="bandwidth",
     params_type=BandwidthParams,
     core="bandwidth",
@@ -589,4 +573,5 @@ FAMILY = _BandwidthFamily(
     default_repeat=5,
     default_warmup=1,
     default_target_seconds=0.1,
+    one_cpu="workers",
 )

@@ -2504,20 +2504,30 @@ def _contended(ds: Dataset) -> tuple[Dataset, int]:
     return Dataset([r for r in rows if int(r["threads"]) == most], ds.metadata), most
 
 
+def _share_overlap(row, threads: int) -> float:
+    """The share of a share row's time in which all its threads were on their CPUs at once:
+    ``overlap_fraction``, or, in rows written before the thread team reported it, the same from
+    ``mean_threads_on_cpu`` (threads - (1 - overlap): docs/dataset.md); NaN when neither is there."""
+    if finite(row.get("overlap_fraction")):
+        return float(row["overlap_fraction"])
+    if finite(row.get("mean_threads_on_cpu")):
+        return max(0.0, 1.0 - (threads - float(row["mean_threads_on_cpu"])))
+    return math.nan
+
+
 def _form_ns(ds: Dataset, form: str) -> float:
     """ns per increment per thread of ``form`` at the most threads: on the CPU where the rows have it
     (``cpu_ns_per_increment``, the threads' CPU time over all increments: a thread's own time per
     increment, without the time other processes took the CPU), else wall time."""
     rows, threads = _contended(ds)
     mine = Dataset(rows_where(rows, None, atomic_op=form), ds.metadata)
-    # the threads' mean number on a CPU: with at least threads - (1 - TOGETHER), all of them ran at
-    # once for at least TOGETHER of the time; below, they mostly took turns and did not contend
-    least = threads - (1 - TOGETHER)
-    on_cpu = [float(r["mean_threads_on_cpu"]) for r in mine.rows if finite(r.get("mean_threads_on_cpu"))]
-    if on_cpu and max(on_cpu) < least:
-        raise NotMeasurable(f"the {threads} threads of {form} were on a CPU {max(on_cpu):.2g} at a time on "
-                            f"average: they ran together less than {TOGETHER:.0%} of the time (the CPUs were busy "
-                            "with other work), so they hardly competed for the counter")
+    # below TOGETHER the threads mostly took turns and did not contend
+    together = [_share_overlap(r, threads) for r in mine.rows]
+    together = [value for value in together if finite(value)]
+    if together and max(together) < TOGETHER:
+        raise NotMeasurable(f"the {threads} threads of {form} were all on their CPUs at once at least "
+                            f"{max(together):.0%} of the time: they ran together less than {TOGETHER:.0%} of the time "
+                            "(the CPUs were busy with other work), so they hardly competed for the counter")
     on_cpu_time = all(finite(r.get("cpu_ns_per_increment")) for r in mine.rows)
     return value_of(mine, "cpu_ns_per_increment" if on_cpu_time else _ATOMIC_METRIC)
 

@@ -37,7 +37,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from memlab import chart, machine
+from memlab import chart, placement
 from memlab.dataset import Dataset
 from memlab.family import Family, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep
@@ -89,28 +89,11 @@ def relation(cpu_a: int, cpu_b: int, root: str = "/") -> dict[str, float]:
     >>> sorted(relation(0, 0))
     ['same_package', 'shared_cache_level', 'smt_siblings']
     """
-    topology = {c["cpu"]: c for c in machine.cpu_topology(root)}
-    a, b = topology.get(cpu_a), topology.get(cpu_b)
-    shared = machine.caches_shared_by([cpu_a, cpu_b], root)
-    return {
-        "smt_siblings": float(bool(a and b and cpu_b in a["siblings"])),
-        "same_package": float(bool(a and b and a["package"] == b["package"])),
-        "shared_cache_level": float(shared[0]["level"]) if shared else 0.0,
-    }
+    return placement.facts([cpu_a, cpu_b], root)
 
 
 def _derive(params: CoreToCoreParams, values: dict[str, float]) -> dict[str, float]:
     return relation(params.cpu_a, params.cpu_b)
-
-
-class _CoreToCoreFamily(Family):
-    """``cpu=`` does not apply: ``cpu_a`` and ``cpu_b`` place the two threads."""
-
-    def run(self, params: Any = None, *, cpu: int | None = None, **options: Any) -> Measurement:
-        if cpu is not None:
-            raise ValueError(f"cpu={cpu!r} does not apply to core_to_core: cpu_a and cpu_b place "
-                             "its two threads (the calling thread only waits)")
-        return super().run(params, **options)
 
 
 def run(params: CoreToCoreParams | dict | None = None, **options: Any) -> Measurement:
@@ -242,7 +225,7 @@ def _quick_sweep() -> Sweep:
     return _pair_sweep("quick", ("cas",), cpus, 3, 0.05, "the first two CPUs, both directions")
 
 
-FAMILY = _CoreToCoreFamily(
+FAMILY = Family(
     name="core_to_core",
     params_type=CoreToCoreParams,
     core="core_to_core",
@@ -259,4 +242,6 @@ FAMILY = _CoreToCoreFamily(
             "the row's CPU and one on the column's; a cell also says what the two CPUs share (SMT: one "
             "core, Ln: the lowest shared cache level, pkg: one package, x-pkg: two).",
     report_columns=("one_way_ns", "fastest_chunk_round_trip_ns", "shared_cache_level"),
+    one_cpu="refused",
+    one_cpu_refusal="cpu_a and cpu_b place its two threads (the calling thread only waits)",
 )

@@ -144,6 +144,9 @@ COLUMN_ALIASES: dict[str, dict[str, str]] = {
     "share": {"disp": "disp_longs"},
     # One name for "refuse instead of falling back" in every family that maps memory.
     "clear_fault": {"strict": "strict_pages"},
+    # The window overlap of the threads' runs; overlap_fraction is now every thread team's one
+    # definition, which counts the time a thread was off its CPU too (docs/dataset.md).
+    "bandwidth": {"overlap_fraction": "window_overlap_fraction"},
 }
 
 #: Renamed boolean parameters whose new name says the opposite: family -> {old name}. A value

@@ -29,12 +29,14 @@ import numbers
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from memlab.dataset import check_param_name
+from memlab.dataset import COLUMN_ALIASES, NEGATED_ALIASES, check_param_name
 from memlab.grid import Sweep
 from memlab.measure import Measurement, measure
+from memlab.placement import check_cpu as _check_one_cpu, cpu_not_applicable
 from memlab.units import format_bytes, format_param, is_bytes_name, suggest, unit_of
 
 __all__ = [
@@ -49,7 +51,17 @@ __all__ = [
     "coerce_fields",
     "coerce_params",
     "param_defaults",
+    "param_rules",
+    "renamed_params",
+    "ONE_CPU",
 ]
+
+#: What ``cpu=`` of :meth:`Family.run` does in a family (every measuring thread on that one CPU):
+#: ``caller`` pins the calling thread, which measures; ``workers`` passes the CPU to ``to_core``
+#: (``to_core(params, cpu=cpu)``), which puts every worker thread there, the calling thread only
+#: waiting where it is; ``refused`` raises :class:`memlab.placement.CpuNotApplicable` with
+#: ``one_cpu_refusal`` (how the family places its threads).
+ONE_CPU = ("caller", "workers", "refused")
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,8 @@ class Family:
     report's table (shown when present). ``sample_seconds(params, target)``
     says how long one sample of a point lasts when that is not the target
     duration (a sample of fixed length, a pause before it): the runner's
-    duration estimate (``memlab sweep --list``) uses it.
+    duration estimate (``memlab sweep --list``) uses it. ``one_cpu`` says what
+    ``cpu=`` does (:data:`ONE_CPU`).
 
     A family whose result is a number or a table rather than a picture sets
     ``figure=None`` and gives ``headline(dataset)`` (one sentence with the
@@ -97,8 +110,14 @@ class Family:
     sample_seconds: Callable[[Any, float], float] | None = None
     headline: Callable[[Any], str] | None = None
     table: Callable[[Any], tuple[list[str], list[list[str]]]] | None = None
+    one_cpu: str = "caller"
+    one_cpu_refusal: str = ""
 
     def __post_init__(self) -> None:
+        if self.one_cpu not in ONE_CPU:
+            raise ValueError(f"family {self.name!r}: one_cpu={self.one_cpu!r} is not one of {ONE_CPU}")
+        if self.one_cpu == "refused" and not self.one_cpu_refusal:
+            raise ValueError(f"family {self.name!r}: one_cpu='refused' needs one_cpu_refusal, the reason")
         for name in self.param_names:
             try:
                 check_param_name(name)
@@ -122,8 +141,11 @@ class Family:
         return self.caption(dataset) if callable(self.caption) else self.caption
 
     def params(self, params: Any = None, **overrides: Any) -> Any:
-        """Coerce a dict, a params object or keywords into the params type."""
-        return coerce_params(self.params_type, params, overrides)
+        """Coerce a dict, a params object or keywords into the params type; a parameter's old
+        name (:data:`memlab.dataset.COLUMN_ALIASES`) is taken with a DeprecationWarning."""
+        if isinstance(params, Mapping):
+            params = renamed_params(self.name, params, set(self.param_names))
+        return coerce_params(self.params_type, params, renamed_params(self.name, overrides, set(self.param_names)))
 
     def defaults(self) -> dict[str, Any]:
         """Each parameter's default value (see :func:`param_defaults`)."""
@@ -147,9 +169,19 @@ class Family:
         """Measure one point; keywords not listed here are parameters."""
         checked = self.params(params, **overrides)
         param_dict = dataclasses.asdict(checked)
+        workers_cpu = None
+        if cpu is not None:
+            if self.one_cpu == "refused":
+                raise cpu_not_applicable(self.name, cpu, self.one_cpu_refusal)
+            cpu = _check_one_cpu(cpu)
+            if self.one_cpu == "workers":  # the workers go there; the calling thread only waits
+                workers_cpu, cpu = cpu, None
         config = None
         if self.core is not None:
-            config = self.to_core(checked) if self.to_core else param_dict
+            if workers_cpu is not None:
+                config = self.to_core(checked, cpu=workers_cpu)
+            else:
+                config = self.to_core(checked) if self.to_core else param_dict
         python_sample = None
         if self.python_sample is not None:
             sample_fn = self.python_sample
@@ -164,7 +196,7 @@ class Family:
             def derive(_: Any, values: dict[str, float]) -> Mapping[str, float]:
                 return derive_fn(checked, values)
 
-        return measure(
+        measurement = measure(
             self.name,
             param_dict,
             core=self.core,
@@ -179,6 +211,9 @@ class Family:
             target_seconds=self.default_target_seconds if target_seconds is None else target_seconds,
             counters=counters,
         )
+        if workers_cpu is not None:
+            measurement.context["cpu"] = workers_cpu
+        return measurement
 
     def sweep(self, name: str) -> Sweep | list[Sweep]:
         """The named sweep (a :class:`memlab.grid.Sweep`, or a list of them)."""
@@ -198,6 +233,33 @@ class Family:
     def describe_params(self) -> list["ParamSpec"]:
         """Each parameter's name, type, default, allowed values, unit and help (see :func:`describe_params`)."""
         return describe_params(self.params_type)
+
+
+def renamed_params(family: str, given: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
+    """``given`` with each old parameter name of ``family`` (:data:`memlab.dataset.COLUMN_ALIASES`)
+    under its new one, and one DeprecationWarning line per old name; a value whose new name says
+    the opposite (:data:`memlab.dataset.NEGATED_ALIASES`) is negated.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     renamed_params("share", {"disp": 8}, {"disp_longs"})
+    {'disp_longs': 8}
+    """
+    aliases = COLUMN_ALIASES.get(family, {})
+    negated = NEGATED_ALIASES.get(family, frozenset())
+    renamed: dict[str, Any] = {}
+    for name, value in given.items():
+        new = aliases.get(name)
+        if new is None or new not in names or name in names:
+            renamed[name] = value
+            continue
+        if new in given:
+            raise ValueError(f"{name}= and {new}= are one parameter of {family} ({name} is its old name): give {new}")
+        warnings.warn(f"{family}: parameter {name}= is now {new}=" + (" (negated)" if name in negated else ""),
+                      DeprecationWarning, stacklevel=3)
+        renamed[new] = (not value) if name in negated and isinstance(value, bool) else value
+    return renamed
 
 
 def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any]) -> Any:
@@ -311,6 +373,32 @@ def _docstring_help(doc: str, name: str) -> str:
     return sentence + "." if sentence else ""
 
 
+def param_rules(params_type: type) -> dict[str, dict]:
+    """What each parameter's check accepts, as the check_* calls of ``params_type`` record it:
+    ``{name: {"kind": "int", "minimum": ..., "maximum": ...}}`` (``choice``: ``choices``).
+
+    >>> from memlab.calibrate import CalibrateParams
+    >>> param_rules(CalibrateParams)["budget_ns"]["minimum"]
+    1000000
+    """
+    rules: dict[str, dict] = {}
+    for rule in _recorded_rules(params_type, {}):
+        rules.setdefault(rule["name"], rule)
+    for f in dataclasses.fields(params_type):
+        if f.name in rules or "int" not in str(f.type):
+            continue
+        # An optional number (None by default) is checked only when given: try a few.
+        for probe in (1, 4096, 1 << 20, 0):
+            try:
+                found = [r for r in _recorded_rules(params_type, {f.name: probe}) if r["name"] == f.name]
+            except (ValueError, TypeError):
+                continue
+            if found:
+                rules[f.name] = found[0]
+                break
+    return rules
+
+
 def describe_params(params_type: type) -> list[ParamSpec]:
     """Every parameter of ``params_type`` with its type, default, allowed values, unit and help.
 
@@ -325,22 +413,8 @@ def describe_params(params_type: type) -> list[ParamSpec]:
     >>> spec.name, spec.type, spec.default, spec.allowed, spec.unit
     ('budget_ns', 'int', 100000000, '1,000,000 .. 60,000,000,000', 'ns')
     """
-    rules: dict[str, dict] = {}
-    for rule in _recorded_rules(params_type, {}):
-        rules.setdefault(rule["name"], rule)
+    rules = param_rules(params_type)
     fields = dataclasses.fields(params_type)
-    for f in fields:
-        if f.name in rules or "int" not in str(f.type):
-            continue
-        # An optional number (None by default) is checked only when given: try a few.
-        for probe in (1, 4096, 1 << 20, 0):
-            try:
-                found = [r for r in _recorded_rules(params_type, {f.name: probe}) if r["name"] == f.name]
-            except (ValueError, TypeError):
-                continue
-            if found:
-                rules[f.name] = found[0]
-                break
     # A params class may leave its parameters to the module docstring ("see the module docstring").
     module = sys.modules.get(params_type.__module__)
     docs = [params_type.__doc__ or "", getattr(module, "__doc__", None) or ""]

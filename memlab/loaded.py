@@ -17,7 +17,7 @@ measured over the same interval. Sweeping the delay draws the curve of
 latency against achieved bandwidth: flat at low load, a knee, then queueing;
 :func:`knees` names each mix's knee (:data:`KNEE_TOLERANCE`).
 
-The threads are placed on distinct cores (``memlab.machine.placement_cpus``,
+The threads are placed on distinct cores (``memlab.placement.choose``,
 the chaser first): on a 2-CPU machine that is one load thread, which the
 rows say (``load_threads``).
 
@@ -42,6 +42,7 @@ from memlab.dataset import Dataset
 from memlab.family import Family, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
+from memlab.placement import choose
 
 __all__ = ["FAMILY", "KNEE_MIN_POINTS", "KNEE_TOLERANCE", "Knee", "LOAD_MIXES", "LoadedParams", "LOAD_OPS",
            "beyond_caches_bytes", "figure", "find_knee", "knee_table", "knees", "run"]
@@ -130,7 +131,7 @@ class LoadedParams:
 
 def _to_core(params: LoadedParams) -> dict[str, Any]:
     config = dataclasses.asdict(params)
-    cpus = machine.placement_cpus("cores", params.load_threads + 1)
+    cpus = choose("cores", params.load_threads + 1)
     config["cpus"] = array.array("i", cpus)
     return config
 
@@ -147,16 +148,6 @@ def _derive(params: LoadedParams, values: dict[str, float]) -> dict[str, float]:
         derived["chaser_GB_per_s"] = line / ns  # one element per line: a line read per step, bytes per ns
         derived["total_traffic_GB_per_s"] = values["load_traffic_GB_per_s"] + derived["chaser_GB_per_s"]
     return derived
-
-
-class _LoadedFamily(Family):
-    """``cpu=`` does not apply: the chaser and the load threads get a core each."""
-
-    def run(self, params: Any = None, *, cpu: int | None = None, **options: Any) -> Measurement:
-        if cpu is not None:
-            raise ValueError(f"cpu={cpu!r} does not apply to loaded: the chaser and each load thread "
-                             "are placed on a core of their own")
-        return super().run(params, **options)
 
 
 def run(params: LoadedParams | dict | None = None, **options: Any) -> Measurement:
@@ -365,7 +356,7 @@ def _quick_sweep() -> Sweep:
     return _curve("quick", ("read",), (0, 400000), 2, 0.05, working_set=64 << 20)
 
 
-FAMILY = _LoadedFamily(
+FAMILY = Family(
     name="loaded",
     params_type=LoadedParams,
     core="loaded",
@@ -385,4 +376,6 @@ FAMILY = _LoadedFamily(
             "throttle, the leftmost the idle latency; a hollow diamond marks a knee, the last point "
             f"within {KNEE_TOLERANCE:.0%} of the idle latency (the dotted line).",
     report_columns=("load_traffic_GB_per_s", "on_cpu_ns_per_element", "load_cpu_fraction"),
+    one_cpu="refused",
+    one_cpu_refusal="the chaser and each load thread are placed on a core of their own",
 )

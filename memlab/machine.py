@@ -43,7 +43,6 @@ from memlab.units import format_bytes
 
 __all__ = [
     "FAKE_FINGERPRINT_ENV",
-    "PLACEMENTS",
     "cache_sizes",
     "caches_shared_by",
     "collect",
@@ -56,7 +55,6 @@ __all__ = [
     "numa_nodes",
     "parse_cpu_list",
     "parse_size",
-    "placement_cpus",
     "populate_write_supported",
     "hidden_cpu_features",
     "smt_siblings",
@@ -576,13 +574,7 @@ def cache_sizes(facts: dict | None = None, root: str = "/") -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------
-# topology: which CPUs share a core, a package, a cache; where to put threads
-
-#: Where threads go: each on its own core (of one package while it has enough),
-#: on the SMT siblings of one core, one per package (socket), or where the
-#: scheduler puts them.
-PLACEMENTS = ("cores", "smt", "sockets", "unpinned")
-
+# topology: which CPUs share a core, a package, a cache (memlab.placement chooses from it)
 
 def cpu_topology(root: str = "/") -> list[dict[str, Any]]:
     """One dict per online CPU: ``cpu``, ``package``, ``core_id`` and ``siblings``
@@ -611,66 +603,6 @@ def cpu_topology(root: str = "/") -> list[dict[str, Any]]:
             "siblings": tuple(siblings) if siblings else (cpu,),
         })
     return topology
-
-
-def placement_cpus(placement: str, count: int, *, allowed: set[int] | None = None,
-                   root: str = "/") -> list[int]:
-    """CPUs for ``count`` threads placed as ``placement`` says (see :data:`PLACEMENTS`).
-
-    ``cores``: distinct physical cores, filling one package before the next;
-    ``smt``: the SMT siblings of one core; ``sockets``: one thread per
-    package; ``unpinned``: -1 for every thread. Only CPUs in ``allowed``
-    (default: this process's affinity) are used. A placement the machine
-    cannot give raises ValueError saying why.
-
-    >>> placement_cpus("unpinned", 2)
-    [-1, -1]
-    """
-    if placement not in PLACEMENTS:
-        raise ValueError(f"placement={placement!r} is not one of {', '.join(map(repr, PLACEMENTS))}")
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count={count!r} must be a positive number of threads")
-    usable = set(os.sched_getaffinity(0) if allowed is None else allowed)
-    if count > len(usable):
-        raise ValueError(f"placement={placement!r} with {count} threads: this process may use only "
-                         f"{len(usable)} CPUs ({_format_cpus(usable)})")
-    if placement == "unpinned":
-        return [-1] * count
-    topology = [c for c in cpu_topology(root) if c["cpu"] in usable]
-    if not topology:  # no sysfs: every usable CPU is a core of package 0
-        topology = [{"cpu": cpu, "package": 0, "core_id": cpu, "siblings": (cpu,)} for cpu in sorted(usable)]
-    cores: dict[tuple[int, tuple[int, ...]], list[int]] = {}
-    for c in topology:
-        cores.setdefault((c["package"], c["siblings"]), []).append(c["cpu"])
-    by_package: dict[int, list[list[int]]] = {}
-    for (package, _), cpus in sorted(cores.items(), key=lambda item: (item[0][0], min(item[1]))):
-        by_package.setdefault(package, []).append(sorted(cpus))
-    if placement == "smt":
-        widest = max(len(cpus) for cpus in cores.values())
-        for cpus in (cpus for package in sorted(by_package) for cpus in by_package[package]):
-            if len(cpus) >= count:
-                return cpus[:count]
-        reason = ("this machine has no SMT (one thread per core)" if widest == 1 and
-                  all(len(c["siblings"]) == 1 for c in topology)
-                  else f"the most usable siblings on one core is {widest}")
-        raise ValueError(f"placement='smt' needs {count} SMT siblings of one core: {reason}")
-    if placement == "sockets":
-        if len(by_package) < count:
-            raise ValueError(f"placement='sockets' needs {count} packages (sockets): the CPUs this "
-                             f"process may use are on {len(by_package)}")
-        return [by_package[package][0][0] for package in sorted(by_package)[:count]]
-    for package in sorted(by_package):  # cores: one package if it has enough
-        if len(by_package[package]) >= count:
-            return [cpus[0] for cpus in by_package[package][:count]]
-    every = [cpus[0] for package in sorted(by_package) for cpus in by_package[package]]
-    if len(every) < count:
-        raise ValueError(f"placement='cores' needs {count} distinct cores: the CPUs this process may "
-                         f"use ({_format_cpus(usable)}) are on {len(every)}")
-    return every[:count]
-
-
-def _format_cpus(cpus: set[int]) -> str:
-    return ",".join(str(c) for c in sorted(cpus)[:16]) + ("..." if len(cpus) > 16 else "")
 
 
 def caches_shared_by(cpus: list[int], root: str = "/") -> list[dict[str, Any]]:

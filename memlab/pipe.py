@@ -35,6 +35,7 @@ from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_cpu, check_int, check_number, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
+from memlab.placement import choose
 from memlab.units import format_quantity, metric_label
 
 __all__ = [
@@ -73,6 +74,8 @@ RUNGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("+huge pages", {"writer": "vmsplice", "reader": "splice", "huge_pages": True, "busy_loop": False}),
     ("+busy loop", {"writer": "vmsplice", "reader": "splice", "huge_pages": True, "busy_loop": True}),
 )
+#: The largest pipe size F_SETPIPE_SZ takes (an int).
+MAX_PIPE_SIZE_BYTES = (1 << 31) - 1
 PLACEMENTS = ("two_cpus", "one_cpu")
 
 
@@ -134,7 +137,7 @@ class PipeParams:
         check_choice("reader", self.reader, READERS)
         check_int("buffer_bytes", self.buffer_bytes, 1, MAX_BUFFER_BYTES)
         if self.pipe_size_bytes is not None:
-            check_int("pipe_size_bytes", self.pipe_size_bytes, PAGE_BYTES)
+            check_int("pipe_size_bytes", self.pipe_size_bytes, PAGE_BYTES, MAX_PIPE_SIZE_BYTES)
             if self.pipe_size_bytes % PAGE_BYTES:
                 raise ValueError(
                     f"pipe_size_bytes={self.pipe_size_bytes} is not a multiple of the page size {PAGE_BYTES}"
@@ -206,18 +209,19 @@ def run(params: PipeParams | dict | None = None, **options: Any) -> Measurement:
 
 
 def placement_cpus(placement: str) -> tuple[int, int]:
-    """(writer_cpu, reader_cpu) for 'two_cpus' or 'one_cpu', from this process's CPUs.
+    """(writer_cpu, reader_cpu) for 'two_cpus' or 'one_cpu', as :func:`memlab.placement.choose`
+    places two threads (``two_cpus``: two SMT siblings of one core where the machine has them,
+    else two cores).
 
     >>> a, b = placement_cpus("one_cpu"); a == b
     True
     """
     check_choice("placement", placement, PLACEMENTS)
-    allowed = sorted(os.sched_getaffinity(0))
-    if placement == "one_cpu":
-        return allowed[0], allowed[0]
-    if len(allowed) < 2:
-        raise ValueError(f"placement='two_cpus' needs two CPUs, but this process may use only {allowed}")
-    return allowed[0], allowed[1]
+    if placement == "two_cpus" and len(os.sched_getaffinity(0)) < 2:
+        raise ValueError(f"placement='two_cpus' needs two CPUs, but this process may use only "
+                         f"{sorted(os.sched_getaffinity(0))}")
+    writer, reader = choose(placement, 2)
+    return writer, reader
 
 
 def available_placements() -> tuple[str, ...]:

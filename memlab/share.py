@@ -66,7 +66,7 @@ __all__ = [
     "figure",
     "increment_form",
     "penalty",
-    "placement",
+    "counter_position",
     "run",
     "sharing_ratios",
     "thread_counts",
@@ -331,10 +331,10 @@ def _quick_sweep() -> Sweep:
     )
 
 
-def placement(disp_longs: int) -> str:
-    """How ``disp_longs`` places the threads' counters, in words (64-byte cache lines).
+def counter_position(disp_longs: int) -> str:
+    """Where ``disp_longs`` puts the threads' counters, in words (64-byte cache lines).
 
-    >>> placement(0), placement(1), placement(8)
+    >>> counter_position(0), counter_position(1), counter_position(8)
     ('one counter', 'one cache line (false sharing)', 'a cache line each')
     """
     disp_longs = check_int("disp_longs", disp_longs, 0, MAX_DISP)
@@ -421,7 +421,7 @@ def threads_figure(data: Dataset | str, metric: str | None = None):
             extra = chart.label(curve[0], others) if others else ""
             ax.errorbar([r["threads"] for r in curve], [r[metric] for r in curve],
                         yerr=chart.spread(curve, metric), marker="o", markersize=4, capsize=2,
-                        label=placement(int(curve[0]["disp_longs"])) + (f", {extra}" if extra else ""))
+                        label=counter_position(int(curve[0]["disp_longs"])) + (f", {extra}" if extra else ""))
         for threads in threads_seen:
             ratio = ratios.get((op, threads))
             if ratio is not None and threads > 1:

@@ -70,17 +70,13 @@ class TlbParams:
 
 
 def chase_config(params: TlbParams, layout: str, pages: str) -> dict[str, Any]:
-    """The chase family's config for one of the four walks (every chase parameter given).
+    """The chase family's config for one of the four walks: what differs from the chase's
+    defaults (the C parameter table's, which are ChaseParams'); the core fills in the rest.
 
-    >>> chase_config(TlbParams(), "packed", "4k")["npad"]
-    7
+    >>> sorted(chase_config(TlbParams(), "packed", "4k"))
+    ['layout', 'pages', 'seed', 'working_set_bytes']
     """
-    return {"working_set_bytes": params.working_set_bytes, "npad": 7, "order": "random", "block_pages": 1,
-            "layout": layout, "op": "follow", "work_cycles": 0, "prefetch_distance": 0,
-            "helper_thread": False, "helper_distance": 100, "helper_cpu": -1, "pages": pages,
-            "strict_pages": False, "chains": 1, "seed": params.seed, "laps": 0, "check": False,
-            "pair_word": 2, "pointer_word": 0, "misalign_bytes": 0, "element_distance": 1, "threads": 1,
-            "thread_lists": "shared", "walk_cpu": -1, "memory_node": -1}
+    return {"working_set_bytes": params.working_set_bytes, "layout": layout, "pages": pages, "seed": params.seed}
 
 
 def _sample(params: TlbParams, target_seconds: float) -> Mapping[str, Any]:

@@ -9,8 +9,8 @@ clearing orders) and ``pipe_pattern`` (the pipe check's byte pattern).
 
 - The generator: :func:`splitmix64` and :class:`SplitMix64`
   (``ml_splitmix64`` in ``csrc/memlab.h``), with Lemire's unbiased bounded
-  draw (``chase_below`` in ``csrc/chase.c``).
-- The pointer chase (``csrc/chase.c``): :func:`chase_successors` (sequential,
+  draw (``chase_below`` in ``csrc/chase_list.c``).
+- The pointer chase (``csrc/chase_list.c``): :func:`chase_successors` (sequential,
   random by Sattolo's seeded shuffle, random_blocks), :func:`chase_visit_order`,
   :func:`chase_order_hash` (the ``check_order_hash`` metric) and
   :func:`chase_pad0` (pad[0] after ``inc``, ``addnext0`` or ``addnextlast`` laps).
@@ -20,6 +20,8 @@ clearing orders) and ``pipe_pattern`` (the pipe check's byte pattern).
   clear call of a pass).
 - The pipe check (``csrc/pipe_pattern.c``): :func:`pipe_pattern_byte` (the
   definition), :func:`pipe_pattern` and :func:`pipe_pattern_errors`.
+- Threads that measured together (``ml_team_metrics`` in ``csrc/team.c``,
+  through the helper family ``team_metrics``): :func:`team_metrics`.
 
 This module imports nothing from memlab: it is the bottom of the house.
 
@@ -56,6 +58,7 @@ __all__ = [
     "pipe_pattern_byte",
     "pipe_pattern",
     "pipe_pattern_errors",
+    "team_metrics",
 ]
 
 MASK64 = (1 << 64) - 1
@@ -363,3 +366,24 @@ def pipe_pattern_errors(data: bytes, stream_offset: int) -> tuple[int, int]:
     expected = numpy.frombuffer(pipe_pattern(stream_offset, len(data)), dtype=numpy.uint8)
     wrong = numpy.flatnonzero(numpy.frombuffer(bytes(data), dtype=numpy.uint8) != expected)
     return int(wrong.size), int(stream_offset + wrong[0]) if wrong.size else -1
+
+
+# ---- threads that measured together ------------------------------------------------
+
+
+def team_metrics(times: Sequence[tuple[int, int, int]]) -> dict[str, float]:
+    """The metrics every thread team reports, from each thread's (start_ns, end_ns, cpu_ns).
+
+    ``cpu_fraction``: the mean over threads of CPU time over wall time; ``lowest_cpu_fraction``:
+    the lowest thread's; ``overlap_fraction``: the least share of the span (first start to last
+    end) in which every thread was on its CPU at once, 1 - sum(1 - cpu / span), at least 0.
+
+    >>> {name: round(value, 3) for name, value in team_metrics([(0, 100, 90), (10, 100, 80)]).items()}
+    {'cpu_fraction': 0.894, 'lowest_cpu_fraction': 0.889, 'overlap_fraction': 0.7}
+    """
+    fractions = [cpu / (end - start) if end > start else 0.0 for start, end, cpu in times]
+    span = max(end for _, end, _ in times) - min(start for start, _, _ in times)
+    span = max(span, 0)
+    away = sum(1.0 - min(cpu / span, 1.0) if span > 0 else 1.0 for _, _, cpu in times)
+    return {"cpu_fraction": sum(fractions) / len(fractions), "lowest_cpu_fraction": min(fractions),
+            "overlap_fraction": 1.0 - away if away < 1.0 else 0.0}

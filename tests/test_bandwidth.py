@@ -22,6 +22,7 @@ from disasm import function_instructions, mnemonic_and_operands, packed_instruct
 from memlab import _core, machine, plot
 from memlab import bandwidth as bw
 from memlab.dataset import Dataset
+from memlab.placement import CpuNotApplicable, choose
 from memlab.registry import all_families
 from memlab.report import build_report, ReportItem
 
@@ -266,7 +267,7 @@ def test_setup_reads_the_filled_set_once_before_any_sample():
 
 def test_threads_run_where_the_placement_put_them():
     two_cpus()
-    cpus = machine.placement_cpus("cores", 2)
+    cpus = choose("cores", 2)
     m = bw.run(working_set_bytes=1 << 14, threads=2, placement="cores", **FAST)
     assert [m.median("ran_on_cpu_0"), m.median("ran_on_cpu_1")] == cpus
     assert m.median("threads") == 2
@@ -283,8 +284,7 @@ def test_cpu_option_pins_a_one_thread_run():
 
 
 def test_cpu_option_refuses_two_threads_on_one_cpu():
-    two_cpus()
-    with pytest.raises(ValueError, match="with 2 threads: this process may use only 1 CPUs"):
+    with pytest.raises(CpuNotApplicable, match="cpu=.* does not apply to bandwidth: its 2 workers need a CPU each"):
         bw.run(working_set_bytes=1 << 14, threads=2, cpu=CPUS[0], **FAST)
 
 
@@ -357,54 +357,9 @@ def test_a_hidden_width_is_refused_and_auto_takes_the_next_narrower(width):
     assert f"auto: {float(bw.VECTOR_BYTES[NARROWER[width]])}" in out, out
 
 
-def make_sysfs(root: Path, cores: list[tuple[int, int, list[int]]]) -> None:
-    """A fake /sys CPU topology: (package, core_id, cpus of the core) per core."""
-    cpus = sorted(cpu for _, _, members in cores for cpu in members)
-    base = root / "sys/devices/system/cpu"
-    base.mkdir(parents=True)
-    (base / "online").write_text(f"0-{max(cpus)}\n")
-    for package, core, members in cores:
-        for cpu in members:
-            topology = base / f"cpu{cpu}/topology"
-            topology.mkdir(parents=True)
-            (topology / "physical_package_id").write_text(f"{package}\n")
-            (topology / "core_id").write_text(f"{core}\n")
-            (topology / "thread_siblings_list").write_text(",".join(map(str, members)) + "\n")
-
-
-def test_placements_on_a_two_socket_smt_machine(tmp_path):
-    # two packages of two cores with two threads each: CPUs 0,4 / 1,5 / 2,6 / 3,7
-    make_sysfs(tmp_path, [(0, 0, [0, 4]), (0, 1, [1, 5]), (1, 0, [2, 6]), (1, 1, [3, 7])])
-    every = set(range(8))
-    place = lambda p, n, allowed=every: machine.placement_cpus(p, n, allowed=allowed, root=str(tmp_path))  # noqa: E731
-    assert place("smt", 2) == [0, 4]
-    assert place("cores", 2) == [0, 1]            # one package while it has enough cores
-    assert place("cores", 3) == [0, 1, 2]         # then the next
-    assert place("sockets", 2) == [0, 2]
-    assert place("unpinned", 3) == [-1, -1, -1]
-    assert place("smt", 2, {1, 2, 5}) == [1, 5]
-    with pytest.raises(ValueError, match="placement='smt' needs 3 SMT siblings of one core: the most"):
-        place("smt", 3)
-    with pytest.raises(ValueError, match="placement='sockets' needs 3 packages"):
-        place("sockets", 3)
-    with pytest.raises(ValueError, match="placement='cores' needs 3 distinct cores: .* are on 2"):
-        place("cores", 3, {0, 4, 1})
-    with pytest.raises(ValueError, match="placement='smt' needs 2 SMT siblings .* the most usable"):
-        place("smt", 2, {0, 1, 2})
-    with pytest.raises(ValueError, match="this process may use only 2 CPUs"):
-        place("cores", 3, {0, 1})
-
-
-def test_placements_on_a_machine_without_smt(tmp_path):
-    make_sysfs(tmp_path, [(0, 0, [0]), (0, 1, [1])])
-    with pytest.raises(ValueError, match="this machine has no SMT"):
-        machine.placement_cpus("smt", 2, allowed={0, 1}, root=str(tmp_path))
-    assert machine.placement_cpus("smt", 1, allowed={0, 1}, root=str(tmp_path)) == [0]
-
-
 def test_two_smt_siblings_share_a_core():
     try:
-        cpus = machine.placement_cpus("smt", 2)
+        cpus = choose("smt", 2)
     except ValueError as error:
         pytest.skip(str(error))
     m = bw.run(working_set_bytes=1 << 14, threads=2, placement="smt", **FAST)
@@ -688,7 +643,7 @@ def test_every_named_sweep_builds_or_says_why_not():
 def test_fig3_31_gives_the_background_half_the_shared_cache():
     two_cpus()
     sweep = all_families()["bandwidth"].sweep("fig3_31_quick")
-    cpus = machine.placement_cpus("cores", 2)
+    cpus = choose("cores", 2)
     shared = [c for c in machine.caches_shared_by(cpus) if c["level"] >= 2]
     expected = (shared[0]["size_bytes"] if shared else bw._largest_cache_bytes()) // 2 // 128 * 128
     assert {p["background_working_set_bytes"] for p in sweep.points} == {expected}

@@ -1031,3 +1031,17 @@ def test_atomic_forms_that_barely_ran_together_are_not_judged():
     for row in ds.rows:
         row["mean_threads_on_cpu"] = 1.8 if row["threads"] == 2 else 0.9
     assert judged("fig6.12", 0, ds).status == REPRODUCED
+
+
+def test_atomic_forms_are_judged_on_the_teams_overlap_where_rows_have_it():
+    """Rows of the thread team carry overlap_fraction, which the judgement reads before the
+    older mean_threads_on_cpu (rows written before it: above)."""
+    ds = atomics(SOURCE_6_12)
+    for row in ds.rows:
+        row["mean_threads_on_cpu"] = 1.8 if row["threads"] == 2 else 0.9  # says: together
+        row["overlap_fraction"] = 0.3 if row["threads"] == 2 else 0.9
+    found = judged("fig6.12", 0, ds)
+    assert found.status == NOT_MEASURABLE and "at least 30% of the time" in found.detail
+    for row in ds.rows:
+        row["overlap_fraction"] = 0.8
+    assert judged("fig6.12", 0, ds).status == REPRODUCED

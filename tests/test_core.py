@@ -52,13 +52,20 @@ def test_families_lists_the_foundation_families_with_their_parameters():
         ({"budget_ns": 10**30}, "budget_ns=.* is above the maximum"),
         ({"budget_ns": "many"}, "budget_ns='many' must be an integer"),
         ({"budget_ns": True}, "budget_ns=True must be an integer"),
-        ({}, "missing parameter 'budget_ns'"),
         ({"budget_ns": 10**7, "extra": 1}, "unknown parameter 'extra'"),
     ],
 )
 def test_bad_configs_raise_value_error_naming_the_parameter(config, message):
     with pytest.raises(ValueError, match=message):
         _core.Kernel("calibrate", config)
+
+
+def test_an_absent_parameter_takes_its_default_and_one_without_a_default_is_missing():
+    defaults = {p["name"]: p.get("default") for p in _core.families()["calibrate"]["params"]}
+    assert defaults == {"budget_ns": 100_000_000}
+    _core.Kernel("calibrate", {}).close()  # budget_ns from the table
+    with pytest.raises(ValueError, match="missing parameter 'times' for team_metrics"):
+        _core.Kernel("team_metrics", {})  # a buffer has no default
 
 
 def test_bad_choice_lists_the_choices():

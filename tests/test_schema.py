@@ -210,6 +210,36 @@ def test_renamed_parameters_load_under_their_new_names(tmp_path, family, old, ne
     assert new in registry.family(family).param_names
 
 
+@pytest.mark.parametrize("family, old, new, value, expected", [
+    ("share", "disp", "disp_longs", 16, 16), ("region", "bytes", "region_bytes", 8192, 8192),
+    ("pipe", "buffer_size", "buffer_bytes", 4096, 4096), ("clear_fault", "strict", "strict_pages", True, True),
+    ("region", "allow_fallback", "strict_pages", True, False)])
+def test_old_parameter_names_are_taken_with_one_deprecation_line(family, old, new, value, expected):
+    params_of = registry.family(family).params
+    with pytest.warns(DeprecationWarning, match=f"{family}: parameter {old}= is now {new}=") as caught:
+        params = params_of(**{old: value})
+    assert getattr(params, new) == expected and len(caught) == 1
+    with pytest.warns(DeprecationWarning):
+        assert getattr(params_of({old: value}), new) == expected  # a dict of parameters too
+    with pytest.raises(ValueError, match=f"{old}= and {new}= are one parameter of {family}"):
+        params_of(**{old: value, new: value})
+
+
+def test_bandwidths_old_overlap_loads_as_the_window_overlap_and_a_new_file_keeps_both(tmp_path):
+    """bandwidth's overlap_fraction was the threads' common window; the team's one definition took
+    the name, so old files load it as window_overlap_fraction and new files keep the two apart."""
+    old = {"family": "bandwidth", "threads": 2, "GB_per_s": 9.0, "overlap_fraction": 0.97,
+           "overlap_fraction_samples": [0.97]}
+    Dataset([old], {"family": "bandwidth", "param_names": ["threads"]}).save(tmp_path / "old.csv")
+    row = Dataset.load(tmp_path / "old.csv").rows[0]
+    assert row["window_overlap_fraction"] == 0.97 and row["window_overlap_fraction_samples"] == [0.97]
+    assert "overlap_fraction" not in row
+    new = dict(old, window_overlap_fraction=0.99, overlap_fraction=0.8)
+    Dataset([new], {"family": "bandwidth", "param_names": ["threads"]}).save(tmp_path / "new.csv")
+    row = Dataset.load(tmp_path / "new.csv").rows[0]
+    assert (row["overlap_fraction"], row["window_overlap_fraction"]) == (0.8, 0.99)
+
+
 @pytest.mark.parametrize("allow_fallback", [True, False])
 def test_region_allow_fallback_loads_as_its_negation_strict_pages(tmp_path, allow_fallback):
     """The old name said the opposite of the new one: allow_fallback=True is strict_pages=False."""

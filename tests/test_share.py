@@ -303,7 +303,7 @@ def test_sharing_ratios_and_placements():
     # rows written before atomic_op existed read their form from atomic
     old = [{k: v for k, v in r.items() if k != "atomic_op"} for r in rows]
     assert share.sharing_ratios(Dataset(old)) == {("lock_add", 2): 3.0}
-    assert share.placement(2) == "one cache line, 2 longs apart"
-    assert share.placement(16) == "a line each, 16 longs apart"
+    assert share.counter_position(2) == "one cache line, 2 longs apart"
+    assert share.counter_position(16) == "a line each, 16 longs apart"
     with pytest.raises(ValueError, match="disp_longs"):
-        share.placement(-1)
+        share.counter_position(-1)

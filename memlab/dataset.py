@@ -61,6 +61,7 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "DatasetWriter",
+    "DuplicatePointError",
     "check_compatible",
     "check_metric_name",
     "check_param_name",
@@ -92,6 +93,26 @@ _TYPE_NAMES = TYPE_NAMES
 
 class DatasetError(ValueError):
     """A dataset that cannot be read or written as asked; the message names the file and why."""
+
+
+class DuplicatePointError(DatasetError):
+    """:meth:`Dataset.merge` met the same point from the same machine twice.
+
+    ``detail`` says which point; ``remedy(option)`` is the message naming the
+    way out in the caller's words (``dedupe=True`` from Python, ``--dedupe``
+    on the command line).
+
+    >>> DuplicatePointError("merge: duplicate point ('f', 1)", "dedupe=True").remedy("--dedupe")
+    "merge: duplicate point ('f', 1); pass --dedupe to keep the first"
+    """
+
+    def __init__(self, detail: str, option: str) -> None:
+        self.detail = detail
+        super().__init__(self.remedy(option))
+
+    def remedy(self, option: str) -> str:
+        """The message with ``option`` as the way to keep the first row of each point."""
+        return f"{self.detail}; pass {option} to keep the first"
 
 
 # --------------------------------------------------------------------------
@@ -1001,9 +1022,9 @@ class Dataset:
                         if dedupe:
                             continue
                         host = f" measured by {machine[0] or machine[1]}" if any(machine) else ""
-                        raise ValueError(
+                        raise DuplicatePointError(
                             f"merge: duplicate point {merged.key(row)}{host} in dataset {index} "
-                            f"(first seen in dataset {seen[key]}); pass dedupe=True to keep the first"
+                            f"(first seen in dataset {seen[key]})", "dedupe=True"
                         )
                     seen[key] = index
                 merged.rows.append(_fresh(row))

@@ -123,7 +123,7 @@ class Family:
 
     def params(self, params: Any = None, **overrides: Any) -> Any:
         """Coerce a dict, a params object or keywords into the params type."""
-        return coerce_params(self.params_type, params, overrides)
+        return coerce_params(self.params_type, params, overrides, f"family {self.name!r}")
 
     def defaults(self) -> dict[str, Any]:
         """Each parameter's default value (see :func:`param_defaults`)."""
@@ -200,8 +200,20 @@ class Family:
         return describe_params(self.params_type)
 
 
-def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any]) -> Any:
-    """Build params_type from None, a mapping, or an instance plus overrides."""
+def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any], owner: str = "") -> Any:
+    """Build params_type from None, a mapping, or an instance plus overrides.
+
+    ``owner`` names whose parameters these are in an error (``family 'chase'``);
+    by default the params type's name.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class SizeParams:
+    ...     size_bytes: int = 4096
+    >>> coerce_params(SizeParams, None, {"sise_bytes": 1}, "family 'f'")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown parameter 'sise_bytes' of family 'f'; did you mean 'size_bytes'? (known: size_bytes)
+    """
     if params is None:
         base: dict[str, Any] = {}
     elif isinstance(params, params_type):
@@ -217,8 +229,8 @@ def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any]) 
     unknown = sorted(set(base) - known)
     if unknown:
         raise ValueError(
-            f"unknown parameter {unknown[0]!r} for {params_type.__name__}{suggest(unknown[0], known)} "
-            f"(known: {', '.join(sorted(known))})"
+            f"unknown parameter {unknown[0]!r} of {owner or params_type.__name__}{suggest(unknown[0], known)} "
+            f"(known: {', '.join(sorted(known)) or 'none'})"
         )
     return params_type(**base)
 

@@ -1,6 +1,6 @@
 """The `memlab` command: one argparse tree with every subcommand.
 
-``memlab info | check | run | sweep | merge | compare | plot | report | tour | reproduce`` (and
+``memlab info | check | run | sweep | merge | export | compare | plot | report | tour | reproduce`` (and
 ``python -m memlab ...``); an experiment script's command line
 (:func:`script_main`) is ``memlab sweep`` applied to the script's sweeps.
 
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memlab import catalogue, machine, machine_model, measure, plot, registry
+from memlab import catalogue, export, machine, machine_model, measure, plot, registry
 from memlab._core import build_info
 from memlab._version import __version__
 from memlab.chart import outcome_note, require_matplotlib
@@ -296,6 +296,21 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("datasets", nargs="+", metavar="DATASET", help="datasets (.csv, .json or stem)")
     merge.add_argument("--dedupe", action="store_true", help="keep the first row of a point measured twice")
     merge.set_defaults(handler=cmd_merge)
+
+    export_cmd = sub.add_parser(
+        "export", help="write a dataset as Parquet, long-form CSV or JSON",
+        description="Write a dataset in a format other tools read: parquet (the rows with native types "
+        "and samples as lists; needs pip install 'memlab[parquet]'), csv-long (one row per sample, "
+        "a dataset of its own) or json (one strict JSON document). Every export carries the metadata "
+        "and the columns as a Frictionless Table Schema (docs/dataset.md, \"Exports\").")
+    export_cmd.add_argument("dataset", help="a dataset (.csv, .json or stem)")
+    export_cmd.add_argument("--format", required=True, choices=tuple(export.FORMATS),
+                            help="parquet, csv-long or json")
+    export_cmd.add_argument("--out", help="the file to write (default: beside the dataset, "
+                            "DATASET.parquet, DATASET-long.csv, DATASET-export.json)")
+    export_cmd.add_argument("--long", action="store_true",
+                            help="parquet and json: one row per sample, as csv-long")
+    export_cmd.set_defaults(handler=cmd_export)
 
     _compare_parser(sub)
 
@@ -700,6 +715,38 @@ def cmd_merge(args: argparse.Namespace) -> int:
     machines = len({machine_key(row) for row in merged.rows})
     print(f"{len(datasets)} datasets, {len(merged)} rows from {machines} "
           f"machine{'' if machines == 1 else 's'} -> {out}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``memlab export DATASET --format parquet|csv-long|json [--out PATH] [--long]``.
+
+    0: written; 2: a dataset that cannot be read, an --out memlab will not
+    write (the dataset's own files among them), Parquet without pyarrow (the
+    message names the extra); 1: the write failed.
+    """
+    if args.format == "parquet":
+        try:
+            export.require_pyarrow()
+        except ImportError as error:
+            return _error("export", error, 2)
+    out = args.out or export.default_path(args.dataset, args.format)
+    own = {os.path.realpath(p) for p in paths_for(args.dataset)}
+    written = [out, *(paths_for(out) if args.format == "csv-long" else ())]
+    if own & {os.path.realpath(p) for p in written}:
+        return _error("export", f"--out={out!r} would overwrite the dataset {args.dataset} itself", 2)
+    for path in written:
+        check_output_file_in_new_directory(path, "--out", "--out's directory")
+    try:
+        dataset = Dataset.load(args.dataset)
+    except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
+        return _error("export", error if isinstance(error, OSError) else f"{args.dataset}: {error}", 2)
+    try:
+        path = export.export(dataset, out, args.format, long=args.long)
+    except OSError as error:
+        return _error("export", f"cannot write {out}: {error}", 1)
+    long = args.format == "csv-long" or args.long
+    print(f"{args.dataset} -> {path} ({args.format}{', one row per sample' if long else ''})")
     return 0
 
 

@@ -467,16 +467,25 @@ def _judge_boost(facts: Mapping[str, Any]) -> Finding:
     )
 
 
+#: The kernel's words in /sys/devices/system/cpu/smt/control that are not words to a reader.
+_SMT_CONTROL_WORDS = {
+    "notsupported": "not supported by the CPU (or not exposed by the hypervisor)",
+    "notimplemented": "not implemented by this kernel's architecture",
+    "forceoff": "off (forced at boot)",
+}
+
+
 def _judge_smt(facts: Mapping[str, Any]) -> Finding:
     title = "SMT (hyper-threading)"
     control = facts.get("smt_control")
     if control is None:
         return _finding("smt", title, "not exposed", INFO, "no /sys/devices/system/cpu/smt")
+    shown = _SMT_CONTROL_WORDS.get(control, control)
     if control in ("notsupported", "notimplemented") or not facts.get("smt_active", False):
-        return _finding("smt", title, f"{control}, inactive", OK,
+        return _finding("smt", title, f"{shown}, inactive", OK,
                         "no sibling hardware thread shares a core with the measurement")
     return _finding(
-        "smt", title, f"{control}, active", INFO,
+        "smt", title, f"{shown}, active", INFO,
         "a sibling hardware thread shares the core's caches and execution units: pin the "
         "measurement (--cpu) to a CPU whose sibling (topology/thread_siblings_list) is idle, "
         "or switch SMT off",

@@ -1,6 +1,6 @@
 """The `memlab` command: one argparse tree with every subcommand.
 
-``memlab info | check | run | sweep | merge | compare | plot | report | tour | reproduce`` (and
+``memlab info | check | run | sweep | merge | export | compare | plot | report | tour | reproduce`` (and
 ``python -m memlab ...``); an experiment script's command line
 (:func:`script_main`) is ``memlab sweep`` applied to the script's sweeps.
 
@@ -39,14 +39,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memlab import catalogue, machine, machine_model, measure, plot, registry
+from memlab import catalogue, export, machine, machine_model, measure, plot, registry
 from memlab._core import build_info
 from memlab._version import __version__
 from memlab.chart import outcome_note, require_matplotlib
 from memlab.check import TUNABLE_SETTINGS, largest_bytes, read_cpu_times, reset, tune
 from memlab.check import check as machine_check
 from memlab.compare import compare, compare_machines, load_dataset, parse_fraction
-from memlab.dataset import Dataset, DatasetWriter, check_compatible, machine_key, paths_for
+from memlab.dataset import Dataset, DatasetWriter, DuplicatePointError, check_compatible, machine_key, paths_for
 from memlab.family import Family, ParamSpec
 from memlab.files import atomic_write, check_output_directory, check_output_file, check_output_file_in_new_directory
 from memlab.grid import Sweep, as_sweeps, parse_shard, shard_points
@@ -218,7 +218,7 @@ def version_text() -> str:
     """
     info = build_info()
     return (f"memlab {__version__} (Python {sys.version.split()[0]}; core built by "
-            f"{info.get('compiler', '?')} with {info.get('cflags', '?')})")
+            f"{machine.compiler_name(info)} with {info.get('cflags', '?')})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -296,6 +296,21 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("datasets", nargs="+", metavar="DATASET", help="datasets (.csv, .json or stem)")
     merge.add_argument("--dedupe", action="store_true", help="keep the first row of a point measured twice")
     merge.set_defaults(handler=cmd_merge)
+
+    export_cmd = sub.add_parser(
+        "export", help="write a dataset as Parquet, long-form CSV or JSON",
+        description="Write a dataset in a format other tools read: parquet (the rows with native types "
+        "and samples as lists; needs pip install 'memlab[parquet]'), csv-long (one row per sample, "
+        "a dataset of its own) or json (one strict JSON document). Every export carries the metadata "
+        "and the columns as a Frictionless Table Schema (docs/dataset.md, \"Exports\").")
+    export_cmd.add_argument("dataset", help="a dataset (.csv, .json or stem)")
+    export_cmd.add_argument("--format", required=True, choices=tuple(export.FORMATS),
+                            help="parquet, csv-long or json")
+    export_cmd.add_argument("--out", help="the file to write (default: beside the dataset, "
+                            "DATASET.parquet, DATASET-long.csv, DATASET-export.json)")
+    export_cmd.add_argument("--long", action="store_true",
+                            help="parquet and json: one row per sample, as csv-long")
+    export_cmd.set_defaults(handler=cmd_export)
 
     _compare_parser(sub)
 
@@ -571,15 +586,36 @@ def _check_run_output(out: str, meta: dict, fam: Any, params: dict) -> None:
             raise UsageError(f"{csv_path} already holds this point; choose another --out")
 
 
-def _summary(measurement: Measurement) -> str:
+def _summary(measurement: Measurement, width: int | None = None) -> str:
+    """``memlab run``'s text: the parameters, one line per metric that varied over the samples
+    (median, min, max), and the values every sample shared on one line of their own: a size
+    the kernel granted or a count of elements is a fact of the point, not a measurement's spread.
+    With one sample nothing tells the two apart, and every metric has its line.
+
+    >>> m = Measurement("f", {"n": 1}, [{"ns_per_element": 1.0, "elements": 8.0},
+    ...                  {"ns_per_element": 2.0, "elements": 8.0}], [], {}, "user", [], "ns_per_element")
+    >>> print(_summary(m, width=80))
+    f: n=1
+      ns_per_element           median 1.5          min 1            max 2            (n=2)
+      same in every sample: elements=8
+    """
+    width = width or max(60, min(110, shutil.get_terminal_size((100, 24)).columns))
     lines = [f"{measurement.family}: " + " ".join(f"{k}={v}" for k, v in measurement.params.items())]
+    count = len(measurement.samples)
+    constant = []
     for name, stat in measurement.stats.items():
         if name == "elapsed_ns" and name != measurement.primary_metric:
             continue
+        if count > 1 and name != measurement.primary_metric and _same_in_every_sample(measurement, name):
+            constant.append(f"{name}={stat['median']:.6g}")
+            continue
         lines.append(
             f"  {name:<24} median {stat['median']:<12.6g} min {stat['min']:<12.6g} "
-            f"max {stat['max']:<12.6g} (n={len(measurement.samples)})"
+            f"max {stat['max']:<12.6g} (n={count})"
         )
+    if constant:
+        lines += textwrap.wrap("same in every sample: " + " ".join(constant), width, initial_indent="  ", subsequent_indent="    ",
+                               break_on_hyphens=False)
     if measurement.counters:
         counters = measurement.to_row()
         present = {k[8:]: v for k, v in counters.items() if k.startswith("counter_")}
@@ -592,6 +628,11 @@ def _summary(measurement: Measurement) -> str:
         lines.append("  asked and obtained: " + " ".join(f"{k}={v}" for k, v in measurement.facts.items())
                      + (f" ({note})" if note else ""))
     return "\n".join(lines)
+
+
+def _same_in_every_sample(measurement: Measurement, name: str) -> bool:
+    values = {sample[name] for sample in measurement.samples if name in sample}
+    return len(values) == 1 and all(name in sample for sample in measurement.samples)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -666,12 +707,46 @@ def cmd_merge(args: argparse.Namespace) -> int:
             return _error("merge", error if isinstance(error, OSError) else f"{path}: {error}", 2)
     try:
         merged = Dataset.merge(*datasets, dedupe=args.dedupe)
+    except DuplicatePointError as error:
+        return _error("merge", error.remedy("--dedupe"), 2)
     except ValueError as error:
         return _error("merge", error, 2)
     merged.save(out)
     machines = len({machine_key(row) for row in merged.rows})
     print(f"{len(datasets)} datasets, {len(merged)} rows from {machines} "
           f"machine{'' if machines == 1 else 's'} -> {out}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``memlab export DATASET --format parquet|csv-long|json [--out PATH] [--long]``.
+
+    0: written; 2: a dataset that cannot be read, an --out memlab will not
+    write (the dataset's own files among them), Parquet without pyarrow (the
+    message names the extra); 1: the write failed.
+    """
+    if args.format == "parquet":
+        try:
+            export.require_pyarrow()
+        except ImportError as error:
+            return _error("export", error, 2)
+    out = args.out or export.default_path(args.dataset, args.format)
+    own = {os.path.realpath(p) for p in paths_for(args.dataset)}
+    written = [out, *(paths_for(out) if args.format == "csv-long" else ())]
+    if own & {os.path.realpath(p) for p in written}:
+        return _error("export", f"--out={out!r} would overwrite the dataset {args.dataset} itself", 2)
+    for path in written:
+        check_output_file_in_new_directory(path, "--out", "--out's directory")
+    try:
+        dataset = Dataset.load(args.dataset)
+    except (OSError, ValueError) as error:  # a missing or unreadable dataset is a bad argument
+        return _error("export", error if isinstance(error, OSError) else f"{args.dataset}: {error}", 2)
+    try:
+        path = export.export(dataset, out, args.format, long=args.long)
+    except OSError as error:
+        return _error("export", f"cannot write {out}: {error}", 1)
+    long = args.format == "csv-long" or args.long
+    print(f"{args.dataset} -> {path} ({args.format}{', one row per sample' if long else ''})")
     return 0
 
 

@@ -44,12 +44,14 @@ from memlab.table import is_numbers as _is_numbers
 from memlab.table import is_object as _is_object
 from memlab.table import is_text as _is_text
 from memlab.table import guess as _guess
-from memlab.units import is_missing
+from memlab.units import is_missing, unit_of
 
 __all__ = [
     "BOOKKEEPING_COLUMNS",
     "OUTCOME_COLUMNS",
     "OUTCOME_PAIRS",
+    "RUN_COLUMN",
+    "SAMPLE_COLUMN",
     "COLUMN_ALIASES",
     "FINGERPRINT_COLUMN",
     "HOST_COLUMN",
@@ -61,6 +63,7 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "DatasetWriter",
+    "DuplicatePointError",
     "check_compatible",
     "check_metric_name",
     "check_param_name",
@@ -76,11 +79,14 @@ __all__ = [
     "metric_column",
     "metric_names",
     "param_names",
+    "parse_sidecar",
     "paths_for",
     "point_key",
     "primary_metric",
     "renamed_column",
+    "sidecar_document",
     "statistic_column",
+    "table_schema",
     "union_machines",
 ]
 
@@ -92,6 +98,26 @@ _TYPE_NAMES = TYPE_NAMES
 
 class DatasetError(ValueError):
     """A dataset that cannot be read or written as asked; the message names the file and why."""
+
+
+class DuplicatePointError(DatasetError):
+    """:meth:`Dataset.merge` met the same point from the same machine twice.
+
+    ``detail`` says which point; ``remedy(option)`` is the message naming the
+    way out in the caller's words (``dedupe=True`` from Python, ``--dedupe``
+    on the command line).
+
+    >>> DuplicatePointError("merge: duplicate point ('f', 1)", "dedupe=True").remedy("--dedupe")
+    "merge: duplicate point ('f', 1); pass --dedupe to keep the first"
+    """
+
+    def __init__(self, detail: str, option: str) -> None:
+        self.detail = detail
+        super().__init__(self.remedy(option))
+
+    def remedy(self, option: str) -> str:
+        """The message with ``option`` as the way to keep the first row of each point."""
+        return f"{self.detail}; pass {option} to keep the first"
 
 
 # --------------------------------------------------------------------------
@@ -710,12 +736,132 @@ def _atomic_write(path: str, text: str) -> None:
     atomic_write(path, text)
 
 
-def _sidecar_text(metadata: dict, types: dict[str, str]) -> str:
+def sidecar_document(metadata: Mapping[str, Any], types: Mapping[str, str]) -> dict:
+    """The sidecar of a dataset with this metadata and these column types, as a JSON object:
+    memlab's own keys (``format``, ``format_version``, the metadata, ``column_types``) and
+    ``schema``, the columns as a Frictionless Table Schema (:func:`table_schema`).
+
+    >>> sorted(sidecar_document({"created": "2026-01-01T00:00:00+00:00"}, {"family": "str"}))
+    ['column_types', 'created', 'format', 'format_version', 'schema']
+    """
     document = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION}
-    document.update({k: v for k, v in metadata.items() if k not in ("format", "format_version")})
+    document.update({k: v for k, v in metadata.items()
+                     if k not in ("format", "format_version", "schema", "load_warnings")})
     document.setdefault("created", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     document["column_types"] = dict(types)
-    return json.dumps(document, indent=2, default=_json_default, sort_keys=False) + "\n"
+    document["schema"] = table_schema(types, metadata)
+    return document
+
+
+def _sidecar_text(metadata: dict, types: dict[str, str]) -> str:
+    return json.dumps(sidecar_document(metadata, types), indent=2, default=_json_default, sort_keys=False) + "\n"
+
+
+# --------------------------------------------------------------------------
+# the columns as a Frictionless Table Schema (docs/dataset.md, "Table Schema")
+
+#: The Table Schema type of each memlab column type; a ``json`` column is an ``array`` (samples),
+#: an ``object`` (counters_missing) or ``any``.
+_SCHEMA_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string", "json": "any"}
+#: The columns of :meth:`Dataset.long` that a wide dataset does not have.
+RUN_COLUMN = "run"
+SAMPLE_COLUMN = "sample"
+_STATISTIC_WORDS = {
+    "min": "minimum", "max": "maximum", "mean": "mean",
+    "stdev": "sample standard deviation", "iqr": "interquartile range (Q3 - Q1)",
+}
+_FIXED_DESCRIPTIONS = {
+    "family": "experiment family of the row",
+    "counters_missing": "every counter that did not open, with the reason: {counter name: reason}",
+    "counters_scope": "what the counters counted: user+kernel, user, or none (counting off)",
+    "repeat": "number of kept samples",
+    "warmup_samples": "the primary metric in each warm-up sample (not kept)",
+    "pages_requested": "the page kind asked for: 4k, thp, hugetlb-2m, hugetlb-1g",
+    "pages_obtained": "the page kind obtained (mixed when the samples differed)",
+    "populate_requested": "the populate call asked for: none, touch, map_populate, madvise_populate_write",
+    "populate_used": "the populate call made",
+    "context_host": "the host that measured the row (its hostname)",
+    "context_fingerprint_id": "id of the measuring machine's fingerprint (CPU model, CPU count, kernel, memory)",
+    RUN_COLUMN: "index of the run of the point that took the sample, from 0; a point measured once "
+                "has the one run 0",
+    SAMPLE_COLUMN: "index of the kept sample within its run, from 0, in the order measured",
+}
+
+
+def _describe(column: str, params: set[str], metrics: set[str], long: bool) -> tuple[str, str]:
+    """(description, unit) of a column by its role in the row schema."""
+    if column in _FIXED_DESCRIPTIONS:
+        return _FIXED_DESCRIPTIONS[column], ""
+    if column in params:
+        return "parameter (part of the identity of the point)", unit_of(column)
+    shown = column[len(MEASURED_PREFIX):] if column.startswith(MEASURED_PREFIX) else column
+    if long and column in metrics:
+        return f"metric {shown}: the value of this sample", unit_of(shown)
+    if column in metrics:
+        return f"metric {shown}: median over the kept samples", unit_of(shown)
+    base, _, suffix = column.rpartition("_")
+    if base in metrics:
+        shown_base = base[len(MEASURED_PREFIX):] if base.startswith(MEASURED_PREFIX) else base
+        if suffix == SAMPLES:
+            return f"metric {shown_base}: the kept samples, in the order measured", unit_of(shown_base)
+        if suffix in _STATISTIC_WORDS:
+            return f"metric {shown_base}: {_STATISTIC_WORDS[suffix]} over the kept samples", unit_of(shown_base)
+    if column.startswith(COUNTER_PREFIX):
+        name = column[len(COUNTER_PREFIX):]
+        return f"counter {name}: median per sample (missing where the counter did not open)", unit_of(name)
+    if column.startswith(CONTEXT_PREFIX):
+        name = column[len(CONTEXT_PREFIX):]
+        return f"fact about the point's run: {name.replace('_', ' ')}", unit_of(name)
+    return "", ""
+
+
+def table_schema(types: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> dict:
+    """The columns of a dataset as a Frictionless Table Schema (https://specs.frictionlessdata.io/table-schema/).
+
+    One field per column, in order, with its ``name``, its ``type`` (``int`` is
+    ``integer``, ``float`` ``number``, ``bool`` ``boolean``, ``str`` ``string``;
+    a JSON column is ``array`` for samples, ``object`` for ``counters_missing``,
+    else ``any``), and where the row schema knows them a ``description`` and the
+    ``unit`` the name carries. The ``primaryKey`` is the point's identity
+    (``family`` and ``param_names``; the machine columns, ``run`` and ``sample``
+    where the table has them), given only when ``param_names`` is known. An empty
+    cell is missing (``missingValues``); number cells may hold ``nan``, ``inf``
+    and ``-inf``, which the specification reads in any case.
+
+    >>> schema = table_schema({"family": "str", "working_set_bytes": "int", "ns_per_element": "float",
+    ...                        "ns_per_element_samples": "json"}, {"param_names": ["working_set_bytes"]})
+    >>> schema["fields"][1], schema["fields"][3]["type"], schema["primaryKey"]
+    ({'name': 'working_set_bytes', 'type': 'integer', 'description': 'parameter (part of the identity of the point)', 'unit': 'bytes'}, 'array', ['family', 'working_set_bytes'])
+    """
+    metadata = metadata or {}
+    columns = list(types)
+    long = metadata.get("layout") == "long"
+    listed = metadata.get("param_names")
+    params = set(listed or param_names([dict.fromkeys(columns)]))
+    metrics = set(metadata.get("metric_names") or ()) if long else set(metric_names([dict.fromkeys(columns)]))
+    fields = []
+    for column in columns:
+        kind = _SCHEMA_TYPES.get(types[column], "any")
+        if types[column] == "json":
+            base, _, suffix = column.rpartition("_")
+            if column == "warmup_samples" or (suffix == SAMPLES and base in metrics):
+                kind = "array"
+            elif column == "counters_missing":
+                kind = "object"
+        field: dict[str, Any] = {"name": column, "type": kind}
+        description, unit = _describe(column, params, metrics, long)
+        if description:
+            field["description"] = description
+        if unit:
+            field["unit"] = unit
+        fields.append(field)
+    schema: dict[str, Any] = {"fields": fields, "missingValues": [""]}
+    if listed and all(name in types for name in listed):
+        key = ["family"] if "family" in types else []
+        key += [name for name in listed if name != "family"]
+        key += [name for name in (HOST_COLUMN, FINGERPRINT_COLUMN, RUN_COLUMN, SAMPLE_COLUMN) if name in types]
+        schema["primaryKey"] = key
+    return schema
 
 
 #: The sidecar keys memlab reads, with the JSON type each must have (None is allowed
@@ -742,6 +888,8 @@ _SIDECAR_KEYS: dict[str, tuple[type, ...]] = {
     "warmup": (int,),
     "merged_from": (list,),
     "load_warnings": (list,),
+    "layout": (str,),
+    "metric_names": (list,),
 }
 _JSON_TYPE_NAMES = {str: "a string", int: "an integer", dict: "a JSON object", list: "a JSON array"}
 
@@ -773,8 +921,19 @@ def _read_sidecar(json_path: str) -> tuple[dict, dict[str, str]]:
         raise DatasetError(f"{json_path}: JSON nested too deeply to be a memlab sidecar") from None
     except ValueError as error:
         raise DatasetError(f"{json_path}: not valid JSON: {error}") from None
+    return parse_sidecar(document, json_path)
+
+
+def parse_sidecar(document: Any, json_path: str) -> tuple[dict, dict[str, str]]:
+    """(metadata, column_types) of a sidecar's JSON object, checked as :meth:`Dataset.load`
+    checks a sidecar file; ``json_path`` names where it came from in a :class:`DatasetError`.
+
+    >>> parse_sidecar({"format": "memlab-dataset", "format_version": 1, "column_types": {"n": "int"}}, "x.json")
+    ({'format': 'memlab-dataset', 'format_version': 1}, {'n': 'int'})
+    """
     if not isinstance(document, dict):
         raise DatasetError(f"{json_path}: sidecar is not a JSON object")
+    document = dict(document)
     name = document.get("format", FORMAT_NAME)
     if name != FORMAT_NAME:
         raise DatasetError(f"{json_path}: format={name!r} is not {FORMAT_NAME!r}")
@@ -795,6 +954,7 @@ def _read_sidecar(json_path: str) -> tuple[dict, dict[str, str]]:
     names = document.get("param_names")
     if names is not None and not all(isinstance(n, str) and n for n in names):
         raise DatasetError(f"{json_path}: param_names must be a list of column names")
+    document.pop("schema", None)  # derived from the columns; written afresh with every sidecar
     types = document.pop("column_types", None) or {}
     for column, kind in types.items():
         if kind not in _TYPE_NAMES:
@@ -1004,9 +1164,9 @@ class Dataset:
                         if dedupe:
                             continue
                         host = f" measured by {machine[0] or machine[1]}" if any(machine) else ""
-                        raise ValueError(
+                        raise DuplicatePointError(
                             f"merge: duplicate point {merged.key(row)}{host} in dataset {index} "
-                            f"(first seen in dataset {seen[key]}); pass dedupe=True to keep the first"
+                            f"(first seen in dataset {seen[key]})", "dedupe=True"
                         )
                     seen[key] = index
                 merged.rows.append(_fresh(row))
@@ -1108,6 +1268,58 @@ class Dataset:
                 array[:] = values
                 arrays[name] = array
         return arrays
+
+    def long(self, metrics: Sequence[str] | None = None) -> "Dataset":
+        """The samples in long form: one row per kept sample of every point (tidy data).
+
+        Each row holds ``family``, the parameters, the asked-and-obtained columns
+        and the machine columns (``context_host``, ``context_fingerprint_id``) of
+        its point, ``run`` (which run of the point took the sample, from 0: a
+        point measured once has the one run 0, and a row that carries a ``run``
+        column keeps its value), ``sample`` (the sample's index within its run)
+        and one column per metric holding that sample's value (from
+        ``<metric>_samples``; NaN where a metric has fewer samples). ``metrics``
+        chooses the metrics (default: every metric with samples). The statistics,
+        counters and context facts are per point and stay in the wide rows.
+        The result's metadata says ``layout: "long"`` and lists ``param_names``
+        and ``metric_names``; save it as any dataset.
+
+        >>> wide = Dataset([{"family": "f", "n": 1, "t": 2.0, "t_min": 1.0, "t_samples": [1.0, 2.0, 3.0]}],
+        ...                {"param_names": ["n"]})
+        >>> wide.long().rows
+        [{'family': 'f', 'n': 1, 'run': 0, 'sample': 0, 't': 1.0}, {'family': 'f', 'n': 1, 'run': 0, 'sample': 1, 't': 2.0}, {'family': 'f', 'n': 1, 'run': 0, 'sample': 2, 't': 3.0}]
+        """
+        if self.metadata.get("layout") == "long":
+            raise ValueError("long(): this dataset is already in long form (metadata layout='long')")
+        present = set(self.columns)
+        names = self.param_names
+        available = [m for m in self.metric_names if statistic_column(m, SAMPLES) in present]
+        chosen = list(available if metrics is None else metrics)
+        for name in chosen:
+            if name not in available:
+                raise ValueError(f"long(): metrics={name!r} is not a metric with samples here "
+                                 f"(metrics with samples: {', '.join(available) or 'none'})")
+        clash = [n for n in (RUN_COLUMN, SAMPLE_COLUMN) if n in names or n in chosen]
+        if clash:
+            raise ValueError(f"long(): the dataset has a parameter or metric named {clash[0]!r}, "
+                             "the column long form adds")
+        point_columns = ["family", *names, *self.outcome_names,
+                         *(c for c in (HOST_COLUMN, FINGERPRINT_COLUMN) if c in present)]
+        rows = []
+        for row in self.rows:
+            run = row.get(RUN_COLUMN)
+            run = run if isinstance(run, int) and not isinstance(run, bool) else 0
+            lists = {name: row.get(statistic_column(name, SAMPLES)) for name in chosen}
+            lists = {name: values if isinstance(values, list) else [] for name, values in lists.items()}
+            base = {column: row[column] for column in point_columns if column in row}
+            for index in range(max((len(v) for v in lists.values()), default=0)):
+                sample = {**base, RUN_COLUMN: run, SAMPLE_COLUMN: index}
+                for name, values in lists.items():
+                    sample[name] = values[index] if index < len(values) else math.nan
+                rows.append(sample)
+        metadata = {k: v for k, v in self.metadata.items() if k not in ("load_warnings", "schema")}
+        metadata.update(layout="long", param_names=names, metric_names=chosen)
+        return Dataset(rows, metadata)
 
     def to_pandas(self):
         """A pandas DataFrame of the rows; ``df.attrs`` holds the metadata.

@@ -145,7 +145,8 @@ class Family:
         name (:data:`memlab.dataset.COLUMN_ALIASES`) is taken with a DeprecationWarning."""
         if isinstance(params, Mapping):
             params = renamed_params(self.name, params, set(self.param_names))
-        return coerce_params(self.params_type, params, renamed_params(self.name, overrides, set(self.param_names)))
+        return coerce_params(self.params_type, params, renamed_params(self.name, overrides, set(self.param_names)),
+                             f"family {self.name!r}")
 
     def defaults(self) -> dict[str, Any]:
         """Each parameter's default value (see :func:`param_defaults`)."""
@@ -262,8 +263,20 @@ def renamed_params(family: str, given: Mapping[str, Any], names: set[str]) -> di
     return renamed
 
 
-def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any]) -> Any:
-    """Build params_type from None, a mapping, or an instance plus overrides."""
+def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any], owner: str = "") -> Any:
+    """Build params_type from None, a mapping, or an instance plus overrides.
+
+    ``owner`` names whose parameters these are in an error (``family 'chase'``);
+    by default the params type's name.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class SizeParams:
+    ...     size_bytes: int = 4096
+    >>> coerce_params(SizeParams, None, {"sise_bytes": 1}, "family 'f'")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown parameter 'sise_bytes' of family 'f'; did you mean 'size_bytes'? (known: size_bytes)
+    """
     if params is None:
         base: dict[str, Any] = {}
     elif isinstance(params, params_type):
@@ -279,8 +292,8 @@ def coerce_params(params_type: type, params: Any, overrides: Mapping[str, Any]) 
     unknown = sorted(set(base) - known)
     if unknown:
         raise ValueError(
-            f"unknown parameter {unknown[0]!r} for {params_type.__name__}{suggest(unknown[0], known)} "
-            f"(known: {', '.join(sorted(known))})"
+            f"unknown parameter {unknown[0]!r} of {owner or params_type.__name__}{suggest(unknown[0], known)} "
+            f"(known: {', '.join(sorted(known)) or 'none'})"
         )
     return params_type(**base)
 

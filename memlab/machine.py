@@ -46,6 +46,7 @@ __all__ = [
     "cache_sizes",
     "caches_shared_by",
     "collect",
+    "compiler_name",
     "cpu_topology",
     "fingerprint",
     "fingerprint_id",
@@ -704,7 +705,7 @@ def format_facts(facts: dict) -> str:
     lines = [f"{'machine id':<18}{machine_id(facts)}"]
 
     def add(label: str, value: Any) -> None:
-        lines.append(f"{label:<18}{value}")
+        lines.append(f"{label:<17} {value}")  # a label of 18 or more still gets its space
 
     if "cpu_model" in facts:
         add("cpu", facts["cpu_model"])
@@ -774,6 +775,25 @@ def format_facts(facts: dict) -> str:
     if clock and "core_GHz" in clock:
         add("core clock", f"{clock['core_GHz']:.3f} GHz measured by a dependent add chain "
             f"(imul cross-check {clock.get('imul_GHz', float('nan')):.3f} GHz)")
-    for key, value in sorted((facts.get("core_build") or {}).items()):
-        add(f"core {key}", value)
+    build = dict(facts.get("core_build") or {})
+    if build:
+        add("core compiler", compiler_name(build))
+        build.pop("compiler", None), build.pop("compiler_family", None)
+        for key, value in sorted(build.items()):
+            add(f"core {key.replace('_', ' ')}", value)
     return "\n".join(lines)
+
+
+def compiler_name(build: Mapping[str, Any]) -> str:
+    """The compiler that built the C core, in words, from ``memlab._core.build_info()``.
+
+    >>> compiler_name({"compiler": "gcc-compatible 12.2.0", "compiler_family": "gcc"})
+    'gcc 12.2.0'
+    >>> compiler_name({"compiler": "gcc-compatible Debian Clang 14.0.6", "compiler_family": "clang"})
+    'Debian Clang 14.0.6'
+    """
+    version = str(build.get("compiler") or "unknown").removeprefix("gcc-compatible ")
+    family = str(build.get("compiler_family") or "")
+    if not family or family == "other" or family.lower() in version.lower():
+        return version
+    return f"{family} {version}"

@@ -236,7 +236,7 @@ def format_model(model: CoreModel) -> str:
     >>> print(format_model(core_model({})).splitlines()[0])
     cpu vendor        unknown
     """
-    return "\n".join(f"{_LABELS.get(name, name):<18}{value}" for name, value in model.fields().items())
+    return "\n".join(f"{_LABELS.get(name, name):<17} {value}" for name, value in model.fields().items())
 
 
 _LABELS = {

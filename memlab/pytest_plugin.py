@@ -13,9 +13,14 @@ sweep (or an already measured dataset)::
 
 ``pytest --memlab-save-baseline`` measures and stores the baseline dataset
 (one per test, under ``--memlab-baseline-dir``, default ``memlab-baselines``
-next to the rootdir); a later plain ``pytest`` measures again and fails the
+next to the rootdir, named after the test id and a hash of it:
+:func:`baseline_stem`); a later plain ``pytest`` measures again and fails the
 test with the comparison table when a significant regression of at least
-``--memlab-fail-above`` (default 5%) appears. Noisy points, points found on
+``--memlab-fail-above`` (default 5%) appears. Every run's dataset is stored
+under ``history/`` in the baseline directory, named by time and machine
+fingerprint; a failing run's dataset is also kept beside the baseline
+(``NAME.failed.csv``) and named in the failure. ``pytest --memlab-history``
+lists the stored runs of every test and compares each with its baseline. Noisy points, points found on
 one side only and machine differences never fail a test: they raise a
 :class:`MemlabRegressionWarning` (``--memlab-require-same-machine`` turns a
 baseline from another machine into a failure). A missing or unreadable baseline fails the
@@ -24,6 +29,9 @@ test with a message saying how to record one. See docs/regression.md.
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import os
 import re
 import warnings
 from pathlib import Path
@@ -34,10 +42,37 @@ import pytest
 from memlab.compare import DatasetReadError, compare, load_dataset, metadata_fingerprint, parse_fraction
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
-from memlab.machine import collect, fingerprint
+from memlab.machine import collect, fingerprint, fingerprint_id
 from memlab.sweep import run_sweep
 
-__all__ = ["MemlabRegressionWarning", "RegressionGuard"]
+__all__ = ["MemlabRegressionWarning", "RegressionGuard", "baseline_stem", "history_report"]
+
+#: The longest readable part of a baseline's file name. With the hash, ``.failed.json`` and the
+#: additions of a temporary file (``.<name>.<pid>.<random>.memlab-tmp``) the name stays far below
+#: the 255 bytes a file name may have; the hash of the full id keeps two ids apart however long.
+MAX_NAME_PREFIX = 96
+#: Where, under the baseline directory, every run's dataset is stored (one folder per baseline).
+HISTORY_DIR = "history"
+#: What a failing run's dataset adds to the baseline's name, beside it.
+FAILED_SUFFIX = ".failed"
+
+
+def _legacy_stem(key: str) -> str:
+    """The file name the guard gave a baseline before names were bounded and hashed."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", key).strip("_.") or "baseline"
+
+
+def baseline_stem(key: str) -> str:
+    """The file name (without suffix) of the baseline of a test id or a ``check(name=...)``:
+    the id made readable (letters, digits, ``_.-``), cut to :data:`MAX_NAME_PREFIX`
+    characters, and 12 hex digits of the SHA-256 of the whole id, so that two ids never
+    share a file (``a/b`` and ``a_b`` did) and a long parametrized id fits a file name.
+
+    >>> baseline_stem("tests/test_speed.py::test_chase[4096]")
+    'tests_test_speed.py_test_chase_4096-0ac6239c0ffc'
+    """
+    readable = _legacy_stem(key)[:MAX_NAME_PREFIX].rstrip("_.-") or "baseline"
+    return f"{readable}-{hashlib.sha256(key.encode('utf-8')).hexdigest()[:12]}"
 
 
 class MemlabRegressionWarning(UserWarning):
@@ -77,6 +112,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--memlab-repeat", default=None, type=int, metavar="N",
         help="samples per point when a sweep is run (default: the sweep's repeat)",
     )
+    group.addoption(
+        "--memlab-history", nargs="?", const="", default=None, metavar="MATCH",
+        help="run no test: list the stored runs of every baseline (or of the test ids containing "
+        "MATCH) and compare each with its baseline",
+    )
     parser.addini("memlab_baseline_dir", "directory of memlab baseline datasets",
                   default="memlab-baselines")
     parser.addini("memlab_fail_above", "default of --memlab-fail-above", default="5%")
@@ -115,10 +155,55 @@ class RegressionGuard:
 
     def baseline_path(self, name: str | None = None) -> Path:
         """Where the baseline of this test (or of ``name``) is stored (a .csv
-        with a .json sidecar)."""
-        stem = name if name is not None else self.test_id
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("_.") or "baseline"
-        return self.baseline_dir / f"{safe}.csv"
+        with a .json sidecar), named by :func:`baseline_stem`."""
+        return self.baseline_dir / f"{baseline_stem(self._key(name))}.csv"
+
+    def failed_path(self, name: str | None = None) -> Path:
+        """Where the dataset of this test's last failing run is kept, beside its baseline."""
+        return self.baseline_dir / f"{baseline_stem(self._key(name))}{FAILED_SUFFIX}.csv"
+
+    def history_dir(self, name: str | None = None) -> Path:
+        """The folder holding the dataset of every run of this test (or of ``name``)."""
+        return self.baseline_dir / HISTORY_DIR / baseline_stem(self._key(name))
+
+    def _key(self, name: str | None) -> str:
+        return name if name is not None else self.test_id
+
+    def _stored_baseline(self, name: str | None) -> Path:
+        """The baseline to compare with: under its name, else under the name an earlier
+        memlab gave it (the id with every other character replaced by ``_``)."""
+        path = self.baseline_path(name)
+        legacy = self.baseline_dir / f"{_legacy_stem(self._key(name))}.csv"
+        if not path.exists() and legacy.exists():
+            return legacy
+        return path
+
+    def _keep(self, dataset: Any, name: str | None, outcome: str, settings: Mapping[str, Any],
+              failed: bool = False) -> Path:
+        """Store this run's dataset in the history (and beside the baseline when it failed);
+        return where the failing run is kept, else its place in the history."""
+        metadata = dict(dataset.metadata)
+        metadata["guard"] = {"test_id": self.test_id, "name": name, "outcome": outcome,
+                             "kind": "baseline" if self.save_baseline else "check", **settings}
+        kept = Dataset(list(dataset.rows), metadata)
+        folder = self.history_dir(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        machine = fingerprint_id(metadata.get("machine_fingerprint") or {})
+        path = folder / f"{now:%Y%m%dT%H%M%S.%fZ}-{machine}.csv"
+        for attempt in range(1, 1000):
+            if not path.exists():
+                break
+            path = folder / f"{now:%Y%m%dT%H%M%S.%fZ}-{machine}-{attempt}.csv"
+        kept.save(path)
+        failed_path = self.failed_path(name)
+        if failed:
+            kept.save(failed_path)
+            return failed_path
+        for stale in (failed_path, failed_path.with_suffix(".json")):  # the history keeps that run
+            if stale.exists():
+                stale.unlink()
+        return path
 
     def check(
         self,
@@ -151,59 +236,59 @@ class RegressionGuard:
             )
         self._used.add(str(path))
         dataset = _with_fingerprint(self._measure(data))
+        limit = self.fail_above
+        threshold = (limit if limit < 1 else 0.05) if threshold is None else threshold
+        settings = {"metric": metric, "better": better, "threshold": threshold, "alpha": self.alpha}
         if self.save_baseline:
             path.parent.mkdir(parents=True, exist_ok=True)
+            self._keep(dataset, name, "saved", settings)
+            dataset.metadata["guard"] = {"test_id": self.test_id, "name": name, **settings}
             dataset.save(path)
             self._record("saved", f"{self.test_id}: {path}")
             return None
+        stored = self._stored_baseline(name)
+
+        def fail(outcome: str, message: str) -> None:
+            kept = self._keep(dataset, name, outcome, settings, failed=True)
+            self._record("failed", f"{self.test_id}: {outcome}")
+            pytest.fail(f"memlab_regression: {message}\n\nthis run's dataset is kept in {kept} "
+                        f"(memlab compare {stored} {kept}; history: pytest --memlab-history)",
+                        pytrace=False)
+
         try:
-            baseline = load_dataset(path, "baseline")
+            baseline = load_dataset(stored, "baseline")
         except DatasetReadError as error:
             hint = (
                 "record it with: pytest --memlab-save-baseline"
-                if not path.exists()
+                if not stored.exists()
                 else "delete it or record it again with: pytest --memlab-save-baseline"
             )
-            pytest.fail(f"memlab_regression: {error}; {hint}", pytrace=False)
-        limit = self.fail_above
-        comparison = compare(
-            baseline, dataset, metric=metric, better=better,
-            threshold=(limit if limit < 1 else 0.05) if threshold is None else threshold,
-            alpha=self.alpha,
-        )
-        comparison.baseline_label = str(path)
+            fail("no readable baseline", f"{error}; {hint}")
+        comparison = compare(baseline, dataset, metric=metric, better=better, threshold=threshold,
+                             alpha=self.alpha)
+        comparison.baseline_label = str(stored)
         comparison.candidate_label = f"this run of {self.test_id}"
         if not comparison.points:
-            pytest.fail(
-                f"memlab_regression: this run has no point in common with the baseline {path}; "
-                f"record it again with: pytest --memlab-save-baseline\n\n{comparison.format()}",
-                pytrace=False,
-            )
+            fail("no point in common with the baseline",
+                 f"this run has no point in common with the baseline {stored}; "
+                 f"record it again with: pytest --memlab-save-baseline\n\n{comparison.format()}")
         if self.require_same_machine and not comparison.same_machine:
-            self._record("failed", f"{self.test_id}: baseline from another machine")
-            pytest.fail(
-                f"memlab_regression: the baseline {path} was not measured on this machine "
-                f"and --memlab-require-same-machine is set:\n"
-                + "\n".join(f"  {note}" for note in comparison.machine_notes())
-                + "\nrecord it here with: pytest --memlab-save-baseline"
-                + f"\n\n{comparison.format()}",
-                pytrace=False,
-            )
+            fail("baseline from another machine",
+                 f"the baseline {stored} was not measured on this machine "
+                 f"and --memlab-require-same-machine is set:\n"
+                 + "\n".join(f"  {note}" for note in comparison.machine_notes())
+                 + "\nrecord it here with: pytest --memlab-save-baseline"
+                 + f"\n\n{comparison.format()}")
         failing = comparison.failing(limit)
         if failing:
-            self._record("failed", f"{self.test_id}: {len(failing)} regression(s)")
-            pytest.fail(
-                f"memlab_regression: {len(failing)} significant regression(s) of at least "
-                f"{limit:.1%} against {path}\n\n{comparison.format()}",
-                pytrace=False,
-            )
+            fail(f"{len(failing)} regression(s)",
+                 f"{len(failing)} significant regression(s) of at least "
+                 f"{limit:.1%} against {stored}\n\n{comparison.format()}")
         if self.fail_on_noise and comparison.unjudged:
-            self._record("failed", f"{self.test_id}: {len(comparison.unjudged)} point(s) without a verdict")
-            pytest.fail(
-                f"memlab_regression: {len(comparison.unjudged)} point(s) without a verdict "
-                f"(too noisy or too few samples) and --memlab-fail-on-noise\n\n{comparison.format()}",
-                pytrace=False,
-            )
+            fail(f"{len(comparison.unjudged)} point(s) without a verdict",
+                 f"{len(comparison.unjudged)} point(s) without a verdict "
+                 f"(too noisy or too few samples) and --memlab-fail-on-noise\n\n{comparison.format()}")
+        self._keep(dataset, name, "passed", settings)
         self._warn_unjudged(comparison)
         self._record("passed", f"{self.test_id}: {comparison.summary()}")
         return comparison
@@ -255,6 +340,87 @@ def _with_fingerprint(dataset: Any) -> Any:
     return Dataset(list(dataset.rows), metadata)
 
 
+def history_report(baseline_dir: Path, match: str = "") -> str:
+    """``pytest --memlab-history``: every stored run of every baseline (or of the test ids
+    containing ``match``), oldest first, each with its machine, its outcome and its
+    comparison with the baseline as it is now (with the metric and threshold the check used).
+
+    >>> print(history_report(Path("/nonexistent")))
+    memlab history: no runs stored under /nonexistent/history (every memlab_regression.check stores one)
+    """
+    root = Path(baseline_dir) / HISTORY_DIR
+    folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    blocks = []
+    for folder in folders:
+        runs = sorted(folder.glob("*.csv"))
+        if not runs:
+            continue
+        loaded = []
+        for path in runs:
+            try:
+                loaded.append((path, load_dataset(path, "stored run")))
+            except DatasetReadError as error:
+                loaded.append((path, error))
+        guard = next((d.metadata.get("guard") for _, d in reversed(loaded) if isinstance(d, Dataset)), None) or {}
+        test_id = str(guard.get("test_id") or folder.name)
+        label = test_id if guard.get("name") is None else f"{test_id} (name={guard['name']!r})"
+        if match and match not in label and match not in folder.name:
+            continue
+        blocks.append(_history_block(Path(baseline_dir), folder.name, label, loaded))
+    if not blocks:
+        which = f" of a test id containing {match!r}" if match else ""
+        return (f"memlab history: no runs{which} stored under {root} "
+                "(every memlab_regression.check stores one)")
+    return f"memlab history: {Path(baseline_dir)} ({len(blocks)} baseline(s))\n\n" + "\n\n".join(blocks)
+
+
+def _history_block(baseline_dir: Path, stem: str, label: str, loaded: list) -> str:
+    path = baseline_dir / f"{stem}.csv"
+    lines = [label]
+    baseline = None
+    if path.exists():
+        try:
+            baseline = load_dataset(path, "baseline")
+        except DatasetReadError as error:
+            lines.append(f"  baseline {path}: {error}")
+    if baseline is not None:
+        print_ = metadata_fingerprint(baseline.metadata) or {}
+        lines.append(f"  baseline {path} (machine {fingerprint_id(print_) if print_ else 'unknown'}, "
+                     f"written {baseline.metadata.get('created', '?')})")
+    elif not path.exists():
+        lines.append(f"  baseline {path}: none (record it with pytest --memlab-save-baseline)")
+    for run_path, run in loaded:
+        if not isinstance(run, Dataset):
+            lines.append(f"  {run_path.name}: {run}")
+            continue
+        guard = run.metadata.get("guard") or {}
+        print_ = metadata_fingerprint(run.metadata) or {}
+        lines.append(f"  {_run_time(run_path)}  {guard.get('kind', '?'):<8}  "
+                     f"machine {fingerprint_id(print_) if print_ else 'unknown'}  {guard.get('outcome', '?')}  "
+                     f"{run_path}")
+        if baseline is None:
+            continue
+        try:
+            comparison = compare(baseline, run, metric=guard.get("metric"), better=guard.get("better"),
+                                 threshold=guard.get("threshold") or 0.05, alpha=guard.get("alpha") or 0.05)
+        except ValueError as error:
+            lines.append(f"      against the baseline: cannot compare: {error}")
+            continue
+        same = "" if comparison.same_machine else " (another machine)"
+        lines.append(f"      against the baseline{same}: {comparison.summary()}")
+    return "\n".join(lines)
+
+
+def _run_time(path: Path) -> str:
+    """The UTC time a history file's name records (``20261201T234912.123456Z-...``)."""
+    stamp = path.name.split("-", 1)[0]
+    try:
+        when = datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%S.%fZ")
+    except ValueError:
+        return stamp
+    return f"{when:%Y-%m-%d %H:%M:%S} UTC"
+
+
 def _baseline_dir(config: pytest.Config) -> Path:
     option = config.getoption("memlab_baseline_dir")
     text = option if option else config.getini("memlab_baseline_dir")
@@ -262,6 +428,16 @@ def _baseline_dir(config: pytest.Config) -> Path:
     if not path.is_absolute():
         path = (Path.cwd() if option else Path(config.rootpath)) / path
     return path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """``pytest --memlab-history [MATCH]``: print the stored runs and their comparisons; run no test."""
+    match = config.getoption("memlab_history")
+    if match is None:
+        return None
+    print(history_report(_baseline_dir(config), match))
+    return 0
 
 
 _RECORDS = pytest.StashKey[dict]()

@@ -197,7 +197,10 @@ def test_smt_active_is_reported_with_the_switch(tmp_path):
     assert finding.verdict == "info" and finding.value == "on, active"
     assert finding.fix == "echo off | sudo tee /sys/devices/system/cpu/smt/control"
     root = make_tree(tmp_path / "vm", {f"{CPU}/smt/control": "notsupported\n", f"{CPU}/smt/active": "0\n"})
-    assert check(root, steal_window_seconds=0)["smt"].verdict == "ok"
+    finding = check(root, steal_window_seconds=0)["smt"]
+    assert finding.verdict == "ok"
+    assert finding.value == "not supported by the CPU (or not exposed by the hypervisor), inactive"
+    assert "notsupported" not in check(root, steal_window_seconds=0).format()
 
 
 def test_no_isolated_cpu_suggests_the_kernel_options(tmp_path):

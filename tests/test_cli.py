@@ -165,3 +165,64 @@ def test_script_main_of_a_sweep_without_quick_names_the_script(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"memlab: error: sweep script {script}: sweep() takes no quick argument")
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+# ---- the words a user reads (issue 38, item 4) ------------------------------------------------
+
+
+def test_version_names_the_compiler_in_words():
+    from memlab import _core
+
+    result = run_cli("--version")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())  # argparse wraps the line at the terminal's width
+    family = _core.build_info()["compiler_family"]
+    assert re.search(rf"core built by .*{family}.* with -", text, re.IGNORECASE), text
+    assert "gcc-compatible" not in text and "compiler_family" not in text
+
+
+def test_merge_names_the_command_line_flag_for_duplicates(tmp_path, capsys):
+    rows = [{"family": "f", "n": 1, "t": 1.0, "t_samples": [1.0]}]
+    for name in ("a", "b"):
+        Dataset(rows, {"param_names": ["n"]}).save(tmp_path / f"{name}.csv")
+    args = ["merge", str(tmp_path / "m.csv"), str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    assert main(args) == 2
+    error = capsys.readouterr().err
+    assert "duplicate point" in error and "pass --dedupe to keep the first" in error
+    assert "dedupe=True" not in error
+    assert main([*args, "--dedupe"]) == 0
+    assert len(Dataset.load(tmp_path / "m.csv")) == 1
+
+
+def test_unknown_parameter_names_the_family_not_the_class():
+    result = run_cli("run", "chase", "working_set=1MiB")
+    assert result.returncode == 2
+    assert "unknown parameter 'working_set' of family 'chase'; did you mean 'working_set_bytes'?" in result.stderr
+    assert "ChaseParams" not in result.stderr
+
+
+def test_run_lists_values_shared_by_every_sample_apart_from_the_metrics():
+    from memlab.cli import _summary
+    from memlab.measure import Measurement
+
+    samples = [{"ns_per_page": t, "GB_per_s": 4.0 / t, "granted_page_bytes": 4096.0, "huge_fraction": 0.0}
+               for t in (1.0, 2.0, 4.0)]
+    text = _summary(Measurement("region", {"region_bytes": 1 << 20}, samples, [], {}, "user", [], "ns_per_page"),
+                    width=100)
+    lines = text.splitlines()
+    assert [line.split()[0] for line in lines[1:3]] == ["ns_per_page", "GB_per_s"]
+    assert lines[3] == "  same in every sample: granted_page_bytes=4096 huge_fraction=0"
+    assert not any(line.split()[0] in ("granted_page_bytes", "huge_fraction") for line in lines)
+    # one sample tells nothing about what varies: every metric keeps its line
+    one = _summary(Measurement("region", {}, samples[:1], [], {}, "user", [], "ns_per_page"), width=100)
+    assert "same in every sample" not in one and "granted_page_bytes       median 4096" in one
+
+
+def test_run_prints_a_constant_primary_metric_on_its_line():
+    from memlab.cli import _summary
+    from memlab.measure import Measurement
+
+    samples = [{"ns_per_page": 3.0, "elements": 8.0}] * 2
+    lines = _summary(Measurement("f", {}, samples, [], {}, "user", [], "ns_per_page")).splitlines()
+    assert lines[1].split()[:3] == ["ns_per_page", "median", "3"]
+    assert lines[2] == "  same in every sample: elements=8"

@@ -229,7 +229,7 @@ def test_merge_concatenates_and_records_sources():
 def test_merge_duplicates_raise_unless_dedupe():
     first = Dataset(sample_rows(), META)
     again = Dataset([dict(sample_rows()[0], ns_per_element=9.0)], META)
-    with pytest.raises(ValueError, match="duplicate point"):
+    with pytest.raises(ValueError, match=r"duplicate point .*; pass dedupe=True to keep the first"):
         Dataset.merge(first, again)
     merged = Dataset.merge(first, again, dedupe=True)
     assert len(merged) == 2 and merged[0]["ns_per_element"] == 1.25

@@ -75,3 +75,24 @@ def test_the_readme_opens_with_the_reproduce_and_the_test_commands():
         "--out memlab-reproduce",
         "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -q",
     ]
+
+
+def test_the_readme_lists_every_subcommand():
+    from memlab.cli import build_parser
+
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if a.dest == "command"]
+    block = re.search(r"## The command line\n+```sh\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S).group(1)
+    listed = {line.split()[1] for line in block.splitlines() if line.startswith("memlab ")}
+    assert set(action.choices) <= listed, sorted(set(action.choices) - listed)
+    assert "memlab compare before.csv after.csv" in block  # two datasets, not only --by-machine
+
+
+def test_the_site_has_every_page_and_the_readme_names_its_command():
+    """mkdocs.yml's nav names every page of docs/ (a page left out is not in the site) and every
+    API page it names exists; README says how to build the site."""
+    config = (ROOT / "mkdocs.yml").read_text()
+    named = set(re.findall(r":\s*([\w/]+\.md)\s*$", config, flags=re.M))
+    pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
+    assert pages | {"index.md"} == named, (sorted(pages - named), sorted(named - pages - {"index.md"}))
+    assert ".venv/bin/mkdocs build --strict" in (ROOT / "README.md").read_text()

@@ -20,6 +20,7 @@ from typing import Callable
 
 import pytest
 
+import memlab.export
 import memlab.family
 import memlab.plot
 from memlab import cli, machine
@@ -120,6 +121,16 @@ TABLE: dict[str, dict[str, Case]] = {
                        lambda mp: mp.setattr(Dataset, "save", boom(OSError(errno.ENOSPC, "no space left")))),
         "interrupted": Case(lambda d: ["merge", str(d / "m.csv"), str(d / "base.csv")],
                             lambda mp: mp.setattr(Dataset, "save", boom(INTERRUPT))),
+    },
+    "export": {
+        "ok": Case(lambda d: ["export", str(d / "base.csv"), "--format", "json", "--out", str(d / "e.json")]),
+        "usage": Case(lambda d: ["export", str(d / "base.csv"), "--format", "xml"]),
+        "input": Case(lambda d: ["export", str(d / "corrupt.csv"), "--format", "csv-long"]),
+        "failed": Case(lambda d: ["export", str(d / "base.csv"), "--format", "json", "--out", str(d / "e.json")],
+                       lambda mp: mp.setattr(memlab.export, "atomic_write",
+                                             boom(OSError(errno.ENOSPC, "no space left")))),
+        "interrupted": Case(lambda d: ["export", str(d / "base.csv"), "--format", "json"],
+                            lambda mp: mp.setattr(memlab.export, "export", boom(INTERRUPT))),
     },
     "compare": {
         "ok": Case(lambda d: ["compare", str(d / "base.csv"), str(d / "base.csv")]),

@@ -152,5 +152,20 @@ def test_core_facts_are_guarded(monkeypatch):
     assert "page_faults" in text and "missing" in text and "cycles: ENOENT" in text
 
 
+def test_core_build_reads_as_words_and_every_label_keeps_its_space():
+    facts = {"cpu_model": "A", "core_build": {"cflags": "-O2", "compiler": "gcc-compatible 12.2.0",
+                                              "compiler_family": "gcc"},
+             "counters": {"dtlb_load_misses": {"available": True, "reason": ""}}}
+    text = machine.format_facts(facts)
+    assert "core compiler     gcc 12.2.0" in text.splitlines()
+    assert "core cflags       -O2" in text.splitlines()
+    assert "compiler_family" not in text and "gcc-compatible" not in text
+    clang = {"compiler": "gcc-compatible Debian Clang 14.0.6", "compiler_family": "clang"}
+    assert machine.compiler_name(clang) == "Debian Clang 14.0.6"
+    assert machine.compiler_name({}) == "unknown"
+    facts["core_build"]["sanitizer_runtime"] = "asan"  # a label wider than the column keeps its space
+    assert "core sanitizer runtime asan" in machine.format_facts(facts).splitlines()
+
+
 def test_cpus_allowed_is_this_process_affinity():
     assert machine.collect(include_core=False)["cpus_allowed"] == len(os.sched_getaffinity(0))

@@ -9,7 +9,7 @@ import pytest
 import numpy  # noqa: F401
 from memlab.compare import compare  # noqa: F401
 from memlab.dataset import Dataset
-from memlab.pytest_plugin import MemlabRegressionWarning  # noqa: F401
+from memlab.pytest_plugin import MAX_NAME_PREFIX, MemlabRegressionWarning, baseline_stem  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
@@ -42,7 +42,9 @@ def test_speed(memlab_regression):
     memlab_regression.check(measured)
 '''
 
-BASELINE = "memlab-baselines/test_guard.py_test_speed.csv"
+BASELINE = f"memlab-baselines/{baseline_stem('test_guard.py::test_speed')}.csv"
+FAILED = f"memlab-baselines/{baseline_stem('test_guard.py::test_speed')}.failed.csv"
+HISTORY = f"memlab-baselines/history/{baseline_stem('test_guard.py::test_speed')}"
 
 
 def _plugin_is_installed():
@@ -101,7 +103,7 @@ def test_fails_against_a_slowed_run_with_a_readable_table(guarded):
     result = guarded(shift=1.2, seed=1)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*memlab_regression: 2 significant regression(s) of at least 5.0% against *test_speed.csv",
+        "*memlab_regression: 2 significant regression(s) of at least 5.0% against *test_speed-*.csv",
         "*family*working_set_bytes*baseline*candidate*ratio*95% CI*p*verdict*",
         "*demo*4096*regression: +*(*% worse)*",
         "*geometric mean ratio candidate/baseline: 1.* over 2 points (*% worse); 2 regression",
@@ -168,7 +170,7 @@ def test_require_same_machine_turns_the_difference_into_a_failure(guarded):
     result = guarded("--memlab-require-same-machine", seed=1, kernel="6.8")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*the baseline *test_speed.csv was not measured on this machine "
+        "*the baseline *test_speed-*.csv was not measured on this machine "
         "and --memlab-require-same-machine is set:*",
         "*machine differs: kernel_release: 6.1 (baseline) vs 6.8 (candidate)*",
         "*record it here with: pytest --memlab-save-baseline*",
@@ -199,7 +201,7 @@ def test_bare(memlab_regression):
                                            "primary_metric": "ns_per_element"}))
 ''')
     pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline").assert_outcomes(passed=1)
-    saved = Dataset.load(pytester.path / "memlab-baselines" / "test_bare.py_test_bare.csv")
+    saved = Dataset.load(pytester.path / "memlab-baselines" / f"{baseline_stem('test_bare.py::test_bare')}.csv")
     assert saved.metadata["machine_fingerprint"] == fingerprint(collect(include_core=False))
     pytester.runpytest(*PLUGIN_ARGS, "--memlab-require-same-machine").assert_outcomes(passed=1)
 
@@ -229,7 +231,7 @@ def test_a_doctored_chase_baseline_fails_the_guard(pytester, speedup):
     still be too noisy to judge, so at least one regression is required.
     """
     pytester.makepyfile(test_chase_guard=CHASE_GUARD)
-    path = pytester.path / "memlab-baselines" / "test_chase_guard.py_test_chase_latency.csv"
+    path = pytester.path / "memlab-baselines" / f"{baseline_stem('test_chase_guard.py::test_chase_latency')}.csv"
     recordings = []
     for _ in range(3):
         pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline").assert_outcomes(passed=1)
@@ -267,7 +269,7 @@ def test_missing_baseline_fails_with_instructions(guarded):
     result = guarded()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*memlab_regression: baseline dataset *test_speed.csv does not exist; "
+        "*memlab_regression: baseline dataset *test_speed-*.csv does not exist; "
         "record it with: pytest --memlab-save-baseline*",
     ])
 
@@ -278,7 +280,7 @@ def test_corrupt_baseline_fails_with_instructions(guarded):
     result = guarded()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*memlab_regression: baseline dataset *test_speed.csv cannot be read: *not valid JSON*"
+        "*memlab_regression: baseline dataset *test_speed-*.csv cannot be read: *not valid JSON*"
         "delete it or record it again with: pytest --memlab-save-baseline*",
     ])
 
@@ -296,12 +298,12 @@ def test_baseline_without_common_points_fails(guarded):
 
 def test_baseline_dir_option_and_ini(guarded, pytester):
     guarded("--memlab-save-baseline", "--memlab-baseline-dir", "elsewhere").assert_outcomes(passed=1)
-    assert (guarded.path / "elsewhere" / "test_guard.py_test_speed.csv").is_file()
+    assert (guarded.path / "elsewhere" / BASELINE.split("/")[-1]).is_file()
     assert not (guarded.path / BASELINE).exists()
     guarded("--memlab-baseline-dir", "elsewhere", seed=1).assert_outcomes(passed=1)
     pytester.makeini("[pytest]\nmemlab_baseline_dir = from_ini\n")
     guarded("--memlab-save-baseline").assert_outcomes(passed=1)
-    assert (guarded.path / "from_ini" / "test_guard.py_test_speed.csv").is_file()
+    assert (guarded.path / "from_ini" / BASELINE.split("/")[-1]).is_file()
 
 
 def test_bad_options_are_usage_errors(guarded):
@@ -330,7 +332,7 @@ def test_two_names(memlab_regression):
     assert memlab_regression.check(data(), name="second") is None
     with pytest.raises(ValueError, match="already checked the baseline"):
         memlab_regression.check(data(), name="first")
-    assert memlab_regression.baseline_path("a b/c").name == "a_b_c.csv"
+    assert memlab_regression.baseline_path("a b/c").name.startswith("a_b_c-")
 
 def test_wrong_type(memlab_regression):
     with pytest.raises(TypeError, match=r"check\\(data=int\\): expected a Sweep, a Dataset"):
@@ -338,8 +340,8 @@ def test_wrong_type(memlab_regression):
 ''')
     result = pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline")
     result.assert_outcomes(passed=2)
-    assert (pytester.path / "memlab-baselines" / "first.csv").is_file()
-    assert (pytester.path / "memlab-baselines" / "second.csv").is_file()
+    assert (pytester.path / "memlab-baselines" / f"{baseline_stem('first')}.csv").is_file()
+    assert (pytester.path / "memlab-baselines" / f"{baseline_stem('second')}.csv").is_file()
 
 
 def test_options_are_listed_in_help(pytester):
@@ -364,7 +366,7 @@ def test_clock(memlab_regression):
 ''')
     saved = pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline", "--memlab-repeat", "6")
     saved.assert_outcomes(passed=1)
-    baseline = Dataset.load(pytester.path / "memlab-baselines" / "test_clock.py_test_clock.csv")
+    baseline = Dataset.load(pytester.path / "memlab-baselines" / f"{baseline_stem('test_clock.py::test_clock')}.csv")
     assert baseline.column("budget_ns") == [1_000_000, 2_000_000]
     assert [len(row["core_GHz_samples"]) for row in baseline.rows] == [6, 6]
     assert baseline.metadata["param_names"] == ["budget_ns"]
@@ -372,3 +374,125 @@ def test_clock(memlab_regression):
     compared = pytester.runpytest(*PLUGIN_ARGS, "--memlab-fail-above", "90%")
     compared.assert_outcomes(passed=1)
     compared.stdout.fnmatch_lines(["passed: test_clock.py::test_clock: geometric mean ratio*over 2 points*"])
+
+
+# ---- the guard keeps its evidence (issue 38, item 2) ------------------------------------------
+
+
+def history_runs(path):
+    return sorted((path / HISTORY).glob("*.csv"))
+
+
+def test_every_run_is_stored_in_the_history_with_its_machine(guarded):
+    from memlab.machine import fingerprint_id
+
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    guarded(seed=1).assert_outcomes(passed=1)
+    guarded(seed=2, kernel="6.8").assert_outcomes(passed=1, warnings=1)
+    runs = history_runs(guarded.path)
+    assert len(runs) == 3
+    stored = [Dataset.load(path) for path in runs]
+    assert [d.metadata["guard"]["kind"] for d in stored] == ["baseline", "check", "check"]
+    assert [d.metadata["guard"]["outcome"] for d in stored] == ["saved", "passed", "passed"]
+    assert {d.metadata["guard"]["test_id"] for d in stored} == {"test_guard.py::test_speed"}
+    kernels = [d.metadata["machine_fingerprint"]["kernel_release"] for d in stored]
+    assert kernels == ["6.1", "6.1", "6.8"]
+    for path, dataset in zip(runs, stored):  # the file's name carries the machine's fingerprint id
+        assert path.stem.endswith(fingerprint_id(dataset.metadata["machine_fingerprint"]))
+    assert len(stored[1].rows) == 2 and len(stored[1].rows[0]["ns_per_element_samples"]) == 9
+    assert not (guarded.path / FAILED).exists()
+
+
+def test_a_failing_run_is_kept_beside_the_baseline_and_named_in_the_failure(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    result = guarded(shift=1.2, seed=1)
+    result.assert_outcomes(failed=1)
+    kept = guarded.path / FAILED
+    result.stdout.fnmatch_lines([f"*this run's dataset is kept in {kept} "
+                                 f"(memlab compare *test_speed-*.csv {kept}; history: pytest --memlab-history)*"])
+    failed = Dataset.load(kept)
+    assert failed.metadata["guard"]["outcome"] == "2 regression(s)"
+    assert failed.rows[0]["ns_per_element"] > 1.1 * Dataset.load(guarded.path / BASELINE).rows[0]["ns_per_element"]
+    assert len(history_runs(guarded.path)) == 2
+    guarded(seed=2).assert_outcomes(passed=1)  # a passing run clears it: the history keeps that run
+    assert not kept.exists() and not kept.with_suffix(".json").exists()
+    assert len(history_runs(guarded.path)) == 3
+
+
+def test_a_run_without_baseline_keeps_its_data_too(guarded):
+    result = guarded()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*does not exist; record it with: pytest --memlab-save-baseline*",
+                                 "*this run's dataset is kept in *test_speed-*.failed.csv*"])
+    assert Dataset.load(guarded.path / FAILED).metadata["guard"]["outcome"] == "no readable baseline"
+
+
+def test_history_lists_and_compares_every_run(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    guarded(seed=1).assert_outcomes(passed=1)
+    guarded(shift=1.3, seed=2).assert_outcomes(failed=1)
+    result = guarded("--memlab-history")
+    assert result.ret == 0
+    assert "test session starts" not in result.stdout.str()  # no test ran
+    result.stdout.fnmatch_lines([
+        "memlab history: * (1 baseline(s))",
+        "test_guard.py::test_speed",
+        "  baseline *test_speed-*.csv (machine *, written *)",
+        "  * UTC  baseline  machine *  saved  *",
+        "      against the baseline: geometric mean ratio candidate/baseline: 1.0000 over 2 points*2 unchanged*",
+        "  * UTC  check     machine *  passed  *",
+        "      against the baseline: *2 unchanged*",
+        "  * UTC  check     machine *  2 regression(s)  *",
+        "      against the baseline: geometric mean ratio candidate/baseline: 1.* over 2 points (*% worse); 2 regression",
+    ])
+    assert "against the baseline (another machine)" not in result.stdout.str()
+    nothing = guarded("--memlab-history=no_such_test")
+    assert nothing.ret == 0
+    nothing.stdout.fnmatch_lines(["memlab history: no runs of a test id containing 'no_such_test' stored under*"])
+
+
+def test_history_says_when_a_run_came_from_another_machine(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    guarded(seed=1, kernel="6.8").assert_outcomes(passed=1, warnings=1)
+    result = guarded("--memlab-history", "test_speed")
+    result.stdout.fnmatch_lines(["      against the baseline (another machine): *"])
+
+
+COLLIDING = '''
+from memlab.dataset import Dataset
+
+def data(value):
+    return Dataset([{"family": "demo", "n": 1, "ns_per_element": value,
+                     "ns_per_element_samples": [value] * 5}],
+                   {"param_names": ["n"], "primary_metric": "ns_per_element"})
+
+def test_colliding(memlab_regression):
+    memlab_regression.check(data(1.0), name="a/b")
+    memlab_regression.check(data(2.0), name="a_b")
+    memlab_regression.check(data(3.0), name="x" * 300)
+'''
+
+
+def test_ids_that_an_old_name_merged_get_a_file_each_and_long_ids_fit(pytester):
+    pytester.makepyfile(test_colliding=COLLIDING)
+    pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline").assert_outcomes(passed=1)
+    folder = pytester.path / "memlab-baselines"
+    values = {name: Dataset.load(folder / f"{baseline_stem(name)}.csv").rows[0]["ns_per_element"]
+              for name in ("a/b", "a_b", "x" * 300)}
+    assert values == {"a/b": 1.0, "a_b": 2.0, "x" * 300: 3.0}
+    longest = max(len(path.name.encode()) for path in folder.rglob("*"))
+    assert longest <= MAX_NAME_PREFIX + 40 < 255
+    pytester.runpytest(*PLUGIN_ARGS).assert_outcomes(passed=1)
+
+
+def test_a_baseline_under_its_old_name_is_still_found(guarded):
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)
+    old = guarded.path / "memlab-baselines" / "test_guard.py_test_speed.csv"
+    (guarded.path / BASELINE).rename(old)
+    (guarded.path / BASELINE).with_suffix(".json").rename(old.with_suffix(".json"))
+    result = guarded(shift=1.2, seed=1)  # compared with the old file: it fails against it
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*2 significant regression(s) of at least 5.0% against *test_guard.py_test_speed.csv"])
+    guarded(seed=1).assert_outcomes(passed=1)
+    guarded("--memlab-save-baseline").assert_outcomes(passed=1)  # recording again writes the new name
+    assert (guarded.path / BASELINE).is_file()

@@ -47,7 +47,8 @@ from tqdm.auto import tqdm
 
 from memlab import fleet
 from memlab._version import __version__
-from memlab.check import check, largest_bytes, read_cpu_times
+from memlab.check import check, largest_bytes
+from memlab.conditions import read_cpu_times
 from memlab.dataset import (
     FINGERPRINT_COLUMN,
     HOST_COLUMN,

@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 
 from memlab import fleet
-from memlab import sweep as sweep_module
 from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN
 from memlab.fleet import require_distributed
 from memlab.machine import FAKE_FINGERPRINT_ENV
@@ -113,7 +112,7 @@ def main() -> int:
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     kinds = ["quiet"] if args.no_loud else ["quiet", "loud"]
     recorder = _Recorder()
-    sweep_module.fleet.dispatch = recorder
+    fleet.dispatch = recorder  # memlab.runner calls fleet.dispatch through the module
     quiet_workers = fleet.quiet_workers
     results = {kind: {"rows": [], "round_rows": [], "per_host": [], "seconds": [], "outcomes": []}
                for kind in kinds}

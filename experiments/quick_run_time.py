@@ -37,7 +37,8 @@ from pathlib import Path
 
 from memlab import catalogue, chart, plot
 from memlab.dataset import Dataset
-from memlab.reproduce import PHASES, TIMES_FILE, VERDICTS_FILE, format_seconds, plan
+from memlab.reproduce import PHASES, TIMES_FILE, VERDICTS_FILE, plan
+from memlab.units import format_duration
 
 
 def children_cpu_s() -> float:
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.report_only:
             print_sweeps(out, args.items)
     print(f"(the run's own phases leave out Python's start; the outside wall time includes it: "
-          f"{format_seconds(statistics.median(r['wall_s'] for r in runs))} median)")
+          f"{format_duration(statistics.median(r['wall_s'] for r in runs))} median)")
     return 0
 
 

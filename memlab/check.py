@@ -1,4 +1,4 @@
-"""Is this machine fit to measure? Facts, a verdict on each, and the command that fixes it.
+"""Is this machine fit to measure? One object per setting: its facts, its verdict, its fix.
 
 :func:`check` reads what makes benchmark numbers move on Linux (frequency
 governor and boost, SMT, isolated CPUs, load, steal time, transparent huge
@@ -10,20 +10,18 @@ that fixes it. ``memlab check`` prints it. The subjects are those of
 ``pyperf system show`` plus what a memory benchmark adds (THP, steal time,
 free memory against the largest working set, BLAS kernel overrides).
 
-:func:`tune` applies what ``pyperf system tune`` applies that memlab can
-undo exactly (performance governor, boost off, the lowest perf sample
-rate), saving the previous values in a state file; :func:`reset` writes
-them back. Both need root.
+Each subject is one :class:`Setting` of :data:`SETTINGS` (pyperf's
+``Operation`` shape): the machine collectors that read its facts
+(:mod:`memlab.machine` owns every ``collect_*``), its judge, and, for the
+three settings memlab can tune and undo exactly (performance governor,
+boost off, the lowest perf sample rate), the files :func:`tune` writes and
+the values :func:`reset` may write back. :func:`collect`, :func:`judge`,
+:func:`tune` and :func:`reset` walk that list. Tune and reset need root.
 
-Every collector is a small ``collect_*(facts, root)`` function that adds
-the keys it can read to ``facts``; a file the machine lacks leaves its key
-absent. ``root`` is the file-system root, so tests run the collectors on a
-fake /proc and /sys tree. This module is core-layer: it imports only the
-machine facts and the C core.
-
-The thresholds used for single measurements are here too:
-:data:`ON_CPU_MIN_FRACTION` and :data:`STEAL_MAX_FRACTION`, applied by
-:func:`conditions_warning`.
+The collectors take a root path, so tests run the check on a fake /proc and
+/sys tree. The thresholds a single measurement is judged by live below
+this module, in :mod:`memlab.conditions` (re-exported here): a measurement
+does not import the tuner.
 """
 
 from __future__ import annotations
@@ -37,26 +35,62 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import numpy  # noqa: F401  (loads its BLAS, so that threadpoolctl sees it)
-
-from memlab._core import counters_probe
+from memlab.conditions import (
+    ON_CPU_MIN_FRACTION,
+    STEAL_MAX_FRACTION,
+    conditions_warning,
+    read_cpu_times,
+    steal_fraction,
+)
 from memlab.files import atomic_write, kind_of_file
-from memlab.machine import _bracketed, _cpu_list_count, _listdir, _path, _read, _read_int
-from memlab.machine import collect_cpu, collect_kernel, collect_meminfo
+from memlab.machine import (
+    collect_aslr,
+    collect_blas,
+    collect_boost,
+    collect_counters,
+    collect_cpu,
+    collect_cpufreq,
+    collect_isolation,
+    collect_kernel,
+    collect_load,
+    collect_meminfo,
+    collect_perf,
+    collect_smt,
+    collect_steal,
+    collect_thp,
+    cpu_dirs,
+    path_under,
+    read_text,
+    selected_choice,
+    spin,
+)
 from memlab.units import format_bytes as _format_bytes
 
 __all__ = [
+    "SETTINGS",
     "CheckReport",
     "Finding",
     "ON_CPU_MIN_FRACTION",
     "STEAL_MAX_FRACTION",
+    "Setting",
     "TUNABLE_SETTINGS",
     "TuneChange",
     "check",
     "collect",
+    "collect_aslr",
+    "collect_blas",
+    "collect_boost",
+    "collect_cpufreq",
+    "collect_isolation",
+    "collect_load",
+    "collect_perf",
+    "collect_smt",
+    "collect_steal",
+    "collect_thp",
     "conditions_warning",
     "judge",
     "largest_bytes",
+    "missing_settings",
     "read_cpu_times",
     "reset",
     "steal_fraction",
@@ -65,15 +99,6 @@ __all__ = [
 
 OK, WARNING, INFO = "ok", "warning", "info"
 
-ON_CPU_MIN_FRACTION = 0.90
-"""A measurement that spent less of its wall time on CPU than this waited for
-a CPU (another task, the hypervisor) or for something else: its numbers
-include time it was not running."""
-
-STEAL_MAX_FRACTION = 0.02
-"""Steal time above this fraction means the hypervisor ran something else on
-this guest's CPUs for a noticeable share of the measurement."""
-
 MEMORY_HEADROOM = 0.8
 """A working set above this fraction of the available memory warns: reclaim
 or swapping would be timed along with the memory."""
@@ -81,329 +106,7 @@ or swapping would be timed along with the memory."""
 BLAS_KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "GOTOBLAS_CORETYPE")
 """Environment variables that override the kernel or blocking OpenBLAS picks for the CPU."""
 
-BLAS_VARIABLE_PREFIXES = ("OPENBLAS_", "GOTOBLAS_", "MKL_", "BLIS_", "NVPL_")
-BLAS_VARIABLE_NAMES = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES")
-
-_THREADPOOLCTL_SETS = ("KMP_DUPLICATE_LIB_OK",)
 _CPU = "/sys/devices/system/cpu"
-_THP = "/sys/kernel/mm/transparent_hugepage"
-_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-
-
-# --------------------------------------------------------------------------
-# collectors: each adds the keys it can read to ``facts``
-
-
-def _cpu_dirs(root: str) -> list[str]:
-    names = [n for n in _listdir(root, _CPU) if re.fullmatch(r"cpu\d+", n)]
-    return sorted(names, key=lambda n: int(n[3:]))
-
-
-def collect_cpufreq(facts: dict, root: str = "/") -> None:
-    """cpufreq_governors ({"cpu0": "performance", ...}), cpufreq_driver, cpufreq_available_governors."""
-    governors = {}
-    for cpu in _cpu_dirs(root):
-        governor = _read(root, f"{_CPU}/{cpu}/cpufreq/scaling_governor")
-        if governor:
-            governors[cpu] = governor
-            if "cpufreq_driver" not in facts:
-                driver = _read(root, f"{_CPU}/{cpu}/cpufreq/scaling_driver")
-                if driver:
-                    facts["cpufreq_driver"] = driver
-                available = _read(root, f"{_CPU}/{cpu}/cpufreq/scaling_available_governors")
-                if available:
-                    facts["cpufreq_available_governors"] = available.split()
-    if governors:
-        facts["cpufreq_governors"] = governors
-
-
-def collect_boost(facts: dict, root: str = "/") -> None:
-    """boost_enabled (bool) and boost_control (the sysfs file that says so).
-
-    intel_pstate exposes ``intel_pstate/no_turbo`` (1: turbo off); acpi-cpufreq
-    and amd-pstate expose ``cpufreq/boost`` (1: boost on).
-    """
-    no_turbo = _read_int(root, f"{_CPU}/intel_pstate/no_turbo")
-    if no_turbo is not None:
-        facts["boost_enabled"] = no_turbo == 0
-        facts["boost_control"] = f"{_CPU}/intel_pstate/no_turbo"
-        return
-    boost = _read_int(root, f"{_CPU}/cpufreq/boost")
-    if boost is not None:
-        facts["boost_enabled"] = boost == 1
-        facts["boost_control"] = f"{_CPU}/cpufreq/boost"
-
-
-def collect_smt(facts: dict, root: str = "/") -> None:
-    """smt_control (on, off, forceoff, notsupported, notimplemented) and smt_active (bool)."""
-    control = _read(root, f"{_CPU}/smt/control")
-    if control:
-        facts["smt_control"] = control
-    active = _read_int(root, f"{_CPU}/smt/active")
-    if active is not None:
-        facts["smt_active"] = active == 1
-
-
-def _cmdline_options(text: str) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for word in text.split():
-        if word == "--":
-            break  # what follows belongs to init
-        name, _, value = word.partition("=")
-        options.setdefault(name, value)
-    return options
-
-
-def collect_isolation(facts: dict, root: str = "/") -> None:
-    """isolated_cpus and nohz_full_cpus (from sysfs) and the kernel command line's
-    isolcpus, nohz_full, rcu_nocbs (as cmdline_<name>)."""
-    for key, name in (("isolated_cpus", "isolated"), ("nohz_full_cpus", "nohz_full")):
-        value = _read(root, f"{_CPU}/{name}")
-        if value is not None and value != "(null)":
-            facts[key] = value
-    cmdline = _read(root, "/proc/cmdline")
-    if cmdline is None:
-        return
-    options = _cmdline_options(cmdline)
-    for name in ("isolcpus", "nohz_full", "rcu_nocbs"):
-        if name in options:
-            facts[f"cmdline_{name}"] = options[name]
-
-
-def collect_load(facts: dict, root: str = "/") -> None:
-    """load_1min, load_5min, load_15min, runnable_tasks, total_tasks (/proc/loadavg), cpus_online."""
-    text = _read(root, "/proc/loadavg")
-    if text:
-        parts = text.split()
-        try:
-            facts["load_1min"], facts["load_5min"], facts["load_15min"] = map(float, parts[:3])
-            running, _, total = parts[3].partition("/")
-            facts["runnable_tasks"], facts["total_tasks"] = int(running), int(total)
-        except (ValueError, IndexError):
-            pass
-    online = _cpu_list_count(_read(root, f"{_CPU}/online"))
-    if online:
-        facts["cpus_online"] = online
-
-
-def read_cpu_times(root: str = "/") -> dict[str, tuple[int, ...]]:
-    """The ``cpu`` lines of /proc/stat: {"cpu": (user, nice, system, idle, iowait,
-    irq, softirq, steal), "cpu0": ...} in clock ticks; {} when unreadable.
-
-    Kernels before 2.6.11 had no steal column; it reads as 0 there.
-    """
-    text = _read(root, "/proc/stat")
-    times: dict[str, tuple[int, ...]] = {}
-    if not text:
-        return times
-    for line in text.splitlines():
-        if not line.startswith("cpu"):
-            continue
-        parts = line.split()
-        try:
-            values = [int(v) for v in parts[1 : 1 + len(_STAT_FIELDS)]]
-        except ValueError:
-            continue
-        values += [0] * (len(_STAT_FIELDS) - len(values))
-        times[parts[0]] = tuple(values)
-    return times
-
-
-STEAL_MIN_BUSY_TICKS = 10
-"""Busy clock ticks (1/100 s each) a window needs before its steal share is
-given: /proc/stat is read in whole ticks, so a shorter window would turn one
-tick of rounding into a large fraction."""
-
-
-def _busy_and_steal(before: Sequence[int], after: Sequence[int]) -> tuple[int, int]:
-    deltas = [max(0, b - a) for a, b in zip(before, after)]
-    idle = deltas[_STAT_FIELDS.index("idle")] + deltas[_STAT_FIELDS.index("iowait")]
-    return sum(deltas) - idle, deltas[_STAT_FIELDS.index("steal")]
-
-
-def steal_fraction(
-    before: Mapping[str, Sequence[int]],
-    after: Mapping[str, Sequence[int]],
-    cpu: str = "cpu",
-    *,
-    min_busy_ticks: int = STEAL_MIN_BUSY_TICKS,
-) -> float | None:
-    """Stolen share of the time the CPUs wanted to run, between two :func:`read_cpu_times`.
-
-    Steal time accrues only while a virtual CPU has work and the hypervisor
-    runs something else instead, so it is divided by the busy time (all
-    but idle and iowait, steal included), not by the wall time: an idle
-    second CPU does not dilute it. ``cpu`` is ``"cpu"`` (all CPUs
-    together) or ``"cpuN"``. None when the line is missing or fewer than
-    ``min_busy_ticks`` busy ticks passed.
-
-    >>> steal_fraction({"cpu": (100, 0, 50, 800, 0, 0, 0, 50)},
-    ...                {"cpu": (160, 0, 70, 900, 0, 0, 0, 70)})
-    0.2
-    """
-    if cpu not in before or cpu not in after:
-        return None
-    busy, steal = _busy_and_steal(before[cpu], after[cpu])
-    if busy < max(1, min_busy_ticks):
-        return None
-    return round(steal / busy, 6)
-
-
-def _spin(seconds: float) -> None:
-    """Keep this CPU busy for ``seconds``, so that steal (which needs a runnable
-    virtual CPU) can show."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
-def collect_steal(
-    facts: dict,
-    root: str = "/",
-    *,
-    window_seconds: float = 0.25,
-    wait: Callable[[float], None] = _spin,
-    since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
-) -> None:
-    """steal_fraction over a busy window of ``window_seconds`` (all CPUs),
-    steal_window_seconds, and steal_total_fraction (since boot).
-
-    The default ``wait`` spins on this CPU: an idle guest shows no steal
-    however busy the host is, because steal only accrues while a virtual
-    CPU wants to run. ``since`` = (time.monotonic(), read_cpu_times()) taken
-    earlier makes the window the time since then, without waiting (a
-    sweep's end check covers the whole sweep this way).
-    """
-    before = read_cpu_times(root)
-    if "cpu" not in before:
-        return
-    busy, steal = _busy_and_steal((0,) * len(_STAT_FIELDS), before["cpu"])
-    if busy > 0:
-        facts["steal_total_fraction"] = round(steal / busy, 6)
-    if since is not None:
-        started, before = since
-        window_seconds = round(time.monotonic() - started, 3)
-    elif window_seconds <= 0:
-        return
-    else:
-        wait(window_seconds)
-    value = steal_fraction(before, read_cpu_times(root))
-    if value is not None:
-        facts["steal_fraction"] = value
-        facts["steal_window_seconds"] = window_seconds
-
-
-def collect_thp(facts: dict, root: str = "/") -> None:
-    """thp_enabled, thp_defrag, thp_shmem_enabled, and khugepaged_<setting>
-    (defrag, pages_to_scan, scan_sleep_millisecs, max_ptes_none)."""
-    for name in ("enabled", "defrag", "shmem_enabled"):
-        value = _bracketed(_read(root, f"{_THP}/{name}"))
-        if value:
-            facts[f"thp_{name}"] = value
-    for name in ("defrag", "pages_to_scan", "scan_sleep_millisecs", "max_ptes_none"):
-        value = _read_int(root, f"{_THP}/khugepaged/{name}")
-        if value is not None:
-            facts[f"khugepaged_{name}"] = value
-
-
-def collect_aslr(facts: dict, root: str = "/") -> None:
-    """aslr: /proc/sys/kernel/randomize_va_space (0 off, 1 stack/mmap, 2 also the heap)."""
-    value = _read_int(root, "/proc/sys/kernel/randomize_va_space")
-    if value is not None:
-        facts["aslr"] = value
-
-
-def collect_perf(facts: dict, root: str = "/") -> None:
-    """perf_event_paranoid, perf_event_max_sample_rate, perf_cpu_time_max_percent, nmi_watchdog."""
-    for key in ("perf_event_paranoid", "perf_event_max_sample_rate",
-                "perf_cpu_time_max_percent", "nmi_watchdog"):
-        value = _read_int(root, f"/proc/sys/kernel/{key}")
-        if value is not None:
-            facts[key] = value
-
-
-def collect_counters(facts: dict) -> None:
-    """counters: {event: {"available": bool, "reason": str, ...}} from the C core's probe."""
-    try:
-        facts["counters"] = {name: dict(info) for name, info in counters_probe().items()}
-    except (AttributeError, OSError, RuntimeError) as error:
-        facts["counters_error"] = f"{type(error).__name__}: {error}"
-
-
-def collect_blas(facts: dict, environ: Mapping[str, str] | None = None) -> None:
-    """blas_libraries (threadpoolctl's view of the loaded BLAS) and blas_environment.
-
-    blas_environment records every OPENBLAS_*, GOTOBLAS_*, MKL_*, BLIS_*,
-    NVPL_* and OMP_* thread variable as set; memlab never changes them.
-    Without threadpoolctl, ``blas_error`` says so.
-    """
-    environ = os.environ if environ is None else environ
-    variables = {
-        name: value for name, value in environ.items()
-        if name.startswith(BLAS_VARIABLE_PREFIXES) or name in BLAS_VARIABLE_NAMES
-    }
-    facts["blas_environment"] = dict(sorted(variables.items()))
-    untouched = {name: os.environ.get(name) for name in _THREADPOOLCTL_SETS}
-    try:
-        import threadpoolctl
-    except ImportError:
-        facts["blas_error"] = "threadpoolctl is not installed"
-        return
-    finally:
-        # threadpoolctl sets KMP_DUPLICATE_LIB_OK when imported; the check
-        # leaves the environment as it found it.
-        for name, value in untouched.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    libraries = []
-    for info in threadpoolctl.threadpool_info():
-        if info.get("user_api") != "blas":
-            continue
-        libraries.append({
-            key: info[key] for key in
-            ("internal_api", "version", "architecture", "num_threads", "threading_layer", "filepath")
-            if info.get(key) is not None
-        })
-    facts["blas_libraries"] = libraries
-
-
-def collect(
-    root: str = "/",
-    *,
-    steal_window_seconds: float = 0.25,
-    counters: bool = True,
-    blas: bool = True,
-    environ: Mapping[str, str] | None = None,
-    wait: Callable[[float], None] = _spin,
-    steal_since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
-) -> dict[str, Any]:
-    """Every fact :func:`judge` looks at, as one flat dict (absent: not exposed here).
-
-    ``counters`` probes the perf events through the C core and ``blas``
-    asks threadpoolctl; both look at this process, so they are skipped for a
-    fake ``root``.
-
-    >>> facts = collect(steal_window_seconds=0, counters=False, blas=False)
-    >>> "load_1min" in facts
-    True
-    """
-    facts: dict[str, Any] = {}
-    for collector in (collect_cpu, collect_kernel, collect_meminfo, collect_cpufreq,
-                      collect_boost, collect_smt, collect_isolation, collect_load,
-                      collect_thp, collect_aslr, collect_perf):
-        collector(facts, root=root)
-    collect_steal(facts, root, window_seconds=steal_window_seconds, wait=wait, since=steal_since)
-    if root == "/":
-        facts["euid"] = os.geteuid()
-        if counters:
-            collect_counters(facts)
-        if blas:
-            collect_blas(facts, environ)
-    elif blas and environ is not None:
-        collect_blas(facts, environ)
-    return facts
 
 
 # --------------------------------------------------------------------------
@@ -710,8 +413,95 @@ def _judge_blas(facts: Mapping[str, Any]) -> Finding:
                     "no environment variable overrides the BLAS kernel choice")
 
 
+# --------------------------------------------------------------------------
+# the settings: what each reads, how it is judged, how it is tuned
+
+
+#: The governors Linux has, for a CPU that does not list its own (scaling_available_governors).
+_KERNEL_GOVERNORS = ("performance", "powersave", "userspace", "ondemand", "conservative", "schedutil")
+
+
+def _governor_targets(root: str) -> list[tuple[str, str]]:
+    return [(f"{_CPU}/{cpu}/cpufreq/scaling_governor", "performance") for cpu in cpu_dirs(root)
+            if os.path.exists(path_under(root, f"{_CPU}/{cpu}/cpufreq/scaling_governor"))]
+
+
+def _governor_values(root: str, file: str) -> tuple[str, ...]:
+    available = read_text(root, file.removesuffix("scaling_governor") + "scaling_available_governors")
+    return tuple(available.split()) if available else _KERNEL_GOVERNORS
+
+
+def _boost_targets(root: str) -> list[tuple[str, str]]:
+    for path, value in ((f"{_CPU}/intel_pstate/no_turbo", "1"), (f"{_CPU}/cpufreq/boost", "0")):
+        if os.path.exists(path_under(root, path)):
+            return [(path, value)]
+    return []
+
+
+def _sample_rate_targets(root: str) -> list[tuple[str, str]]:
+    path = "/proc/sys/kernel/perf_event_max_sample_rate"
+    return [(path, "1")] if os.path.exists(path_under(root, path)) else []
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One subject of the machine check (pyperf's ``Operation``): the machine collectors that read
+    its facts, its judge, and for a setting memlab tunes, how.
+
+    ``judge(facts, planned_bytes)`` gives the :class:`Finding` named ``name``.
+    A tunable setting (``tune_name``, what ``--tune-setting`` takes) has
+    ``targets(root)``, the (file, value) pairs :func:`tune` writes that exist
+    under ``root``, ``missing``, why it cannot be tuned where there are none,
+    and ``values(root, file)``, the values tune could have read from ``file``
+    (what :func:`reset` may write back; None: any positive int).
+    """
+
+    name: str
+    collectors: tuple[Callable[..., None], ...]
+    judge: Callable[[Mapping[str, Any], int | None], Finding]
+    tune_name: str = ""
+    targets: Callable[[str], list[tuple[str, str]]] | None = None
+    missing: str = ""
+    values: Callable[[str, str], tuple[str, ...] | None] | None = None
+
+    def collect(self, facts: dict, root: str = "/") -> None:
+        """Add the facts this setting is judged on to ``facts`` (its collectors, in order)."""
+        for collector in self.collectors:
+            collector(facts, root=root)
+
+    @property
+    def tunable(self) -> bool:
+        return bool(self.tune_name)
+
+
+def _facts_only(judge: Callable[[Mapping[str, Any]], Finding]) -> Callable[[Mapping[str, Any], int | None], Finding]:
+    return lambda facts, planned_bytes: judge(facts)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("cpu_governor", (collect_cpufreq,), _facts_only(_judge_governor), "governor", _governor_targets,
+            "no cpufreq scaling_governor under /sys/devices/system/cpu/cpu*/cpufreq", _governor_values),
+    Setting("boost", (collect_boost,), _facts_only(_judge_boost), "boost", _boost_targets,
+            "neither intel_pstate/no_turbo nor cpufreq/boost under /sys/devices/system/cpu",
+            lambda root, file: ("0", "1")),
+    Setting("smt", (collect_smt,), _facts_only(_judge_smt)),
+    Setting("isolated_cpus", (collect_isolation, collect_load), _facts_only(_judge_isolation)),
+    Setting("load", (collect_load,), _facts_only(_judge_load)),
+    Setting("steal", (), _facts_only(_judge_steal)),  # collect_steal takes its window: collect() runs it
+    Setting("thp", (collect_thp,), _facts_only(_judge_thp)),
+    Setting("khugepaged", (collect_thp,), _facts_only(_judge_khugepaged)),
+    Setting("aslr", (collect_aslr,), _facts_only(_judge_aslr)),
+    Setting("counters", (collect_perf,), _facts_only(_judge_counters)),  # and the C core's probe
+    Setting("perf_sample_rate", (collect_perf,), _facts_only(_judge_sample_rate), "perf_sample_rate",
+            _sample_rate_targets, "no /proc/sys/kernel/perf_event_max_sample_rate", lambda root, file: None),
+    Setting("memory", (collect_meminfo,), _judge_memory),
+    Setting("blas", (), _facts_only(_judge_blas)),  # threadpoolctl looks at this process: collect() asks
+)
+"""Every subject of the machine check, in the order ``memlab check`` prints them."""
+
+
 def judge(facts: Mapping[str, Any], *, planned_bytes: int | None = None) -> list[Finding]:
-    """One :class:`Finding` per subject, from facts as :func:`collect` returns them.
+    """One :class:`Finding` per setting of :data:`SETTINGS`, from facts as :func:`collect` returns them.
 
     ``planned_bytes``: the largest working set about to be measured (compared
     with the available memory).
@@ -719,21 +509,47 @@ def judge(facts: Mapping[str, Any], *, planned_bytes: int | None = None) -> list
     >>> [f.verdict for f in judge({"thp_enabled": "always", "aslr": 0})][6:9]
     ['warning', 'info', 'ok']
     """
-    return [
-        _judge_governor(facts),
-        _judge_boost(facts),
-        _judge_smt(facts),
-        _judge_isolation(facts),
-        _judge_load(facts),
-        _judge_steal(facts),
-        _judge_thp(facts),
-        _judge_khugepaged(facts),
-        _judge_aslr(facts),
-        _judge_counters(facts),
-        _judge_sample_rate(facts),
-        _judge_memory(facts, planned_bytes),
-        _judge_blas(facts),
-    ]
+    return [setting.judge(facts, planned_bytes) for setting in SETTINGS]
+
+
+def collect(
+    root: str = "/",
+    *,
+    steal_window_seconds: float = 0.25,
+    counters: bool = True,
+    blas: bool = True,
+    environ: Mapping[str, str] | None = None,
+    wait: Callable[[float], None] = spin,
+    steal_since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
+) -> dict[str, Any]:
+    """Every fact the settings' judges look at, as one flat dict (absent: not exposed here): the
+    CPU and kernel (the report's first line), then the collectors of each :data:`SETTINGS` entry.
+
+    Steal is measured over a busy window of ``steal_window_seconds`` (or since
+    ``steal_since``); ``counters`` probes the perf events through the C core and
+    ``blas`` asks threadpoolctl; both look at this process, so they are skipped
+    for a fake ``root``.
+
+    >>> facts = collect(steal_window_seconds=0, counters=False, blas=False)
+    >>> "load_1min" in facts
+    True
+    """
+    facts: dict[str, Any] = {}
+    collectors: list[Callable[..., None]] = [collect_cpu, collect_kernel]
+    for setting in SETTINGS:
+        collectors += [c for c in setting.collectors if c not in collectors]
+    for collector in collectors:
+        collector(facts, root=root)
+    collect_steal(facts, root, window_seconds=steal_window_seconds, wait=wait, since=steal_since)
+    if root == "/":
+        facts["euid"] = os.geteuid()
+        if counters:
+            collect_counters(facts)
+        if blas:
+            collect_blas(facts, environ)
+    elif blas and environ is not None:
+        collect_blas(facts, environ)
+    return facts
 
 
 @dataclass
@@ -801,7 +617,7 @@ def check(
     counters: bool = True,
     blas: bool = True,
     environ: Mapping[str, str] | None = None,
-    wait: Callable[[float], None] = _spin,
+    wait: Callable[[float], None] = spin,
     steal_since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
 ) -> CheckReport:
     """Is this machine fit to measure? Collect the facts and judge each subject.
@@ -846,34 +662,11 @@ def largest_bytes(points: Iterable[Mapping[str, Any]]) -> int | None:
     return max(sizes) if sizes else None
 
 
-def conditions_warning(on_cpu_fraction: float | None, steal: float | None) -> str:
-    """Why a single measurement's numbers are suspect, in words; "" when they are not.
-
-    ``on_cpu_fraction``: CPU time of the measuring process (and its waited
-    children) over the wall time; ``steal``: the stolen share of the CPU
-    time meanwhile. Warns below :data:`ON_CPU_MIN_FRACTION` and above
-    :data:`STEAL_MAX_FRACTION`; a missing number (None, NaN) is not judged.
-
-    >>> conditions_warning(0.55, 0.0)
-    'on CPU 55% of its wall time (below 90%)'
-    >>> conditions_warning(0.99, 0.01)
-    ''
-    """
-    reasons = []
-    if on_cpu_fraction is not None and on_cpu_fraction == on_cpu_fraction:
-        if on_cpu_fraction < ON_CPU_MIN_FRACTION:
-            reasons.append(f"on CPU {on_cpu_fraction:.0%} of its wall time "
-                           f"(below {ON_CPU_MIN_FRACTION:.0%})")
-    if steal is not None and steal == steal and steal > STEAL_MAX_FRACTION:
-        reasons.append(f"steal time {steal:.1%} (above {STEAL_MAX_FRACTION:.0%})")
-    return "; ".join(reasons)
-
-
 # --------------------------------------------------------------------------
 # tune and reset
 
 
-TUNABLE_SETTINGS = ("governor", "boost", "perf_sample_rate")
+TUNABLE_SETTINGS = tuple(setting.tune_name for setting in SETTINGS if setting.tunable)
 """What :func:`tune` changes: the CPU frequency governor (performance), boost
 (off) and kernel.perf_event_max_sample_rate (1)."""
 
@@ -899,23 +692,16 @@ class TuneChange:
         return f"{self.setting:<18} {self.path}: {self.before} -> {self.after}"
 
 
-def _targets(setting: str, root: str) -> list[tuple[str, str]]:
+def _tunable(name: str) -> Setting:
+    for setting in SETTINGS:
+        if setting.tune_name == name:
+            return setting
+    raise ValueError(f"setting={name!r} is not one of {', '.join(TUNABLE_SETTINGS)}")
+
+
+def _targets(name: str, root: str) -> list[tuple[str, str]]:
     """(path, value to write) pairs of one tunable setting that exist under ``root``."""
-    if setting == "governor":
-        return [
-            (f"{_CPU}/{cpu}/cpufreq/scaling_governor", "performance")
-            for cpu in _cpu_dirs(root)
-            if os.path.exists(_path(root, f"{_CPU}/{cpu}/cpufreq/scaling_governor"))
-        ]
-    if setting == "boost":
-        for path, value in ((f"{_CPU}/intel_pstate/no_turbo", "1"), (f"{_CPU}/cpufreq/boost", "0")):
-            if os.path.exists(_path(root, path)):
-                return [(path, value)]
-        return []
-    if setting == "perf_sample_rate":
-        path = "/proc/sys/kernel/perf_event_max_sample_rate"
-        return [(path, "1")] if os.path.exists(_path(root, path)) else []
-    raise ValueError(f"setting={setting!r} is not one of {', '.join(TUNABLE_SETTINGS)}")
+    return _tunable(name).targets(root)
 
 
 def missing_settings(root: str = "/") -> dict[str, str]:
@@ -924,22 +710,15 @@ def missing_settings(root: str = "/") -> dict[str, str]:
     >>> sorted(missing_settings("/nonexistent"))
     ['boost', 'governor', 'perf_sample_rate']
     """
-    reasons = {
-        "governor": "no cpufreq scaling_governor under /sys/devices/system/cpu/cpu*/cpufreq",
-        "boost": "neither intel_pstate/no_turbo nor cpufreq/boost under /sys/devices/system/cpu",
-        "perf_sample_rate": "no /proc/sys/kernel/perf_event_max_sample_rate",
-    }
-    return {s: reasons[s] for s in TUNABLE_SETTINGS if not _targets(s, root)}
+    return {s.tune_name: s.missing for s in SETTINGS if s.tunable and not s.targets(root)}
 
 
 def _state_file(root: str, state_path: str | None) -> str:
-    return state_path if state_path is not None else _path(root, DEFAULT_STATE_PATH)
+    return state_path if state_path is not None else path_under(root, DEFAULT_STATE_PATH)
 
 
 #: What a saved setting may be: a governor's name or a number (no path, newline or NUL).
 _SAVED_VALUE = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
-#: The governors Linux has, for a CPU that does not list its own (scaling_available_governors).
-_KERNEL_GOVERNORS = ("performance", "powersave", "userspace", "ondemand", "conservative", "schedutil")
 #: A tune state holds a few lines per CPU: far below this, whatever the machine.
 STATE_MAX_BYTES = 1 << 20
 
@@ -947,12 +726,10 @@ STATE_MAX_BYTES = 1 << 20
 def _values_there(root: str, file: str) -> tuple[str, ...] | None:
     """The values tune could have read from tunable ``file`` (what reset may write back there);
     None for a file whose values are any positive int (the sample rate)."""
-    if file.endswith("/scaling_governor"):
-        available = _read(root, file.removesuffix("scaling_governor") + "scaling_available_governors")
-        return tuple(available.split()) if available else _KERNEL_GOVERNORS
-    if file.endswith(("/intel_pstate/no_turbo", "/cpufreq/boost")):
-        return ("0", "1")
-    return None
+    for setting in SETTINGS:
+        if setting.tunable and any(target == file for target, _ in setting.targets(root)):
+            return setting.values(root, file)
+    return ()
 
 
 def _restorable(root: str, file: str, value: str) -> str | None:
@@ -1045,7 +822,7 @@ def _write_state(path: str, state: Mapping[str, Any]) -> None:
 
 
 def _write_setting(root: str, path: str, value: str) -> None:
-    with open(_path(root, path), "w", encoding="utf-8") as handle:
+    with open(path_under(root, path), "w", encoding="utf-8") as handle:
         handle.write(value + "\n")
 
 
@@ -1088,11 +865,11 @@ def tune(
             changes.append(TuneChange(setting, "", None, None, skipped=missing[setting]))
             continue
         for file, value in _targets(setting, root):
-            current = _read(root, file)
+            current = read_text(root, file)
             if current is None:
                 changes.append(TuneChange(setting, file, None, None, skipped="unreadable"))
                 continue
-            current = _bracketed(current) or current
+            current = selected_choice(current) or current
             if file not in saved and (not _SAVED_VALUE.fullmatch(current) or _restorable(root, file, current)):
                 changes.append(TuneChange(setting, file, None, None,
                                           skipped=f"its value {current[:40]!r} is not one reset could restore"))
@@ -1129,14 +906,14 @@ def reset(root: str = "/", *, state_path: str | None = None) -> list[TuneChange]
     failures = []
     for file, value in list(saved.items()):
         setting = next((s for s in TUNABLE_SETTINGS if any(t[0] == file for t in _targets(s, root))), "setting")
-        current = _read(root, file)
+        current = read_text(root, file)
         try:
             _write_setting(root, file, value)
         except OSError as error:
             failures.append(f"{file}: {error.strerror or error}")
             continue
         del saved[file]
-        changes.append(TuneChange(setting, file, _bracketed(current) if current else current, value))
+        changes.append(TuneChange(setting, file, selected_choice(current) if current else current, value))
     if saved:
         _write_state(path, state)
         raise OSError(f"could not restore {'; '.join(failures)}; the values are still in {path}")

@@ -35,7 +35,6 @@ import signal
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -43,16 +42,17 @@ from memlab import catalogue, export, machine, machine_model, measure, plot, reg
 from memlab._core import build_info
 from memlab._version import __version__
 from memlab.chart import outcome_note, require_matplotlib
-from memlab.check import TUNABLE_SETTINGS, largest_bytes, read_cpu_times, reset, tune
+from memlab.check import TUNABLE_SETTINGS, reset, tune
 from memlab.check import check as machine_check
 from memlab.compare import compare, compare_machines, load_dataset, parse_fraction
-from memlab.dataset import Dataset, DatasetWriter, DuplicatePointError, check_compatible, machine_key, paths_for
+from memlab.dataset import Dataset, DuplicatePointError, check_compatible, machine_key, paths_for
 from memlab.family import Family, ParamSpec
 from memlab.files import atomic_write, check_output_directory, check_output_file, check_output_file_in_new_directory
 from memlab.grid import Sweep, as_sweeps, parse_shard, shard_points
 from memlab.measure import MAX_REPEAT, MAX_WARMUP, Measurement
 from memlab.report import as_items, write_report
 from memlab.reproduce import listing, reproduce
+from memlab.runner import Run
 from memlab.sweep import (
     estimate_seconds,
     output_path,
@@ -536,21 +536,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     fam = registry.family(args.family)
     assignments = typed_assignments(fam.params_type, args.assignments)
     params = dataclasses.asdict(fam.params(assignments))
-    meta = None
-    start = None
-    if args.out:
-        meta = sweep_metadata(Sweep("run", fam.name, [params]), fam, None, args.repeat or fam.default_repeat)
-        _check_run_output(args.out, meta, fam, params)
-        start = machine_check(planned_bytes=largest_bytes([params]), steal_window_seconds=0.15)
-    since = (time.monotonic(), read_cpu_times())
-    measurement = fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)
-    row = measurement.to_row()
-    if args.out:
-        meta["repeat"] = len(measurement.samples)
-        meta["check_start"] = start.to_dict()
-        meta["check_end"] = machine_check(steal_since=since).to_dict()
-        with DatasetWriter(args.out, meta, defaults=fam.defaults(), required=fam.required_params()) as writer:
-            writer.append(row)
+    if not args.out:
+        measurement = fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)
+        row = measurement.to_row()
+    else:  # a one-point run (memlab.runner.Run): metadata, machine check, the row tagged with its machine
+        sweep = Sweep("run", fam.name, [params], repeat=args.repeat or fam.default_repeat,
+                      warmup=fam.default_warmup if args.warmup is None else args.warmup)
+        one = Run(sweep, args.out, cpu=args.cpu)
+        _check_run_output(args.out, one, fam)
+        measured: list[Measurement] = []
+        dataset = one.execute(progress=False, warn=lambda text: None, on_measurement=measured.append)
+        measurement, row = measured[0], dataset.rows[-1]
     if args.json:
         print(json.dumps(row, default=str))
     else:
@@ -563,7 +559,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_run_output(out: str, meta: dict, fam: Any, params: dict) -> None:
+def _check_run_output(out: str, one: Run, fam: Any) -> None:
     """Refuse (ValueError) an --out that ``memlab run`` must not write, before measuring."""
     csv_path, json_path = paths_for(out)
     check_output_file_in_new_directory(csv_path, "--out", "--out's directory")
@@ -571,19 +567,15 @@ def _check_run_output(out: str, meta: dict, fam: Any, params: dict) -> None:
     if not os.path.lexists(csv_path):
         return
     existing = Dataset.load(csv_path)
-    filled = check_compatible(existing, {**meta, "sweep": existing.metadata.get("sweep", "run")},
-                              csv_path, fam.defaults())
+    meta = sweep_metadata(one.sweep, fam, None, one.repeat, facts={})
+    check_compatible(existing, {**meta, "sweep": existing.metadata.get("sweep", "run")}, csv_path, fam.defaults())
     if existing.metadata.get("sweep", "run") != "run":
         raise UsageError(
             f"{csv_path} holds the sweep {existing.metadata['sweep']!r}; memlab run adds points only to "
             "datasets of single runs: choose another --out"
         )
-    key = Dataset([], meta).key({"family": fam.name, **params})
-    for row in existing.rows:
-        for name, value in filled.items():
-            row[name] = value
-        if Dataset([], meta).key(row) == key:
-            raise UsageError(f"{csv_path} already holds this point; choose another --out")
+    if not one.plan().pending:
+        raise UsageError(f"{csv_path} already holds this point; choose another --out")
 
 
 def _summary(measurement: Measurement, width: int | None = None) -> str:

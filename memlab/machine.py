@@ -33,33 +33,72 @@ import re
 import shutil
 import socket
 import subprocess
+import time
 from importlib import metadata
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy
 
 from memlab._core import build_info, counters_probe, cpu_features
+from memlab.conditions import STAT_FIELDS, busy_and_steal, read_cpu_times, steal_fraction
 from memlab.units import format_bytes
 
 __all__ = [
+    "BLAS_VARIABLE_NAMES",
+    "BLAS_VARIABLE_PREFIXES",
+    "COLLECTORS",
     "FAKE_FINGERPRINT_ENV",
     "cache_sizes",
     "caches_shared_by",
     "collect",
     "compiler_name",
+    "FINGERPRINT_FACTS",
+    "collect_aslr",
+    "collect_blas",
+    "collect_boost",
+    "collect_caches",
+    "collect_core",
+    "collect_counters",
+    "collect_cpu",
+    "collect_cpufreq",
+    "collect_isolation",
+    "collect_kernel",
+    "collect_load",
+    "collect_memory_settings",
+    "collect_meminfo",
+    "collect_perf",
+    "collect_smt",
+    "collect_software",
+    "collect_steal",
+    "collect_thp",
+    "collect_topology",
+    "collect_tsc",
+    "collect_virtualization",
+    "cpu_dirs",
+    "cpu_list_count",
     "cpu_topology",
+    "fake_facts",
     "fingerprint",
     "fingerprint_id",
     "format_facts",
+    "hidden_cpu_features",
     "identity",
+    "list_dir",
     "machine_id",
     "numa_nodes",
     "parse_cpu_list",
     "parse_size",
+    "path_under",
     "populate_write_supported",
-    "hidden_cpu_features",
+    "read_int",
+    "read_text",
+    "selected_choice",
     "smt_siblings",
+    "spin",
 ]
+
+_CPU = "/sys/devices/system/cpu"
+_THP = "/sys/kernel/mm/transparent_hugepage"
 
 SIMD_FLAGS = (
     "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl",
@@ -71,39 +110,58 @@ SIMD_FLAGS = (
 # file helpers: every read returns None when the fact is unavailable
 
 
-def _path(root: str, path: str) -> str:
+def path_under(root: str, path: str) -> str:
+    """``path`` (absolute, as on this machine) under the file-system root ``root``.
+
+    >>> path_under("/tmp/fake", "/proc/stat")
+    '/tmp/fake/proc/stat'
+    """
     return os.path.join(root, path.lstrip("/"))
 
 
-def _read(root: str, path: str) -> str | None:
+def read_text(root: str, path: str) -> str | None:
+    """The text of ``path`` under ``root``, stripped; None when it cannot be read.
+
+    >>> read_text("/", "/nonexistent/file") is None
+    True
+    """
     try:
-        with open(_path(root, path), encoding="utf-8", errors="replace") as handle:
+        with open(path_under(root, path), encoding="utf-8", errors="replace") as handle:
             return handle.read().strip()
     except OSError:
         return None
 
 
-def _read_int(root: str, path: str) -> int | None:
-    text = _read(root, path)
+def read_int(root: str, path: str) -> int | None:
+    """The integer ``path`` under ``root`` holds; None when unreadable or not an integer."""
+    text = read_text(root, path)
     try:
         return int(text) if text is not None else None
     except ValueError:
         return None
 
 
-def _listdir(root: str, path: str) -> list[str]:
+def list_dir(root: str, path: str) -> list[str]:
+    """The sorted names in directory ``path`` under ``root``; [] when it cannot be listed."""
     try:
-        return sorted(os.listdir(_path(root, path)))
+        return sorted(os.listdir(path_under(root, path)))
     except OSError:
         return []
 
 
-def _bracketed(text: str | None) -> str | None:
-    """The selected value of a sysfs choice file: ``always [madvise] never`` -> ``madvise``."""
+def selected_choice(text: str | None) -> str | None:
+    """The selected value of a sysfs choice file: ``always [madvise] never`` -> ``madvise``.
+
+    >>> selected_choice("always [madvise] never")
+    'madvise'
+    """
     if text is None:
         return None
     match = re.search(r"\[([^\]]+)\]", text)
     return match.group(1) if match else text
+
+
+_path, _read, _read_int, _listdir, _bracketed = path_under, read_text, read_int, list_dir, selected_choice
 
 
 def parse_size(text: str) -> int | None:
@@ -154,10 +212,23 @@ def parse_cpu_list(text: str | None) -> list[int] | None:
     return cpus
 
 
-def _cpu_list_count(text: str | None) -> int | None:
-    """Number of CPUs in a list such as ``0-3,6``."""
+def cpu_list_count(text: str | None) -> int | None:
+    """Number of CPUs in a list such as ``0-3,6`` (None if it does not parse).
+
+    >>> cpu_list_count("0-3,6")
+    5
+    """
     cpus = parse_cpu_list(text)
     return None if cpus is None else len(cpus)
+
+
+_cpu_list_count = cpu_list_count
+
+
+def cpu_dirs(root: str = "/") -> list[str]:
+    """The ``cpuN`` directories of /sys/devices/system/cpu under ``root``, in CPU order."""
+    names = [n for n in list_dir(root, _CPU) if re.fullmatch(r"cpu\d+", n)]
+    return sorted(names, key=lambda n: int(n[3:]))
 
 
 # --------------------------------------------------------------------------
@@ -464,6 +535,222 @@ def collect_topology(facts: dict, root: str = "/") -> None:
     siblings = _read(root, "/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
     if siblings:
         facts["smt_threads_per_core"] = len(parse_cpu_list(siblings) or [])
+
+
+# --------------------------------------------------------------------------
+# collectors of the settings and conditions the machine check judges (memlab.check):
+# frequency, boost, SMT, isolation, load, steal, THP, ASLR, perf, counters, BLAS
+
+BLAS_VARIABLE_PREFIXES = ("OPENBLAS_", "GOTOBLAS_", "MKL_", "BLIS_", "NVPL_")
+BLAS_VARIABLE_NAMES = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES")
+_THREADPOOLCTL_SETS = ("KMP_DUPLICATE_LIB_OK",)
+
+
+def collect_cpufreq(facts: dict, root: str = "/") -> None:
+    """cpufreq_governors ({"cpu0": "performance", ...}), cpufreq_driver, cpufreq_available_governors."""
+    governors = {}
+    for cpu in cpu_dirs(root):
+        governor = _read(root, f"{_CPU}/{cpu}/cpufreq/scaling_governor")
+        if governor:
+            governors[cpu] = governor
+            if "cpufreq_driver" not in facts:
+                driver = _read(root, f"{_CPU}/{cpu}/cpufreq/scaling_driver")
+                if driver:
+                    facts["cpufreq_driver"] = driver
+                available = _read(root, f"{_CPU}/{cpu}/cpufreq/scaling_available_governors")
+                if available:
+                    facts["cpufreq_available_governors"] = available.split()
+    if governors:
+        facts["cpufreq_governors"] = governors
+
+
+def collect_boost(facts: dict, root: str = "/") -> None:
+    """boost_enabled (bool) and boost_control (the sysfs file that says so).
+
+    intel_pstate exposes ``intel_pstate/no_turbo`` (1: turbo off); acpi-cpufreq
+    and amd-pstate expose ``cpufreq/boost`` (1: boost on).
+    """
+    no_turbo = _read_int(root, f"{_CPU}/intel_pstate/no_turbo")
+    if no_turbo is not None:
+        facts["boost_enabled"] = no_turbo == 0
+        facts["boost_control"] = f"{_CPU}/intel_pstate/no_turbo"
+        return
+    boost = _read_int(root, f"{_CPU}/cpufreq/boost")
+    if boost is not None:
+        facts["boost_enabled"] = boost == 1
+        facts["boost_control"] = f"{_CPU}/cpufreq/boost"
+
+
+def collect_smt(facts: dict, root: str = "/") -> None:
+    """smt_control (on, off, forceoff, notsupported, notimplemented) and smt_active (bool)."""
+    control = _read(root, f"{_CPU}/smt/control")
+    if control:
+        facts["smt_control"] = control
+    active = _read_int(root, f"{_CPU}/smt/active")
+    if active is not None:
+        facts["smt_active"] = active == 1
+
+
+def _cmdline_options(text: str) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for word in text.split():
+        if word == "--":
+            break  # what follows belongs to init
+        name, _, value = word.partition("=")
+        options.setdefault(name, value)
+    return options
+
+
+def collect_isolation(facts: dict, root: str = "/") -> None:
+    """isolated_cpus and nohz_full_cpus (from sysfs) and the kernel command line's
+    isolcpus, nohz_full, rcu_nocbs (as cmdline_<name>)."""
+    for key, name in (("isolated_cpus", "isolated"), ("nohz_full_cpus", "nohz_full")):
+        value = _read(root, f"{_CPU}/{name}")
+        if value is not None and value != "(null)":
+            facts[key] = value
+    cmdline = _read(root, "/proc/cmdline")
+    if cmdline is None:
+        return
+    options = _cmdline_options(cmdline)
+    for name in ("isolcpus", "nohz_full", "rcu_nocbs"):
+        if name in options:
+            facts[f"cmdline_{name}"] = options[name]
+
+
+def collect_load(facts: dict, root: str = "/") -> None:
+    """load_1min, load_5min, load_15min, runnable_tasks, total_tasks (/proc/loadavg), cpus_online."""
+    text = _read(root, "/proc/loadavg")
+    if text:
+        parts = text.split()
+        try:
+            facts["load_1min"], facts["load_5min"], facts["load_15min"] = map(float, parts[:3])
+            running, _, total = parts[3].partition("/")
+            facts["runnable_tasks"], facts["total_tasks"] = int(running), int(total)
+        except (ValueError, IndexError):
+            pass
+    online = _cpu_list_count(_read(root, f"{_CPU}/online"))
+    if online:
+        facts["cpus_online"] = online
+
+
+def spin(seconds: float) -> None:
+    """Keep this CPU busy for ``seconds``, so that steal (which needs a runnable
+    virtual CPU) can show."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def collect_steal(
+    facts: dict,
+    root: str = "/",
+    *,
+    window_seconds: float = 0.25,
+    wait: Callable[[float], None] = spin,
+    since: tuple[float, Mapping[str, Sequence[int]]] | None = None,
+) -> None:
+    """steal_fraction over a busy window of ``window_seconds`` (all CPUs),
+    steal_window_seconds, and steal_total_fraction (since boot).
+
+    The default ``wait`` spins on this CPU: an idle guest shows no steal
+    however busy the host is, because steal only accrues while a virtual
+    CPU wants to run. ``since`` = (time.monotonic(), read_cpu_times()) taken
+    earlier makes the window the time since then, without waiting (a
+    sweep's end check covers the whole sweep this way).
+    """
+    before = read_cpu_times(root)
+    if "cpu" not in before:
+        return
+    busy, steal = busy_and_steal((0,) * len(STAT_FIELDS), before["cpu"])
+    if busy > 0:
+        facts["steal_total_fraction"] = round(steal / busy, 6)
+    if since is not None:
+        started, before = since
+        window_seconds = round(time.monotonic() - started, 3)
+    elif window_seconds <= 0:
+        return
+    else:
+        wait(window_seconds)
+    value = steal_fraction(before, read_cpu_times(root))
+    if value is not None:
+        facts["steal_fraction"] = value
+        facts["steal_window_seconds"] = window_seconds
+
+
+def collect_thp(facts: dict, root: str = "/") -> None:
+    """thp_enabled, thp_defrag, thp_shmem_enabled, and khugepaged_<setting>
+    (defrag, pages_to_scan, scan_sleep_millisecs, max_ptes_none)."""
+    for name in ("enabled", "defrag", "shmem_enabled"):
+        value = _bracketed(_read(root, f"{_THP}/{name}"))
+        if value:
+            facts[f"thp_{name}"] = value
+    for name in ("defrag", "pages_to_scan", "scan_sleep_millisecs", "max_ptes_none"):
+        value = _read_int(root, f"{_THP}/khugepaged/{name}")
+        if value is not None:
+            facts[f"khugepaged_{name}"] = value
+
+
+def collect_aslr(facts: dict, root: str = "/") -> None:
+    """aslr: /proc/sys/kernel/randomize_va_space (0 off, 1 stack/mmap, 2 also the heap)."""
+    value = _read_int(root, "/proc/sys/kernel/randomize_va_space")
+    if value is not None:
+        facts["aslr"] = value
+
+
+def collect_perf(facts: dict, root: str = "/") -> None:
+    """perf_event_paranoid, perf_event_max_sample_rate, perf_cpu_time_max_percent, nmi_watchdog."""
+    for key in ("perf_event_paranoid", "perf_event_max_sample_rate",
+                "perf_cpu_time_max_percent", "nmi_watchdog"):
+        value = _read_int(root, f"/proc/sys/kernel/{key}")
+        if value is not None:
+            facts[key] = value
+
+
+def collect_counters(facts: dict) -> None:
+    """counters: {event: {"available": bool, "reason": str, ...}} from the C core's probe."""
+    try:
+        facts["counters"] = {name: dict(info) for name, info in counters_probe().items()}
+    except (AttributeError, OSError, RuntimeError) as error:
+        facts["counters_error"] = f"{type(error).__name__}: {error}"
+
+
+def collect_blas(facts: dict, environ: Mapping[str, str] | None = None) -> None:
+    """blas_libraries (threadpoolctl's view of the loaded BLAS) and blas_environment.
+
+    blas_environment records every OPENBLAS_*, GOTOBLAS_*, MKL_*, BLIS_*,
+    NVPL_* and OMP_* thread variable as set; memlab never changes them.
+    Without threadpoolctl, ``blas_error`` says so.
+    """
+    environ = os.environ if environ is None else environ
+    variables = {
+        name: value for name, value in environ.items()
+        if name.startswith(BLAS_VARIABLE_PREFIXES) or name in BLAS_VARIABLE_NAMES
+    }
+    facts["blas_environment"] = dict(sorted(variables.items()))
+    untouched = {name: os.environ.get(name) for name in _THREADPOOLCTL_SETS}
+    try:
+        import threadpoolctl
+    except ImportError:
+        facts["blas_error"] = "threadpoolctl is not installed"
+        return
+    finally:
+        # threadpoolctl sets KMP_DUPLICATE_LIB_OK when imported; the check
+        # leaves the environment as it found it.
+        for name, value in untouched.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    libraries = []
+    for info in threadpoolctl.threadpool_info():
+        if info.get("user_api") != "blas":
+            continue
+        libraries.append({
+            key: info[key] for key in
+            ("internal_api", "version", "architecture", "num_threads", "threading_layer", "filepath")
+            if info.get(key) is not None
+        })
+    facts["blas_libraries"] = libraries
 
 
 COLLECTORS: tuple[Callable[..., None], ...] = (

@@ -13,14 +13,13 @@ import contextlib
 import math
 import numbers
 import os
-import resource
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-from memlab.check import conditions_warning, read_cpu_times, steal_fraction
 from memlab._core import Kernel
+from memlab.conditions import conditions_warning, cpu_seconds, read_cpu_times, steal_fraction
 from memlab.dataset import (
     SAMPLES,
     STATISTICS,
@@ -341,16 +340,6 @@ def _float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
-
-
-def cpu_seconds() -> float:
-    """CPU time (user + system) of this process's threads and of its waited-for children, in s.
-
-    Children count because some families measure in child processes (pipe,
-    system); a kernel waits for them before its sample returns.
-    """
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 class _ConditionsWatch:

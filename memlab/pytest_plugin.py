@@ -43,7 +43,7 @@ from memlab.compare import DatasetReadError, compare, load_dataset, metadata_fin
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
 from memlab.machine import collect, fingerprint, fingerprint_id
-from memlab.sweep import run_sweep
+from memlab.runner import Run
 
 __all__ = ["MemlabRegressionWarning", "RegressionGuard", "baseline_stem", "history_report"]
 
@@ -299,7 +299,7 @@ class RegressionGuard:
         if hasattr(data, "rows") and hasattr(data, "metadata"):
             return data
         if isinstance(data, Sweep):
-            return run_sweep(data, progress=False, resume=False, repeat=self.repeat)
+            return Run(data, resume=False, repeat=self.repeat).execute(progress=False)
         raise TypeError(
             f"memlab_regression.check(data={type(data).__name__}): expected a Sweep, "
             f"a Dataset or a callable returning one"

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from memlab import chart, plot, registry
 from memlab._version import __version__
-from memlab.check import conditions_warning
+from memlab.conditions import conditions_warning
 from memlab.dataset import MACHINE_PARAM, Dataset, context_column, machine_key
 from memlab.family import Family
 from memlab.files import atomic_write, check_output_file_in_new_directory

@@ -20,14 +20,11 @@ import dataclasses
 import json
 import math
 import os
-import resource
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
-
-from tqdm.auto import tqdm
 
 from memlab import catalogue
 from memlab.catalogue import (
@@ -45,17 +42,16 @@ from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Sweep, as_sweeps
 from memlab.reasons import Context, explain
 from memlab.registry import family as get_family
+from memlab.measure import cpu_seconds
 from memlab.report import ReportItem, anchor, escape, html_table, reason_html, write_report
-from memlab.sweep import progress_enabled, run_sweep
-from memlab.units import format_number
+from memlab.runner import Run, estimate_seconds, eta_bar, progress_bar, progress_enabled
+from memlab.units import format_duration, format_number
 
 __all__ = [
     "ItemResult",
     "PhaseTime",
     "ReproduceResult",
     "Task",
-    "estimate_seconds",
-    "format_seconds",
     "judge",
     "listing",
     "plan",
@@ -63,8 +59,6 @@ __all__ = [
     "write_results",
 ]
 
-#: Seconds a point costs besides its samples (setup: building a list, mapping a region ...).
-POINT_OVERHEAD_S = 0.25
 TIMES_FILE = "reproduce-times.json"
 VERDICTS_FILE = "verdicts.json"
 REPORT_FILE = "report.html"
@@ -177,15 +171,10 @@ class _Stopwatch:
     """Wall and CPU seconds since it was made (:class:`PhaseTime`)."""
 
     def __init__(self) -> None:
-        self.wall, self.cpu = time.monotonic(), self._cpu()
-
-    @staticmethod
-    def _cpu() -> float:
-        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+        self.wall, self.cpu = time.monotonic(), cpu_seconds()
 
     def elapsed(self) -> PhaseTime:
-        return PhaseTime(time.monotonic() - self.wall, self._cpu() - self.cpu)
+        return PhaseTime(time.monotonic() - self.wall, cpu_seconds() - self.cpu)
 
 
 @dataclass
@@ -204,9 +193,9 @@ class ReproduceResult:
     def timing(self) -> str:
         """The run's wall time split into its phases, with CPU time: what ``memlab reproduce``
         prints at the end (``measuring 95 s, reporting 21 s: 116 s (CPU 88 s)``)."""
-        parts = [f"{name} {format_seconds(self.phases[name].wall_s)}" for name in PHASES if name in self.phases]
+        parts = [f"{name} {format_duration(self.phases[name].wall_s)}" for name in PHASES if name in self.phases]
         total = sum(self.phases.values(), PhaseTime(0.0, 0.0))
-        return f"{', '.join(parts)}: {format_seconds(total.wall_s)} (CPU {format_seconds(total.cpu_s)})"
+        return f"{', '.join(parts)}: {format_duration(total.wall_s)} (CPU {format_duration(total.cpu_s)})"
 
     @property
     def failed(self) -> list[Task]:
@@ -242,31 +231,6 @@ def item_sweep(item: Item, quick: bool = False) -> Sweep:
     return item.quick(_named_sweep(item.sweep))
 
 
-def estimate_seconds(sweep: Sweep, points: Sequence[dict[str, Any]] | None = None) -> float:
-    """Seconds ``sweep`` should take here: per point, (warm-up + repetitions) x the sample length
-    (the point's ``duration_s``, else what the family's ``sample_seconds`` says, else the sweep's or
-    the family's target) plus a setup allowance.
-
-    >>> estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 500_000_000}], repeat=2, warmup=1))
-    1.75
-    """
-    family = get_family(sweep.family)
-    default = sweep.target_seconds if sweep.target_seconds is not None else family.default_target_seconds
-    total = 0.0
-    for point in sweep.points if points is None else points:
-        if isinstance(point.get("duration_s"), (int, float)):
-            sample = point["duration_s"]
-        elif family.sample_seconds is not None:  # a sample's own length (say, a pause before it)
-            try:
-                sample = family.sample_seconds(family.params(point), default)
-            except (ValueError, TypeError):
-                sample = default
-        else:
-            sample = default
-        total += (sweep.warmup + sweep.repeat) * float(sample or 0.0) + POINT_OVERHEAD_S
-    return total
-
-
 def _task_key(sweep: Sweep) -> tuple:
     """What a sweep measures, its name left out: two named sweeps with the same points (say, one
     source figure per machine it was measured on) are run once."""
@@ -300,25 +264,10 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike) -> list[Tas
     return list(tasks.values())
 
 
-def _done_keys(task: Task) -> set[tuple]:
-    if task.path is None or not Path(paths_for(task.path)[0]).exists():
-        return set()
-    try:
-        existing = Dataset.load(task.path)
-    except (OSError, ValueError):
-        return set()
-    return {existing.key(row) for row in existing.rows}
-
-
 def _pending_points(task: Task) -> list[dict[str, Any]]:
+    """The points of the task's sweep not in its dataset yet (the run's plan)."""
     assert task.sweep is not None
-    family = get_family(task.sweep.family)
-    done = _done_keys(task)
-    points = [dataclasses.asdict(family.params(p)) for p in task.sweep.points]
-    if not done:
-        return points
-    probe = Dataset([], {"param_names": family.param_names})
-    return [p for p in points if probe.key({"family": family.name, **p}) not in done]
+    return Run(task.sweep, task.path).plan().pending
 
 
 def _times(out: Path) -> dict[str, float]:
@@ -336,19 +285,6 @@ def _point_seconds(task: Task, times: dict[str, float]) -> float:
     if stem in times:
         return times[stem]
     return task.seconds / max(1, len(task.sweep.points))
-
-
-def format_seconds(seconds: float) -> str:
-    """``42 s``, ``3.5 min``, ``2.1 h``.
-
-    >>> format_seconds(42), format_seconds(210), format_seconds(7560)
-    ('42 s', '3.5 min', '2.1 h')
-    """
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: str | os.PathLike | None = None) -> str:
@@ -374,7 +310,7 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
                 if position:
                     time_text = "(shared)"
                 else:
-                    time_text = format_seconds(_point_seconds(task, times) * len(task.sweep.points))
+                    time_text = format_duration(_point_seconds(task, times) * len(task.sweep.points))
                 extra = ""
                 if out is not None and position == 0:
                     pending = len(_pending_points(task))
@@ -382,8 +318,8 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
             lines.append(f"{entry.key:<20} {heading[:44]:<44} {sweep_text[:34]:<34} {time_text:>9}{extra}")
     lines.append("")
     measured = " (seconds per point measured by the runs into this folder where there were some)" if times else ""
-    lines.append(f"estimated on this machine: quick run {format_seconds(totals[True])}, "
-                 f"full run {format_seconds(totals[False])} ({len(items)} items){measured}")
+    lines.append(f"estimated on this machine: quick run {format_duration(totals[True])}, "
+                 f"full run {format_duration(totals[False])} ({len(items)} items){measured}")
     return "\n".join(lines)
 
 
@@ -440,40 +376,6 @@ def _with_reason(entry: Item, claim: str, found: Verdict, dataset: Dataset) -> V
 # ---- running ---------------------------------------------------------------------------
 
 
-class _Bar:
-    """The overall progress: estimated seconds of work done (tqdm shows the ETA), or nothing."""
-
-    def __init__(self, total: float, enabled: bool) -> None:
-        self.bar = None
-        if enabled and total > 0:
-            self.bar = tqdm(total=round(total, 1), unit="s", desc="reproduce", file=sys.stderr,
-                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, "
-                                       "~{remaining} left{postfix}", dynamic_ncols=True,
-                            # the rate over the whole run: one slow point (a 4 GiB fault sweep on a
-                            # busy machine) no longer turns the ETA into hours
-                            smoothing=0)
-
-    def describe(self, text: str) -> None:
-        if self.bar is not None:
-            self.bar.set_description_str(text[:60], refresh=True)
-
-    def advance(self, seconds: float) -> None:
-        if self.bar is not None:
-            step = max(0.0, min(round(seconds, 1), self.bar.total - self.bar.n))
-            if step:
-                self.bar.update(step)
-
-    def write(self, text: str) -> None:
-        if self.bar is not None:
-            self.bar.write(text, file=sys.stderr)
-        else:
-            print(text, file=sys.stderr)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def _record_time(out: Path, task: Task, points: int, seconds: float) -> None:
     if points <= 0 or task.path is None:
         return
@@ -482,11 +384,12 @@ def _record_time(out: Path, task: Task, points: int, seconds: float) -> None:
     atomic_write(out / TIMES_FILE, json.dumps(times, indent=1, sort_keys=True))
 
 
-def _run_task(task: Task, out: Path, bar: _Bar, times: dict[str, float]) -> None:
+def _run_task(task: Task, out: Path, bar: Any, times: dict[str, float]) -> None:
     assert task.sweep is not None and task.path is not None
-    pending = _pending_points(task)
+    run = Run(task.sweep, task.path, resume=True)
+    pending = run.plan().pending
     per_point = _point_seconds(task, times)
-    bar.describe(f"{', '.join(i.key for i in task.items)}")
+    bar.set_description_str(", ".join(i.key for i in task.items)[:60], refresh=True)
     started = time.monotonic()
     measured = 0
 
@@ -494,18 +397,17 @@ def _run_task(task: Task, out: Path, bar: _Bar, times: dict[str, float]) -> None
         nonlocal measured
         if row is not None:
             measured += 1
-            bar.advance(per_point)
+            bar.update(per_point)
 
     try:
-        run_sweep(task.sweep, task.path, resume=True, progress=False, on_point=on_point,
-                  warn=task.warnings.append)
+        run.execute(progress=False, on_point=on_point, warn=task.warnings.append)
     finally:
         task.ran_seconds = time.monotonic() - started
         _record_time(out, task, measured, task.ran_seconds)
-        bar.advance(per_point * max(0, len(pending) - measured))
+        bar.update(per_point * max(0, len(pending) - measured))
         if task.warnings:
             bar.write(f"memlab reproduce: {task.name}: {len(task.warnings)} warning(s), the first: "
-                      f"{task.warnings[0].removeprefix('memlab: warning: ')}")
+                      f"{task.warnings[0].removeprefix('memlab: warning: ')}", file=sys.stderr)
 
 
 def reproduce(
@@ -538,7 +440,7 @@ def reproduce(
     times = _times(out)
     runnable = [t for t in result.tasks if t.sweep is not None]
     total = sum(_point_seconds(t, times) * len(_pending_points(t)) for t in runnable)
-    bar = _Bar(total, progress)
+    bar = eta_bar(total, "reproduce", enabled=progress)
     try:
         for task in runnable:
             try:
@@ -592,22 +494,18 @@ def write_results(result: ReproduceResult, command: str | None = None, *, progre
     ``reporting``: when the reporting phase began (default: now); its wall and CPU time, up to the
     report written, go into ``result.phases`` and verdicts.json (written even if the report fails)."""
     reporting = reporting or _Stopwatch()
-    bar = None
-    if progress_enabled(progress) and result.items:
-        bar = tqdm(total=len(result.items), unit="figure", desc="report.html", file=sys.stderr,
-                   dynamic_ncols=True)
+    bar = progress_bar(len(result.items), "report.html", enabled=progress_enabled(progress) and bool(result.items),
+                       unit="figure")
 
     def drawn(done: int, total: int, title: str) -> None:
-        if bar is not None:
-            bar.update(1)
+        bar.update(1)
 
     try:
         result.report = write_report(_report_items(result), result.out / REPORT_FILE, title="memlab reproduce",
                                      command=command, intro=_intro(result), preamble=_summary_html(result),
                                      on_section=drawn)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         result.phases["reporting"] = reporting.elapsed()
         result.seconds = sum(phase.wall_s for phase in result.phases.values())
         _write_verdicts(result)
@@ -694,7 +592,7 @@ def _intro(result: ReproduceResult) -> str:
     mode = "quick" if result.quick else "full"
     measuring = result.phases.get("measuring", PhaseTime(0.0, 0.0))
     text = (f"Every source item memlab reproduces, re-measured on this machine ({mode} sweeps, "
-            f"{len(result.items)} items, measured in {format_seconds(measuring.wall_s)}): what the source measured and on "
+            f"{len(result.items)} items, measured in {format_duration(measuring.wall_s)}): what the source measured and on "
             "what machine, its numbers beside this machine's, this machine's figure and points, and a "
             "verdict per claim: reproduced, not reproduced (with the values measured) or not measurable "
             "here (with the reason).")

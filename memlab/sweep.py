@@ -1,6 +1,7 @@
-"""The runner: a sweep measured point by point, each row on disk as soon as it exists.
+"""The runner's front: a sweep measured point by point, each row on disk as soon as it exists.
 
-:func:`run_sweep` measures the points of a :class:`memlab.grid.Sweep` in
+:func:`run_sweep` is the one-call form of :class:`memlab.runner.Run` (the run
+loop, which this module re-exports with its progress bars and estimates): it measures the points of a :class:`memlab.grid.Sweep` in
 order with a progress bar, appends every row to the dataset file at once (so
 Ctrl-C loses nothing), skips points already on disk when run again (resume),
 and can take only its share of the points (``shard=(i, n)``) so that n
@@ -18,42 +19,33 @@ finds sweeps by name or script path.
 
 from __future__ import annotations
 
-import collections
-import dataclasses
 import importlib.util
 import inspect
 import os
-import sys
-import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
-from tqdm.auto import tqdm
-
-from memlab import fleet
-from memlab.check import check, largest_bytes, read_cpu_times
-from memlab._version import __version__
-from memlab.dataset import (
-    FINGERPRINT_COLUMN,
-    HOST_COLUMN,
-    Dataset,
-    DatasetError,
-    DatasetWriter,
-    context_column,
-    machine_key,
-    paths_for,
-)
-from memlab.family import Family
-from memlab.files import OutputError, check_output_file, inside
+from memlab.dataset import Dataset
+from memlab.files import inside
 from memlab.grid import Sweep, as_sweeps, grid, parse_shard, shard_points, zipped
-from memlab.machine import collect, fingerprint, identity, machine_id
 from memlab.registry import all_families
 from memlab.registry import family as get_family
-from memlab.units import format_param, suggest
+from memlab.runner import (
+    POINT_OVERHEAD_SECONDS,
+    Run,
+    estimate_seconds,
+    executor_for,
+    move_aside,
+    progress_bar,
+    progress_enabled,
+    sweep_metadata,
+)
+from memlab.units import suggest
 
 __all__ = [
     "POINT_OVERHEAD_SECONDS",
+    "Run",
     "ScriptError",
     "Sweep",
     "estimate_seconds",
@@ -71,75 +63,6 @@ __all__ = [
     "sweep_metadata",
     "zipped",
 ]
-
-
-#: Seconds a point costs beyond its samples (process setup, building, first touch), for estimates.
-POINT_OVERHEAD_SECONDS = 0.25
-
-
-def progress_enabled(requested: bool = True, stream=None) -> bool:
-    """Whether to draw progress bars: asked for, and stderr is a terminal or this is a Jupyter kernel.
-
-    Logs, pipes and CI output stay quiet.
-
-    >>> progress_enabled(False)
-    False
-    """
-    if not requested:
-        return False
-    stream = stream or sys.stderr
-    return bool(getattr(stream, "isatty", lambda: False)()) or _in_jupyter()
-
-
-def progress_bar(total: int, label: str, *, enabled: bool = True, position: int = 0, leave: bool = True,
-                 unit: str = "point"):
-    """A tqdm bar (a widget in Jupyter, a line that fits the terminal's width elsewhere).
-
-    Disabled bars accept the same calls and draw nothing.
-
-    >>> bar = progress_bar(3, "demo", enabled=False); bar.update(1); bar.close()
-    """
-    return tqdm(total=total, desc=label, unit=unit, disable=not enabled, position=position, leave=leave,
-                dynamic_ncols=True, file=None if _in_jupyter() else sys.stderr, mininterval=0.2)
-
-
-def _in_jupyter() -> bool:
-    if "ipykernel" not in sys.modules:
-        return False
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and "ZMQ" in type(shell).__name__
-
-
-def estimate_seconds(sweep: Sweep) -> float:
-    """About how long ``sweep`` takes to measure (seconds), before it runs.
-
-    Each point costs its warm-up and kept samples, each lasting the sweep's
-    (or family's) target duration or what the family's ``sample_seconds``
-    says, plus :data:`POINT_OVERHEAD_SECONDS`. Machines differ: it is an
-    order of magnitude, not a promise.
-
-    >>> round(estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 50_000_000}], repeat=3, warmup=0)), 2)
-    0.4
-    """
-    family = get_family(sweep.family)
-    target = family.default_target_seconds if sweep.target_seconds is None else sweep.target_seconds
-    total = 0.0
-    for point in sweep.points:
-        try:
-            params = family.params(point)
-        except (ValueError, TypeError):
-            continue
-        sample = family.sample_seconds(params, target) if family.sample_seconds else target
-        total += (sweep.warmup + sweep.repeat) * sample + POINT_OVERHEAD_SECONDS
-    return total
-
-
-def _describe(point: Mapping[str, Any], varying: Sequence[str]) -> str:
-    return " ".join(f"{k}={format_param(k, point[k])}" for k in varying if k in point)
 
 
 def run_sweep(
@@ -203,289 +126,9 @@ def run_sweep(
     >>> len(ds)
     1
     """
-    mode = _fleet_mode(client, each_host, spread)
-    family = get_family(sweep.family)
-    shard = parse_shard(shard)
-    points = [dataclasses.asdict(family.params(p)) for p in shard_points(sweep.points, shard)]
-    repeat = sweep.repeat if repeat is None else repeat
-    warmup = sweep.warmup if warmup is None else warmup
-    varying = [n for n in family.param_names if len({repr(p[n]) for p in points}) > 1]
-    if out is not None:  # refused before the machine check says anything about the machine
-        csv_path, json_path = paths_for(out)
-        check_output_file(csv_path, "--out")
-        if not resume and _has_rows(csv_path) and not force:
-            raise OutputError(
-                f"{csv_path} already holds a dataset; not resuming starts a fresh one: "
-                "add --force to move the old one aside (or choose another --out)"
-            )
-    if mode is not None:
-        return _run_on_fleet(sweep, family, points, out, mode=mode, client=client, shard=shard,
-                             resume=resume, progress=progress, repeat=repeat, warmup=warmup, cpu=cpu,
-                             metadata=metadata, overall=overall, warn=warn, varying=varying,
-                             on_point=on_point)
-    meta = sweep_metadata(sweep, family, shard, repeat)
-    machine = identity(meta["machine"])
-    tags = {HOST_COLUMN: machine["host"], FINGERPRINT_COLUMN: machine["fingerprint_id"]}
-    meta["machines"] = [{**machine, "facts": meta["machine"]}]
-    meta.update(metadata or {})
-    bar = progress_bar(len(points), f"{sweep.family}:{sweep.name}", enabled=progress_enabled(progress),
-                       position=1 if overall is not None else 0, leave=overall is None)
-    warn = warn or (lambda text: bar.write(text, file=sys.stderr))
-    start = check(planned_bytes=largest_bytes(points), steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
-    since = (time.monotonic(), read_cpu_times())
-    meta["check_start"] = start.to_dict()
-    if start.warnings:
-        warn(f"memlab: warning: the machine check found {_check_words(start)} "
-             f"(memlab check for details)")
-    dataset = Dataset(rows=[], metadata=meta)
-    writer = None
-    if out is not None:
-        if not resume and _has_rows(csv_path):
-            move_aside(csv_path)
-        writer = DatasetWriter(out, meta, defaults=family.defaults(), required=family.required_params())
-    done: set[tuple] = set()
-    if writer is not None:
-        dataset.rows.extend(writer.existing_rows)
-        done = {dataset.key(row) for row in writer.existing_rows}
-    try:
-        for point in points:
-            key = dataset.key({"family": family.name, **point})
-            if key in done:
-                bar.update(1)
-                if overall is not None:
-                    overall.update(1)
-                if on_point is not None:
-                    on_point(point, None)
-                continue
-            bar.set_postfix_str(_describe(point, varying), refresh=False)
-            measurement = family.run(
-                point,
-                repeat=repeat,
-                warmup=warmup,
-                cpu=cpu,
-                target_seconds=sweep.target_seconds,
-                **sweep.options,
-            )
-            row = {**measurement.to_row(), **tags}
-            if writer is not None:
-                writer.append(row)
-            dataset.rows.append(row)
-            done.add(key)
-            bar.update(1)
-            if overall is not None:
-                overall.update(1)
-            if measurement.conditions_warning:
-                warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'}: "
-                     f"{measurement.conditions_warning}")
-            if on_point is not None:
-                on_point(point, row)
-        end = check(steal_since=since).to_dict()  # steal over the whole sweep
-        dataset.metadata["check_end"] = end
-        if writer is not None:
-            writer.update_metadata(check_end=end)
-    finally:
-        bar.close()
-        if writer is not None:
-            writer.close()
-    return dataset
-
-
-def _has_rows(csv_path: str) -> bool:
-    try:
-        with open(csv_path, "rb") as handle:
-            handle.readline()
-            return bool(handle.readline())
-    except FileNotFoundError:
-        return False
-
-
-def move_aside(path: str | os.PathLike) -> Path:
-    """Rename a dataset's CSV and sidecar to ``<stem>.replaced-<time>.csv/.json``; return the new CSV path.
-
-    Used when a fresh dataset must start where one exists (``--no-resume --force``):
-    the old rows are kept, under a name that says when they were replaced.
-    """
-    csv_path, json_path = paths_for(path)
-    stem = csv_path[: -len(".csv")]
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    for attempt in range(1000):
-        suffix = f".replaced-{stamp}" + (f"-{attempt}" if attempt else "")
-        target_csv, target_json = stem + suffix + ".csv", stem + suffix + ".json"
-        if not os.path.lexists(target_csv) and not os.path.lexists(target_json):
-            break
-    else:
-        raise DatasetError(f"{csv_path}: no free name to move the old dataset aside")
-    if os.path.lexists(json_path):
-        os.rename(json_path, target_json)
-    os.rename(csv_path, target_csv)
-    return Path(target_csv)
-
-
-CHECK_STEAL_WINDOW_SECONDS = 0.15
-"""The busy window of the machine check at a sweep's start; the end check
-measures steal over the whole sweep instead."""
-
-
-FLEET_MODES = ("each-host", "spread")
-
-
-def _fleet_mode(client: Any, each_host: bool, spread: bool) -> str | None:
-    if client is None:
-        if each_host or spread:
-            raise ValueError(f"{'each_host' if each_host else 'spread'}=True needs client= "
-                             "(a distributed.Client or a scheduler address)")
-        return None
-    if each_host == spread:
-        raise ValueError("client= needs exactly one of each_host=True (the whole sweep on every host) "
-                         "and spread=True (its points split over identical hosts)")
-    return "each-host" if each_host else "spread"
-
-
-def _run_on_fleet(
-    sweep: Sweep,
-    family: Family,
-    points: list[dict[str, Any]],
-    out: str | os.PathLike | None,
-    *,
-    mode: str,
-    client: Any,
-    shard: tuple[int, int] | None,
-    resume: bool,
-    progress: bool,
-    repeat: int,
-    warmup: int,
-    cpu: int | None,
-    metadata: Mapping[str, Any] | None,
-    overall: Any,
-    warn: Callable[[str], None] | None,
-    varying: Sequence[str],
-    on_point: Callable[[dict[str, Any], dict[str, Any] | None], None] | None,
-) -> Dataset:
-    """run_sweep on a Dask cluster: the hosts measure, this process writes every row."""
-    dask_client, owned = fleet.connect(client)
-    try:
-        hosts = fleet.gather_hosts(dask_client, planned_bytes=largest_bytes(points))
-        fleet.check_each_host(hosts)  # one measuring worker per host, in both modes
-        if mode == "spread":
-            fleet.check_spread(hosts)
-        meta = sweep_metadata(sweep, family, shard, repeat, facts=hosts[0].facts)
-        if mode == "each-host" and len(hosts) > 1:
-            for key in ("machine", "machine_id", "machine_fingerprint"):
-                meta.pop(key)  # several machines: metadata["machines"] lists them
-        meta["machines"] = [host.entry() for host in hosts]
-        meta["fleet"] = {"mode": mode, "scheduler": dask_client.scheduler.address,
-                         "workers": [host.address for host in hosts], "lost": {}}
-        meta.update(metadata or {})
-        if out is not None and not resume and _has_rows(paths_for(out)[0]):
-            move_aside(out)  # run_sweep refused this without force
-        writer = DatasetWriter(out, meta, defaults=family.defaults(), required=family.required_params()) if out is not None else None
-        existing = list(writer.existing_rows) if writer is not None else []
-        dataset = Dataset(existing, writer.metadata if writer is not None else meta)
-
-        def key(point: Mapping[str, Any]) -> tuple:
-            return dataset.key({"family": family.name, **point})
-
-        if mode == "each-host":
-            done = {h.address: [r for r in existing if machine_key(r) == h.key] for h in hosts}
-            plan = fleet.plan_each_host([h.address for h in hosts], done, points, key)
-            queues = {address: collections.deque(todo) for address, todo in plan.items()}
-            total = len(points) * len(hosts)
-            waiting = sum(len(q) for q in queues.values())
-        else:
-            print_id = hosts[0].fingerprint_id
-            measured = {key(r) for r in existing if machine_key(r)[1] == print_id}
-            shared = collections.deque(p for p in points if key(p) not in measured)
-            queues = {h.address: shared for h in hosts}
-            total, waiting = len(points), len(shared)
-        bar = progress_bar(total, f"{sweep.family}:{sweep.name} on {len(hosts)} hosts ({mode})",
-                           enabled=progress_enabled(progress), position=1 if overall is not None else 0,
-                           leave=overall is None)
-        warn = warn or (lambda text: bar.write(text, file=sys.stderr))
-
-        def advance(count: int, what: str) -> None:
-            bar.set_postfix_str(what, refresh=False)
-            bar.update(count)
-            if overall is not None:
-                overall.update(count)
-
-        if total > waiting:
-            advance(total - waiting, "(on disk)")
-        for host in hosts:
-            if host.check_start.get("warnings"):
-                found = "; ".join(str(w) for w in host.check_start["warnings"])
-                warn(f"memlab: warning: the machine check of {host.host} found {found}")
-        versions = {h.host: h.facts.get("memlab_version") for h in hosts}
-        if any(v and v != __version__ for v in versions.values()):
-            warn(f"memlab: warning: the hosts run other memlab versions than this one ({__version__}): "
-                 + ", ".join(f"{h}={v}" for h, v in versions.items()))
-        options = dict(repeat=repeat, warmup=warmup, cpu=cpu, target_seconds=sweep.target_seconds,
-                       **sweep.options)
-
-        def record(host: fleet.Host, point: Mapping[str, Any], outcome: dict[str, Any]) -> None:
-            row = dict(outcome["row"])
-            row[HOST_COLUMN], row[FINGERPRINT_COLUMN] = host.key
-            row[context_column("dask_overhead_s")] = round(outcome["overhead_s"], 4)
-            if writer is not None:
-                writer.append(row)
-            dataset.rows.append(row)
-            if outcome.get("warning"):
-                warn(f"memlab: warning: {family.name} {_describe(point, varying) or 'point'} "
-                     f"on {host.host}: {outcome['warning']}")
-            advance(1, f"{host.host} {_describe(point, varying)}")
-            if on_point is not None:
-                on_point(dict(point), row)
-
-        quieted = fleet.quiet_workers(dask_client, [h.address for h in hosts], True)
-        try:
-            result = fleet.dispatch(dask_client, family.name, hosts, queues, options, record,
-                                    requeue=mode == "spread")
-            dataset.metadata["fleet"] = {**dataset.metadata["fleet"], "lost": result.lost}
-            if writer is not None:
-                writer.update_metadata(fleet=dataset.metadata["fleet"])
-        finally:
-            fleet.quiet_workers(dask_client, [a for a, names in quieted.items() if isinstance(names, list)
-                                              and names], False)
-            bar.close()
-            if writer is not None:
-                writer.close()
-        for host, missing in result.lost.items():
-            warn(f"memlab: warning: {host} left the cluster; {missing} of its points were not measured "
-                 f"(run the sweep again to measure them)")
-        if result.errors:
-            raise result.errors[0][1]
-        return dataset
-    finally:
-        if owned:
-            dask_client.close()
-
-
-def _check_words(report) -> str:
-    return "; ".join(f"{finding.name}: {finding.value}" for finding in report.warnings)
-
-
-def sweep_metadata(
-    sweep: Sweep, family: Family, shard: tuple[int, int] | None = None, repeat: int | None = None,
-    facts: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The metadata of a dataset of ``sweep`` (docs/dataset.md, "Sidecar"): the family,
-    sweep, parameter names, primary metric, machine facts (``facts``, default this
-    machine's), memlab version and command."""
-    facts = collect() if facts is None else dict(facts)
-    return {
-        "family": family.name,
-        "sweep": sweep.name,
-        "description": sweep.description,
-        "param_names": list(family.param_names),
-        "primary_metric": family.primary_metric or (f"ns_per_{family.unit}" if family.unit else "elapsed_ns"),
-        "repeat": sweep.repeat if repeat is None else repeat,
-        "warmup": sweep.warmup,
-        "shard": f"{shard[0]}/{shard[1]}" if shard else "",
-        "machine": facts,
-        "machine_id": machine_id(facts),
-        "machine_fingerprint": fingerprint(facts),
-        "memlab_version": __version__,
-        "command": " ".join(sys.argv),
-    }
+    run = Run(sweep, out, shard=shard, resume=resume, force=force, repeat=repeat, warmup=warmup, cpu=cpu,
+              metadata=metadata, executor=executor_for(client, each_host, spread))
+    return run.execute(progress=progress, overall=overall, warn=warn, on_point=on_point)
 
 
 class ScriptError(ValueError):

@@ -32,7 +32,8 @@ from memlab.grid import Sweep, as_sweeps
 from memlab.registry import all_families
 from memlab.registry import family as get_family
 from memlab.report import ReportItem, write_report
-from memlab.sweep import progress_bar, progress_enabled, run_sweep
+from memlab.runner import Run, progress_bar, progress_enabled
+from memlab.sweep import run_sweep
 
 __all__ = ["REDUCED_MAX_POINTS", "REDUCED_TARGET_SECONDS", "FamilyRun", "TourResult", "reduce_sweep", "tour"]
 
@@ -106,6 +107,15 @@ def _quick_sweeps(family: Family) -> list[Sweep]:
         raise ValueError(f"{family.name}'s quick sweep: {error}") from None
 
 
+def _planned_points(sweep: Sweep) -> int:
+    """The points the run of ``sweep`` plans (memlab.runner.Run.plan), for the overall bar; a sweep
+    whose points its family refuses counts them all: its run fails, recorded like any other failure."""
+    try:
+        return len(Run(sweep).plan().points)
+    except (ValueError, TypeError):
+        return len(sweep.points)
+
+
 def _remove_dataset(path: Path) -> None:
     for name in paths_for(path):
         try:
@@ -159,7 +169,7 @@ def tour(
             planned[name] = [reduce_sweep(s, repeat=repeat or 1) if reduced else s for s in sweeps]
         except Exception as error:  # a family's own bug must not stop the tour
             planned[name] = f"{type(error).__name__}: {error}"
-    total = sum(len(s.points) for sweeps in planned.values() if not isinstance(sweeps, str) for s in sweeps)
+    total = sum(_planned_points(s) for sweeps in planned.values() if not isinstance(sweeps, str) for s in sweeps)
     overall = progress_bar(total, "tour", enabled=progress_enabled(progress), position=0)
     try:
         for name in names:

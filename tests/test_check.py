@@ -745,3 +745,33 @@ def test_steal_since_an_earlier_reading(tmp_path):
     assert report.facts["steal_fraction"] == pytest.approx(10 / 200)
     assert report.facts["steal_window_seconds"] >= 2.0
     assert report["steal"].verdict == "warning"
+
+
+# --- one object per setting: what it reads, its verdict, its tuning ------------------------------
+
+
+def test_each_setting_gives_the_finding_of_its_name_in_the_printed_order():
+    facts = check_module.collect(steal_window_seconds=0, counters=False, blas=False)
+    assert [f.name for f in judge(facts)] == [s.name for s in check_module.SETTINGS]
+    assert TUNABLE_SETTINGS == tuple(s.tune_name for s in check_module.SETTINGS if s.tunable)
+    assert all(s.targets and s.missing and s.values for s in check_module.SETTINGS if s.tunable)
+
+
+def test_a_settings_collectors_read_the_facts_its_judge_needs(tmp_path):
+    root = make_tree(tmp_path, {
+        f"{CPU}/cpu0/cpufreq/scaling_governor": "powersave\n",
+        f"{CPU}/cpufreq/boost": "1\n",
+        f"{THP}/enabled": "always [madvise] never\n",
+        "proc/sys/kernel/randomize_va_space": "0\n",
+    })
+    by_name = {s.name: s for s in check_module.SETTINGS}
+    for name, verdict in (("cpu_governor", "warning"), ("boost", "warning"), ("thp", "ok"), ("aslr", "ok")):
+        facts: dict = {}
+        by_name[name].collect(facts, root)
+        assert by_name[name].judge(facts, None).verdict == verdict, (name, facts)
+    assert {s.tune_name: s.targets(root) for s in check_module.SETTINGS if s.tunable} == {
+        "governor": [(f"/{CPU}/cpu0/cpufreq/scaling_governor", "performance")],
+        "boost": [(f"/{CPU}/cpufreq/boost", "0")],
+        "perf_sample_rate": [],
+    }
+    assert by_name["boost"].values(root, f"/{CPU}/cpufreq/boost") == ("0", "1")

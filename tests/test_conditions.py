@@ -7,6 +7,7 @@ else the machine is doing.
 """
 
 import contextlib
+import json
 import math
 import os
 import subprocess
@@ -16,6 +17,8 @@ import time
 import memlab
 import memlab.measure
 from memlab.dataset import Dataset
+from memlab import conditions
+from memlab.check import STEAL_MAX_FRACTION, judge
 from memlab.measure import cpu_seconds
 
 HOG = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end:\n    pass\n"
@@ -161,3 +164,39 @@ def test_a_report_without_the_columns_has_no_badges():
     text = build_report([conditions_dataset(with_columns=False)], command="x")
     assert "class=flagged" not in text and "<th>conditions</th>" not in text
     assert "points were measured with less than" not in text
+
+
+# --- memlab.conditions sits under measure; the machine check sits above it ---------------------
+
+_LOADED = """
+import json, pathlib, sys, types
+package = types.ModuleType("memlab")  # the package without its __init__ (which imports the check)
+package.__path__ = [str(pathlib.Path({init!r}).parent)]
+sys.modules["memlab"] = package
+import {module}
+print(json.dumps(sorted(name for name in sys.modules if name.startswith("memlab."))))
+"""
+
+
+def _modules_loaded_by(module: str) -> list[str]:
+    code = _LOADED.format(init=memlab.__file__, module=module)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_importing_measure_does_not_import_the_machine_check():
+    loaded = _modules_loaded_by("memlab.measure")
+    assert "memlab.conditions" in loaded and "memlab.machine" not in loaded
+    assert "memlab.check" not in loaded, loaded
+    assert "memlab.check" in _modules_loaded_by("memlab.check")  # the probe sees an import when there is one
+
+
+def test_the_check_judges_steal_by_the_conditions_threshold():
+    assert STEAL_MAX_FRACTION is conditions.STEAL_MAX_FRACTION
+    above = {"steal_fraction": conditions.STEAL_MAX_FRACTION * 2, "steal_window_seconds": 1}
+    below = {"steal_fraction": conditions.STEAL_MAX_FRACTION / 2, "steal_window_seconds": 1}
+    verdicts = {name: {f.name: f.verdict for f in judge(facts)}["steal"] for name, facts in
+                (("above", above), ("below", below))}
+    assert verdicts == {"above": "warning", "below": "ok"}
+    assert conditions.conditions_warning(1.0, above["steal_fraction"]).startswith("steal time")
+    assert conditions.conditions_warning(1.0, below["steal_fraction"]) == ""

@@ -29,7 +29,7 @@ distributed = pytest.importorskip(
     "distributed", reason="Dask distributed (the fleet extra: pip install 'memlab[fleet]') is not installed")
 
 from memlab import chart, cli, fleet, plot, registry  # noqa: E402
-from memlab import sweep as sweep_module  # noqa: E402
+from memlab import runner as run_module  # noqa: E402
 from memlab.compare import compare_machines  # noqa: E402
 from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset, key_value, machine_key, point_key  # noqa: E402
 from memlab.grid import Sweep, grid  # noqa: E402
@@ -270,6 +270,21 @@ def calibrate_sweep(points: int, budget_ns: int) -> Sweep:
                  repeat=1, warmup=0)
 
 
+def test_fleet_rows_have_the_columns_of_local_rows_and_the_points_planned(client, tmp_path):
+    """The fleet path of the run loop (memlab.runner.FleetExecutor) writes rows of the same
+    meaning as the local one: the same columns plus what Dask added, every planned point per host."""
+    fake(client, FAKE_A, FAKE_B)
+    sweep = calibrate_sweep(2, 5_000_000)
+    local = run_sweep(sweep, tmp_path / "local.csv", progress=False)
+    run_sweep(sweep, tmp_path / "fleet.csv", client=client, each_host=True, progress=False)
+    fleet_rows = Dataset.load(tmp_path / "fleet.csv").rows
+    want = sorted({c for r in local.rows for c in r} | {"context_dask_overhead_s"})
+    assert sorted({c for r in fleet_rows for c in r}) == want
+    planned = sorted(point_key({"family": "calibrate", **p}, ["budget_ns"]) for p in sweep.points)
+    for host in ("fake-a", "fake-b"):
+        assert sorted(point_key(r, ["budget_ns"]) for r in fleet_rows if r[HOST_COLUMN] == host) == planned
+
+
 def test_spread_splits_the_points_of_identical_machines(client, tmp_path):
     same = {**FAKE_A, "hostname": "twin-b"}
     fake(client, FAKE_A, same)
@@ -367,7 +382,7 @@ def test_ctrl_c_keeps_the_rows_measured_cancels_the_rest_and_a_rerun_completes(c
     fake(client, FAKE_A, FAKE_B)
     sweep = calibrate_sweep(4, 20_000_000)
     out = tmp_path / "interrupted.csv"
-    real_bar = sweep_module.progress_bar
+    real_bar = run_module.progress_bar
 
     def interrupting_bar(*args, **kwargs):  # Ctrl-C right after the first row is on disk
         bar = real_bar(*args, **kwargs)
@@ -380,7 +395,7 @@ def test_ctrl_c_keeps_the_rows_measured_cancels_the_rest_and_a_rerun_completes(c
         bar.update = update_then_interrupt
         return bar
 
-    monkeypatch.setattr(sweep_module, "progress_bar", interrupting_bar)
+    monkeypatch.setattr(run_module, "progress_bar", interrupting_bar)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(sweep, out, client=client, each_host=True, progress=False)
     monkeypatch.undo()

@@ -1,11 +1,14 @@
 """Machine facts: present on this Linux machine, absent (not errors) in an empty tree."""
 
+import ast
 import os
 import platform
 import re
+from pathlib import Path
 
 import pytest
 
+import memlab
 from memlab import machine
 
 
@@ -169,3 +172,21 @@ def test_core_build_reads_as_words_and_every_label_keeps_its_space():
 
 def test_cpus_allowed_is_this_process_affinity():
     assert machine.collect(include_core=False)["cpus_allowed"] == len(os.sched_getaffinity(0))
+
+
+def test_no_module_imports_a_private_name_of_machine():
+    """memlab.machine owns the machine facts: its file helpers and collectors are public, and no
+    other module reaches into its private names (the machine check did, six of them)."""
+    package = Path(memlab.__file__).parent
+    reaching = []
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "memlab.machine":
+                reaching += [(path.name, alias.name) for alias in node.names if alias.name.startswith("_")]
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and \
+                    isinstance(node.value, ast.Name) and node.value.id == "machine" and path.stem != "machine":
+                reaching.append((path.name, node.attr))
+    assert reaching == []
+    collectors = {name for name in machine.__all__ if name.startswith("collect_")}
+    assert {"collect_cpufreq", "collect_steal", "collect_blas", "collect_thp"} <= collectors
+    assert all(callable(getattr(machine, name)) for name in collectors)

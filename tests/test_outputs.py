@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import memlab.family
+import memlab.runner
 import memlab.sweep
 from memlab import cli
 from memlab.dataset import Dataset, DatasetError, DatasetWriter
@@ -76,7 +77,7 @@ def test_run_out_creates_its_directory(tmp_path):
 
 
 def test_no_resume_refuses_an_existing_dataset_and_force_moves_it_aside(tmp_path, measured, capsys, monkeypatch):
-    real_check = memlab.sweep.check
+    real_check = memlab.runner.check
     script = tmp_path / "s.py"
     script.write_text("from memlab.grid import Sweep\n"
                       "def sweep(quick=False):\n"
@@ -90,7 +91,7 @@ def test_no_resume_refuses_an_existing_dataset_and_force_moves_it_aside(tmp_path
     measured.clear()
     capsys.readouterr()
     checks = []
-    monkeypatch.setattr(memlab.sweep, "check", lambda *a, **k: checks.append(a) or real_check(*a, **k))
+    monkeypatch.setattr(memlab.runner, "check", lambda *a, **k: checks.append(a) or real_check(*a, **k))
     assert cli.main(args) == 2  # before: appended, 4 rows of which 2 unique, "2 rows" printed
     assert "already holds a dataset" in capsys.readouterr().err and measured == []
     assert checks == []  # refused before the machine check (its warnings would precede the refusal)

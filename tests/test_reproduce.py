@@ -22,6 +22,7 @@ from memlab.catalogue import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED, Claim, 
 from memlab.dataset import Dataset
 from memlab.family import Family
 from memlab.grid import Sweep
+from memlab.runner import POINT_OVERHEAD_SECONDS, Run, estimate_seconds
 
 # the module: the package attribute memlab.reproduce is the function
 reproducing = importlib.import_module("memlab.reproduce")
@@ -100,7 +101,7 @@ def test_quick_variants_are_shorter_and_named_apart(tmp_path):
             continue
         quick = reproducing.item_sweep(entry, quick=True)
         assert quick.name != full.name, entry.key
-        assert reproducing.estimate_seconds(quick) < reproducing.estimate_seconds(full), entry.key
+        assert estimate_seconds(quick) < estimate_seconds(full), entry.key
 
 
 def test_a_sweep_this_machine_cannot_build_is_not_measurable(fake_catalogue, tmp_path):
@@ -108,16 +109,20 @@ def test_a_sweep_this_machine_cannot_build_is_not_measurable(fake_catalogue, tmp
     assert task.sweep is None and "needs SMT" in task.unmeasurable
 
 
-def test_estimate_uses_each_points_duration():
+def test_estimate_uses_each_points_duration(tmp_path):
+    """A task's estimate is the run's (memlab.runner: one rule for every command)."""
     sweep = Sweep("s", "system", [{"test": "spawn", "duration_s": 2.0}], repeat=3, warmup=0)
-    assert reproducing.estimate_seconds(sweep) == pytest.approx(6.0 + reproducing.POINT_OVERHEAD_S)
+    assert estimate_seconds(sweep) == pytest.approx(6.0 + POINT_OVERHEAD_SECONDS)
+    assert Run(sweep).plan().seconds == pytest.approx(estimate_seconds(sweep))
+    (task,) = reproducing.plan(catalogue.select(["unixbench-spawn"]), True, tmp_path)
+    assert task.seconds == pytest.approx(estimate_seconds(task.sweep))
 
 
 def test_estimate_uses_the_familys_sample_length():
     """A clearing point that pauses 5 s before each sample costs those seconds (clear's sample_seconds)."""
     paused = Sweep("s", "clear_fault", [{"region_bytes": 2 << 20, "pages": "4k", "pause_s": 5.0}],
                    repeat=1, warmup=0, target_seconds=0.01)
-    assert reproducing.estimate_seconds(paused) == pytest.approx(5.01 + reproducing.POINT_OVERHEAD_S)
+    assert estimate_seconds(paused) == pytest.approx(5.01 + POINT_OVERHEAD_SECONDS)
 
 
 def test_listing_shows_every_item_and_the_totals():
@@ -343,14 +348,19 @@ def test_a_machine_without_cache_sizes_plans_the_other_items(monkeypatch, tmp_pa
 
 def test_the_overall_eta_uses_the_rate_of_the_whole_run():
     """tqdm's default smoothing extrapolates from the last few updates: one slow point made the
-    full run's ETA read twelve hours half-way through a 78-minute run."""
-    module = importlib.import_module("memlab.reproduce")
-    bar = module._Bar(100.0, enabled=True)
+    full run's ETA read twelve hours half-way through a 78-minute run. reproduce's bar is the
+    run loop's ETA bar (memlab.runner.eta_bar), which never passes its total."""
+    module = importlib.import_module("memlab.runner")
+    bar = module.eta_bar(100.0, "reproduce", enabled=True)
     try:
-        assert bar.bar is not None and bar.bar.smoothing == 0
+        assert not bar.disable and bar.smoothing == 0
+        bar.update(70.0)
+        bar.update(70.0)  # more than is left: the bar stops at its total
+        assert bar.n == pytest.approx(100.0)
     finally:
         bar.close()
-    assert module._Bar(100.0, enabled=False).bar is None
+    assert module.eta_bar(100.0, "reproduce", enabled=False).disable
+    assert module.eta_bar(0.0, "reproduce", enabled=True).disable  # nothing to do: no bar
 
 
 def test_verdicts_and_times_are_written_without_following_a_planted_link(fake_catalogue, tmp_path):

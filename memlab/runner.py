@@ -1,0 +1,729 @@
+"""The run loop: the points of a sweep planned, opened, measured and closed, each row on disk at once.
+
+Every way memlab measures into a dataset goes through one :class:`Run`
+(``memlab sweep`` and :func:`memlab.sweep.run_sweep`, fleet sweeps,
+``memlab run --out``, the tour, the pytest plugin, ``memlab reproduce``):
+
+- :meth:`Run.plan` (no side effect but reading ``out``): the points (of the
+  shard), the points already on disk, the estimated seconds of each point,
+  the pending points. The tour, the plugin and ``memlab reproduce`` ask it for
+  their estimates and progress totals;
+- :meth:`Run.open`: refuses an output that must not be written (before the
+  machine check says anything about the machine), gathers the machine facts
+  and the machine check through the executor, writes the metadata (machine,
+  version, command) and opens the :class:`memlab.dataset.DatasetWriter`;
+- :meth:`Run.measure`: the executor measures the pending points; every row
+  is tagged with the machine that measured it, appended to the file, counted
+  on the progress bars, and its conditions warning said once;
+- :meth:`Run.close`: the executor's closing facts (the end check: steal over
+  the whole run; a fleet's lost points) go into the metadata, the file and
+  the bars are closed.
+
+The executor is how points are measured: :class:`LocalExecutor` in this
+process one after the other, :class:`FleetExecutor` on the workers of a Dask
+cluster (docs/fleet.md). An executor gives the run its machines at the start
+(:meth:`start`), measures a list of work (:meth:`measure`, calling back for
+every row) and says what to record at the end (:meth:`finish`). Interleaved
+rounds (every point once per round, the rounds repeated) and an executor
+measuring in worker processes plug in here: a run's order of work is the
+executor's, the writing and the bookkeeping stay the run's.
+
+>>> plan = Run(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1, warmup=0)).plan()
+>>> len(plan.pending), round(plan.seconds, 3)
+(1, 0.255)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from tqdm.auto import tqdm
+
+from memlab import fleet
+from memlab._version import __version__
+from memlab.check import check, largest_bytes
+from memlab.conditions import read_cpu_times
+from memlab.dataset import (
+    FINGERPRINT_COLUMN,
+    HOST_COLUMN,
+    Dataset,
+    DatasetError,
+    DatasetWriter,
+    context_column,
+    machine_key,
+    paths_for,
+    point_key,
+)
+from memlab.family import Family
+from memlab.files import OutputError, check_output_file
+from memlab.grid import Sweep, parse_shard, shard_points
+from memlab.machine import collect, fingerprint, identity, machine_id
+from memlab.registry import family as get_family
+from memlab.units import format_param
+
+__all__ = [
+    "CHECK_STEAL_WINDOW_SECONDS",
+    "FLEET_MODES",
+    "POINT_OVERHEAD_SECONDS",
+    "Executor",
+    "FleetExecutor",
+    "LocalExecutor",
+    "Plan",
+    "Run",
+    "estimate_seconds",
+    "eta_bar",
+    "move_aside",
+    "point_seconds",
+    "progress_bar",
+    "progress_enabled",
+    "sweep_metadata",
+]
+
+#: Seconds a point costs beyond its samples (process setup, building, first touch), for estimates.
+POINT_OVERHEAD_SECONDS = 0.25
+
+CHECK_STEAL_WINDOW_SECONDS = 0.15
+"""The busy window of the machine check at a run's start; the end check
+measures steal over the whole run instead."""
+
+FLEET_MODES = ("each-host", "spread")
+
+Warn = Callable[[str], None]
+OnPoint = Callable[[dict[str, Any], "dict[str, Any] | None"], None]
+
+
+# --------------------------------------------------------------------------
+# progress bars
+
+
+def progress_enabled(requested: bool = True, stream=None) -> bool:
+    """Whether to draw progress bars: asked for, and stderr is a terminal or this is a Jupyter kernel.
+
+    Logs, pipes and CI output stay quiet.
+
+    >>> progress_enabled(False)
+    False
+    """
+    if not requested:
+        return False
+    stream = stream or sys.stderr
+    return bool(getattr(stream, "isatty", lambda: False)()) or _in_jupyter()
+
+
+def progress_bar(total: int, label: str, *, enabled: bool = True, position: int = 0, leave: bool = True,
+                 unit: str = "point"):
+    """A tqdm bar (a widget in Jupyter, a line that fits the terminal's width elsewhere).
+
+    Disabled bars accept the same calls and draw nothing.
+
+    >>> bar = progress_bar(3, "demo", enabled=False); bar.update(1); bar.close()
+    """
+    return tqdm(total=total, desc=label, unit=unit, disable=not enabled, position=position, leave=leave,
+                dynamic_ncols=True, file=None if _in_jupyter() else sys.stderr, mininterval=0.2)
+
+
+def eta_bar(total_seconds: float, label: str, *, enabled: bool = True):
+    """A bar over estimated seconds of work (several runs: ``memlab reproduce``), with the time left.
+
+    Its rate is the one of the whole run (``smoothing=0``): one slow point does
+    not turn the time left into hours. :meth:`update` never passes the total.
+    Disabled (or with nothing to do) it accepts the same calls and draws nothing.
+
+    >>> bar = eta_bar(10.0, "demo", enabled=False); bar.update(3.0); bar.close()
+    """
+    bar = tqdm(total=round(total_seconds, 1), unit="s", desc=label, disable=not enabled or total_seconds <= 0,
+               file=None if _in_jupyter() else sys.stderr, dynamic_ncols=True, smoothing=0,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} elapsed, ~{remaining} left{postfix}")
+    update = bar.update
+
+    def bounded(seconds: float = 1.0) -> None:
+        step = max(0.0, min(round(seconds, 1), (bar.total or 0) - bar.n))
+        if step:
+            update(step)
+
+    bar.update = bounded
+    return bar
+
+
+def _in_jupyter() -> bool:
+    if "ipykernel" not in sys.modules:
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "ZMQ" in type(shell).__name__
+
+
+# --------------------------------------------------------------------------
+# planning
+
+
+def point_seconds(family: Family, params: Any, target_seconds: float | None, samples: int) -> float:
+    """About how long one point takes (seconds): ``samples`` samples (warm-up and kept), each lasting
+    the target (``target_seconds``, else the family's) or what the family's ``sample_seconds``
+    says (calibrate's budget, system's ``duration_s``, clear's pause), plus
+    :data:`POINT_OVERHEAD_SECONDS`. Machines differ: an order of magnitude, not a promise.
+
+    >>> from memlab.registry import family
+    >>> calibrate = family("calibrate")
+    >>> point_seconds(calibrate, calibrate.params({"budget_ns": 50_000_000}), None, 3)
+    0.4
+    """
+    target = family.default_target_seconds if target_seconds is None else target_seconds
+    sample = family.sample_seconds(params, target) if family.sample_seconds else target
+    return round(samples * float(sample or 0.0) + POINT_OVERHEAD_SECONDS, 9)
+
+
+def estimate_seconds(sweep: Sweep) -> float:
+    """About how long ``sweep`` takes to measure (seconds), before it runs: :func:`point_seconds`
+    summed over its points (a point the family refuses counts nothing: the run would stop there).
+
+    >>> round(estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 50_000_000}], repeat=3, warmup=0)), 2)
+    0.4
+    """
+    family = get_family(sweep.family)
+    total = 0.0
+    for point in sweep.points:
+        try:
+            params = family.params(point)
+        except (ValueError, TypeError):
+            continue
+        total += point_seconds(family, params, sweep.target_seconds, sweep.warmup + sweep.repeat)
+    return total
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a run will measure: every point of its shard (parameters complete, in order), their
+    keys, the keys already on disk, and each point's estimated seconds."""
+
+    sweep: Sweep
+    family: Family
+    points: list[dict[str, Any]]
+    seconds_per_point: list[float]
+    done: set[tuple]
+    repeat: int
+    warmup: int
+
+    def key(self, point: Mapping[str, Any]) -> tuple:
+        """The identity of a point (or row) of this run (:func:`memlab.dataset.point_key`)."""
+        return point_key({"family": self.family.name, **point}, self.family.param_names)
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """The points not on disk yet, in order."""
+        return [point for point in self.points if self.key(point) not in self.done]
+
+    @property
+    def seconds(self) -> float:
+        """Estimated seconds of every point."""
+        return sum(self.seconds_per_point)
+
+    @property
+    def pending_seconds(self) -> float:
+        """Estimated seconds of the points not on disk yet."""
+        return sum(s for p, s in zip(self.points, self.seconds_per_point) if self.key(p) not in self.done)
+
+    @property
+    def varying(self) -> list[str]:
+        """The parameters whose value differs between points (what a progress line shows)."""
+        return [n for n in self.family.param_names if len({repr(p[n]) for p in self.points}) > 1]
+
+    def describe(self, point: Mapping[str, Any]) -> str:
+        """A point in words by its varying parameters (``working_set_bytes=16 KiB``), "" for one point."""
+        return " ".join(f"{k}={format_param(k, point[k])}" for k in self.varying if k in point)
+
+
+def _existing_rows(out: str | os.PathLike, family: Family) -> list[dict[str, Any]]:
+    """The rows a dataset at ``out`` holds (those its parameters' defaults fill); [] when there is
+    none or it cannot be read (opening the run refuses it then, with the reason)."""
+    csv_path = paths_for(out)[0]
+    if not os.path.exists(csv_path):
+        return []
+    try:
+        existing = Dataset.load(csv_path)
+    except (OSError, ValueError):
+        return []
+    defaults = family.defaults()
+    return [{**{k: v for k, v in defaults.items() if k not in row}, **row} for row in existing.rows]
+
+
+# --------------------------------------------------------------------------
+# executors
+
+
+@dataclasses.dataclass
+class Machines:
+    """What an executor found at the start: the facts the metadata records as ``machine``, every
+    machine's entry (``metadata["machines"]``), metadata of its own, and warnings to say."""
+
+    facts: dict[str, Any]
+    entries: list[dict[str, Any]]
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    single: bool = True
+    """False when the rows come from several machines: ``machine``, ``machine_id`` and
+    ``machine_fingerprint`` are left out (``machines`` lists them)."""
+
+
+class Executor(Protocol):
+    """How a run's points are measured (:class:`LocalExecutor`, :class:`FleetExecutor`)."""
+
+    def start(self, run: Run) -> Machines:
+        """The machines that will measure, their facts and their start checks."""
+
+    def work(self, run: Run, existing: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        """Plan the work given the rows on disk: ``(total, waiting)`` progress units."""
+
+    def measure(self, run: Run) -> None:
+        """Measure the work, calling :meth:`Run.record` for each row (and :meth:`Run.skip` for a
+        point found on disk, where the executor counts those one by one)."""
+
+    def finish(self, run: Run) -> dict[str, Any]:
+        """Metadata to record once every point is measured."""
+
+    def close(self) -> None:
+        """Release what :meth:`start` took (a cluster connection); called on every way out."""
+
+
+class LocalExecutor:
+    """Every point measured in this process, one after the other, in the plan's order.
+
+    The machine check runs before the first point and after the last; the end
+    check measures steal over the whole run.
+    """
+
+    label = ""
+
+    def __init__(self) -> None:
+        self.since: tuple[float, dict] | None = None
+        self.tags: dict[str, str] = {}
+
+    def start(self, run: Run) -> Machines:
+        facts = collect()
+        machine = identity(facts)
+        self.tags = {HOST_COLUMN: machine["host"], FINGERPRINT_COLUMN: machine["fingerprint_id"]}
+        start = check(planned_bytes=largest_bytes(run.plan().points),
+                      steal_window_seconds=CHECK_STEAL_WINDOW_SECONDS)
+        self.since = (time.monotonic(), read_cpu_times())
+        warnings = []
+        if start.warnings:
+            found = "; ".join(f"{finding.name}: {finding.value}" for finding in start.warnings)
+            warnings.append(f"memlab: warning: the machine check found {found} (memlab check for details)")
+        return Machines(facts, [{**machine, "facts": facts}], {"check_start": start.to_dict()}, warnings)
+
+    def work(self, run: Run, existing: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        points = run.plan().points
+        return len(points), len(points)  # points on disk advance the bar in order, as they come
+
+    def measure(self, run: Run) -> None:
+        plan = run.plan()
+        for point in plan.points:
+            if plan.key(point) in run.done:
+                run.skip(point)
+                continue
+            run.bar.set_postfix_str(plan.describe(point), refresh=False)
+            measurement = plan.family.run(point, **run.options)
+            run.record(point, {**measurement.to_row(), **self.tags}, measurement.conditions_warning,
+                       measurement=measurement)
+
+    def finish(self, run: Run) -> dict[str, Any]:
+        return {"check_end": check(steal_since=self.since).to_dict()}
+
+    def close(self) -> None:
+        pass
+
+
+class FleetExecutor:
+    """The points measured by the Dask workers offering the ``memlab`` resource (docs/fleet.md):
+    ``each-host`` measures the whole sweep on every host, ``spread`` splits its points over hosts
+    whose fingerprints agree. This process stays the only writer. A host that leaves the cluster
+    loses only the point it was measuring (``metadata["fleet"]["lost"]``)."""
+
+    def __init__(self, client: Any, mode: str) -> None:
+        if mode not in FLEET_MODES:
+            raise ValueError(f"mode={mode!r} is not one of {', '.join(FLEET_MODES)}")
+        self.client, self.mode = client, mode
+        self.dask_client = None
+        self.owned = False
+        self.hosts: list[fleet.Host] = []
+        self.queues: dict[str, collections.deque] = {}
+        self.result: fleet.FleetResult | None = None
+
+    @property
+    def label(self) -> str:
+        return f" on {len(self.hosts)} hosts ({self.mode})"
+
+    def start(self, run: Run) -> Machines:
+        self.dask_client, self.owned = fleet.connect(self.client)
+        self.hosts = hosts = fleet.gather_hosts(self.dask_client, planned_bytes=largest_bytes(run.plan().points))
+        fleet.check_each_host(hosts)  # one measuring worker per host, in both modes
+        if self.mode == "spread":
+            fleet.check_spread(hosts)
+        meta = {"fleet": {"mode": self.mode, "scheduler": self.dask_client.scheduler.address,
+                          "workers": [host.address for host in hosts], "lost": {}}}
+        warnings = []
+        for host in hosts:
+            if host.check_start.get("warnings"):
+                found = "; ".join(str(w) for w in host.check_start["warnings"])
+                warnings.append(f"memlab: warning: the machine check of {host.host} found {found}")
+        versions = {h.host: h.facts.get("memlab_version") for h in hosts}
+        if any(v and v != __version__ for v in versions.values()):
+            warnings.append(f"memlab: warning: the hosts run other memlab versions than this one ({__version__}): "
+                            + ", ".join(f"{h}={v}" for h, v in versions.items()))
+        single = not (self.mode == "each-host" and len(hosts) > 1)
+        return Machines(hosts[0].facts, [host.entry() for host in hosts], meta, warnings, single)
+
+    def work(self, run: Run, existing: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        plan = run.plan()
+        if self.mode == "each-host":
+            done = {h.address: [r for r in existing if machine_key(r) == h.key] for h in self.hosts}
+            todo = fleet.plan_each_host([h.address for h in self.hosts], done, plan.points, plan.key)
+            self.queues = {address: collections.deque(points) for address, points in todo.items()}
+            return len(plan.points) * len(self.hosts), sum(len(q) for q in self.queues.values())
+        print_id = self.hosts[0].fingerprint_id
+        measured = {plan.key(r) for r in existing if machine_key(r)[1] == print_id}
+        shared = collections.deque(p for p in plan.points if plan.key(p) not in measured)
+        self.queues = {h.address: shared for h in self.hosts}
+        return len(plan.points), len(shared)
+
+    def measure(self, run: Run) -> None:
+        plan = run.plan()
+
+        def record(host: fleet.Host, point: Mapping[str, Any], outcome: dict[str, Any]) -> None:
+            row = dict(outcome["row"])
+            row[HOST_COLUMN], row[FINGERPRINT_COLUMN] = host.key
+            row[context_column("dask_overhead_s")] = round(outcome["overhead_s"], 4)
+            run.bar.set_postfix_str(f"{host.host} {plan.describe(point)}", refresh=False)
+            run.record(dict(point), row, outcome.get("warning") or "", where=f" on {host.host}")
+
+        addresses = [h.address for h in self.hosts]
+        quieted = fleet.quiet_workers(self.dask_client, addresses, True)
+        try:
+            self.result = fleet.dispatch(self.dask_client, plan.family.name, self.hosts, self.queues,
+                                         run.options, record, requeue=self.mode == "spread")
+        finally:
+            fleet.quiet_workers(self.dask_client, [a for a, names in quieted.items()
+                                                   if isinstance(names, list) and names], False)
+
+    def finish(self, run: Run) -> dict[str, Any]:
+        lost = self.result.lost if self.result is not None else {}
+        return {"fleet": {**run.dataset.metadata["fleet"], "lost": lost}}
+
+    def after(self, run: Run) -> None:
+        """Once the file is closed: say which hosts left, raise the first failed measurement."""
+        if self.result is None:
+            return
+        for host, missing in self.result.lost.items():
+            run.warn(f"memlab: warning: {host} left the cluster; {missing} of its points were not measured "
+                     f"(run the sweep again to measure them)")
+        if self.result.errors:
+            raise self.result.errors[0][1]
+
+    def close(self) -> None:
+        if self.owned and self.dask_client is not None:
+            self.dask_client.close()
+        self.dask_client = None
+
+
+# --------------------------------------------------------------------------
+# the run
+
+
+class Run:
+    """One run of a sweep (or of its shard) into a dataset: :meth:`plan`, :meth:`open`,
+    :meth:`measure`, :meth:`close` (or all four: :meth:`execute`).
+
+    ``out`` (a .csv path, or None for a dataset in memory) receives each row as
+    soon as it is measured; with ``resume`` the points already there are
+    skipped; ``resume=False`` starts a fresh dataset, refusing an existing one
+    with rows unless ``force`` (which moves it aside, :func:`move_aside`).
+    ``repeat`` and ``warmup`` override the sweep's, ``cpu`` pins the
+    measurements; ``metadata`` is added to the dataset's. ``executor``:
+    :class:`LocalExecutor` (default) or :class:`FleetExecutor`.
+
+    >>> with Run(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1)) as run:
+    ...     dataset = run.measure()
+    >>> len(dataset)
+    1
+    """
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        out: str | os.PathLike | None = None,
+        *,
+        shard: tuple[int, int] | str | None = None,
+        resume: bool = True,
+        force: bool = False,
+        repeat: int | None = None,
+        warmup: int | None = None,
+        cpu: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self.sweep = sweep
+        self.family = get_family(sweep.family)
+        self.out = out
+        self.shard = parse_shard(shard)
+        self.resume, self.force = resume, force
+        self.repeat = sweep.repeat if repeat is None else repeat
+        self.warmup = sweep.warmup if warmup is None else warmup
+        self.cpu = cpu
+        self.extra_metadata = dict(metadata or {})
+        self.executor: Executor = executor if executor is not None else LocalExecutor()
+        self.options = dict(repeat=self.repeat, warmup=self.warmup, cpu=cpu, target_seconds=sweep.target_seconds,
+                            **sweep.options)
+        self._plan: Plan | None = None
+        self.dataset: Dataset | None = None
+        self.writer: DatasetWriter | None = None
+        self.done: set[tuple] = set()
+        self.bar = progress_bar(0, "", enabled=False)
+        self.overall: Any = None
+        self.on_point: OnPoint | None = None
+        self.on_measurement: Callable[[Any], None] | None = None
+        self.warn: Warn = lambda text: print(text, file=sys.stderr)
+        self.measured = 0
+        self._opened = False
+
+    # -- plan ---------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        """The points of the run, those on disk (``out`` with ``resume``) and the estimates; every
+        point checked by its family (a ValueError naming the parameter before anything runs)."""
+        if self._plan is None:
+            family = self.family
+            points = [dataclasses.asdict(family.params(p)) for p in shard_points(self.sweep.points, self.shard)]
+            samples = self.warmup + self.repeat
+            seconds = [point_seconds(family, family.params(p), self.sweep.target_seconds, samples) for p in points]
+            plan = Plan(self.sweep, family, points, seconds, set(), self.repeat, self.warmup)
+            if self.out is not None and self.resume:
+                plan.done = {plan.key(row) for row in _existing_rows(self.out, family)}
+            self._plan = plan
+        return self._plan
+
+    # -- open ---------------------------------------------------------------
+
+    def check_output(self) -> None:
+        """Refuse an ``out`` this run must not write (OutputError), before anything is measured."""
+        if self.out is None:
+            return
+        csv_path = paths_for(self.out)[0]
+        check_output_file(csv_path, "--out")
+        if not self.resume and _has_rows(csv_path) and not self.force:
+            raise OutputError(
+                f"{csv_path} already holds a dataset; not resuming starts a fresh one: "
+                "add --force to move the old one aside (or choose another --out)"
+            )
+
+    def open(
+        self,
+        *,
+        progress: bool = True,
+        overall: Any = None,
+        warn: Warn | None = None,
+        on_point: OnPoint | None = None,
+        on_measurement: Callable[[Any], None] | None = None,
+    ) -> Run:
+        """Check the output, start the executor (machine facts, machine check), write the metadata and
+        open the writer; draw the run's bar (``progress``), advance ``overall`` too (a bar over
+        several runs). ``warn`` receives each warning line (default: printed to stderr);
+        ``on_point(point, row)`` is called after each point (``row`` None for a point found on disk)
+        and ``on_measurement(measurement)`` after each one measured here."""
+        plan = self.plan()  # a point its family refuses stops the run here
+        self.check_output()  # refused before the machine check says anything about the machine
+        self.overall, self.on_point, self.on_measurement = overall, on_point, on_measurement
+        self._opened = True
+        try:
+            machines = self.executor.start(self)
+            meta = sweep_metadata(self.sweep, self.family, self.shard, self.repeat, facts=machines.facts)
+            if not machines.single:
+                for key in ("machine", "machine_id", "machine_fingerprint"):
+                    meta.pop(key)  # several machines: metadata["machines"] lists them
+            meta["machines"] = machines.entries
+            meta.update(machines.metadata)
+            meta.update(self.extra_metadata)
+            if self.out is not None:
+                if not self.resume and _has_rows(paths_for(self.out)[0]):
+                    move_aside(self.out)  # check_output refused this without force
+                self.writer = DatasetWriter(self.out, meta, defaults=self.family.defaults(),
+                                            required=self.family.required_params())
+            existing = list(self.writer.existing_rows) if self.writer is not None else []
+            self.dataset = Dataset(existing, self.writer.metadata if self.writer is not None else meta)
+            self.done = {plan.key(row) for row in existing}
+            total, waiting = self.executor.work(self, existing)
+            self.bar = progress_bar(total, f"{self.sweep.family}:{self.sweep.name}{self.executor.label}",
+                                    enabled=progress_enabled(progress), position=1 if overall is not None else 0,
+                                    leave=overall is None)
+            self.warn = warn or (lambda text: self.bar.write(text, file=sys.stderr))
+            if total > waiting:
+                self._advance(total - waiting, "(on disk)")
+            for text in machines.warnings:
+                self.warn(text)
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    # -- measure ------------------------------------------------------------
+
+    def measure(self) -> Dataset:
+        """Measure the pending points with the executor (the run is opened first if it is not) and
+        close the run; the dataset with every row (those found on disk first)."""
+        if not self._opened:
+            self.open()
+        try:
+            self.executor.measure(self)
+            updates = self.executor.finish(self)
+            self.dataset.metadata.update(updates)
+            if self.writer is not None:
+                self.writer.update_metadata(**updates)
+        finally:
+            self._release()
+        after = getattr(self.executor, "after", None)
+        if after is not None:
+            after(self)
+        return self.dataset
+
+    def record(self, point: dict[str, Any], row: dict[str, Any], warning: str = "", *, where: str = "",
+               measurement: Any = None) -> None:
+        """One measured row: appended to the file and the dataset, counted, its warning said."""
+        if self.writer is not None:
+            self.writer.append(row)
+        self.dataset.rows.append(row)
+        self.done.add(self.plan().key(point))
+        self.measured += 1
+        self._advance(1)
+        if warning:
+            self.warn(f"memlab: warning: {self.family.name} {self.plan().describe(point) or 'point'}{where}: "
+                      f"{warning}")
+        if measurement is not None and self.on_measurement is not None:
+            self.on_measurement(measurement)
+        if self.on_point is not None:
+            self.on_point(point, row)
+
+    def skip(self, point: dict[str, Any]) -> None:
+        """A point found on disk: counted on the bars, told to ``on_point`` with no row."""
+        self._advance(1)
+        if self.on_point is not None:
+            self.on_point(point, None)
+
+    def _advance(self, count: int, what: str | None = None) -> None:
+        if what is not None:
+            self.bar.set_postfix_str(what, refresh=False)
+        self.bar.update(count)
+        if self.overall is not None:
+            self.overall.update(count)
+
+    # -- close --------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the file, the bar and the executor (what :meth:`measure` does on its way out)."""
+        self._release()
+
+    def _release(self) -> None:
+        self.bar.close()
+        if self.writer is not None:
+            self.writer.close()
+        self.executor.close()
+
+    def execute(self, *, progress: bool = True, overall: Any = None, warn: Warn | None = None,
+                on_point: OnPoint | None = None,
+                on_measurement: Callable[[Any], None] | None = None) -> Dataset:
+        """:meth:`open` (with these arguments), then :meth:`measure`: the dataset."""
+        self.open(progress=progress, overall=overall, warn=warn, on_point=on_point, on_measurement=on_measurement)
+        return self.measure()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._release()
+
+
+# --------------------------------------------------------------------------
+# files and metadata
+
+
+def _has_rows(csv_path: str) -> bool:
+    try:
+        with open(csv_path, "rb") as handle:
+            handle.readline()
+            return bool(handle.readline())
+    except FileNotFoundError:
+        return False
+
+
+def move_aside(path: str | os.PathLike) -> Path:
+    """Rename a dataset's CSV and sidecar to ``<stem>.replaced-<time>.csv/.json``; return the new CSV path.
+
+    Used when a fresh dataset must start where one exists (``--no-resume --force``):
+    the old rows are kept, under a name that says when they were replaced.
+    """
+    csv_path, json_path = paths_for(path)
+    stem = csv_path[: -len(".csv")]
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for attempt in range(1000):
+        suffix = f".replaced-{stamp}" + (f"-{attempt}" if attempt else "")
+        target_csv, target_json = stem + suffix + ".csv", stem + suffix + ".json"
+        if not os.path.lexists(target_csv) and not os.path.lexists(target_json):
+            break
+    else:
+        raise DatasetError(f"{csv_path}: no free name to move the old dataset aside")
+    if os.path.lexists(json_path):
+        os.rename(json_path, target_json)
+    os.rename(csv_path, target_csv)
+    return Path(target_csv)
+
+
+def sweep_metadata(
+    sweep: Sweep, family: Family, shard: tuple[int, int] | None = None, repeat: int | None = None,
+    facts: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The metadata of a dataset of ``sweep`` (docs/dataset.md, "Sidecar"): the family,
+    sweep, parameter names, primary metric, machine facts (``facts``, default this
+    machine's), memlab version and command."""
+    facts = collect() if facts is None else dict(facts)
+    return {
+        "family": family.name,
+        "sweep": sweep.name,
+        "description": sweep.description,
+        "param_names": list(family.param_names),
+        "primary_metric": family.primary_metric or (f"ns_per_{family.unit}" if family.unit else "elapsed_ns"),
+        "repeat": sweep.repeat if repeat is None else repeat,
+        "warmup": sweep.warmup,
+        "shard": f"{shard[0]}/{shard[1]}" if shard else "",
+        "machine": facts,
+        "machine_id": machine_id(facts),
+        "machine_fingerprint": fingerprint(facts),
+        "memlab_version": __version__,
+        "command": " ".join(sys.argv),
+    }
+
+
+def fleet_mode(client: Any, each_host: bool, spread: bool) -> str | None:
+    """``"each-host"``, ``"spread"`` or None (no ``client``); ValueError for a mode without a client,
+    or a client with both modes or none."""
+    if client is None:
+        if each_host or spread:
+            raise ValueError(f"{'each_host' if each_host else 'spread'}=True needs client= "
+                             "(a distributed.Client or a scheduler address)")
+        return None
+    if each_host == spread:
+        raise ValueError("client= needs exactly one of each_host=True (the whole sweep on every host) "
+                         "and spread=True (its points split over identical hosts)")
+    return "each-host" if each_host else "spread"
+
+
+def executor_for(client: Any = None, each_host: bool = False, spread: bool = False) -> Executor:
+    """The executor a run's arguments ask for: a :class:`FleetExecutor` with ``client``, else local."""
+    mode = fleet_mode(client, each_host, spread)
+    return LocalExecutor() if mode is None else FleetExecutor(client, mode)

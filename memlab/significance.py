@@ -169,7 +169,8 @@ def smallest_two_sided_p(n1: int, n2: int) -> float:
     """
     if n1 < 1 or n2 < 1:
         return 1.0
-    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+    arrangements = math.comb(n1 + n2, n1)
+    return min(1.0, 2.0 / arrangements) if arrangements < 10**300 else 0.0
 
 
 def mann_whitney_u(first: Sequence[float], second: Sequence[float]) -> MannWhitneyResult:

@@ -91,7 +91,10 @@ def changed(comparison) -> int:
 def report(comparison, single) -> list[str]:
     lines = [comparison.format(), ""]
     lines.append("one run a side (each side's first run alone):")
-    lines.extend("  " + f"{point.label}: {point.verdict}: {point.reason}" for point in single.points)
+    shown = single.varying_params()
+    for point in single.points:
+        label = " ".join(f"{name}={point.params.get(name)}" for name in shown) or point.label
+        lines.append(f"  {label}: {point.verdict}: {point.reason}")
     return lines
 
 

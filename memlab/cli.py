@@ -466,7 +466,7 @@ def _compare_parser(sub) -> None:
     parser.add_argument("--confidence", type=_ascii_float, default=0.95,
                         help="confidence of the ratio interval (default 0.95)")
     parser.add_argument("--fail-on-noise", action="store_true",
-                        help="also exit 1 when a point gets no verdict (too noisy or too few samples)")
+                        help="also exit 1 when a point gets no verdict (inconclusive)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.set_defaults(handler=cmd_compare)
 
@@ -823,7 +823,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 1
     if args.fail_on_noise and comparison.unjudged:
         print(f"memlab compare: {len(comparison.unjudged)} point(s) without a verdict "
-              f"(too noisy or too few samples) and --fail-on-noise", file=sys.stderr)
+              f"(inconclusive) and --fail-on-noise", file=sys.stderr)
         return 1
     return 0
 

@@ -1,18 +1,23 @@
 """Two datasets -> per-point ratios with confidence, and a regression verdict.
 
 :func:`compare` matches the rows of a baseline and a candidate dataset by
-their parameters (the metadata's ``param_names``, plus ``family``), and for
-every point in both reports the ratio of the medians of one metric, a
-bootstrap confidence interval of that ratio, and a two-sided Mann-Whitney U
-test on the raw ``<metric>_samples``. The verdict follows from where that
-interval lies against the minimum effect size (default 5%): entirely beyond
-it, a regression or an improvement (the U test must agree, p < alpha),
-however large the spread of the samples; entirely inside it, unchanged;
-across it, ``too noisy``, with the number of samples per side that would
-decide it. When the sample counts are too small for the test to ever reach
-``alpha``, the point is ``too few samples``. Points found in only one
-dataset are listed; a different machine (CPU model, core count, kernel,
-memory) and different memory settings (THP) are shown as warnings.
+their parameters (the metadata's ``param_names``, plus ``family``) and groups
+each point's rows into its runs (``memlab.dataset.point_runs``: one row per
+run, a row without a ``run`` column is run 0). For every point in both it
+reports the ratio of the medians of run medians of one metric, a two-level
+bootstrap interval of that ratio (``memlab.significance``), each side's run
+spread, and a two-sided Mann-Whitney U test (on the run medians, or on the
+samples when a side has one run). The verdict comes from the run level
+(docs/regression.md): runs that disagree beyond the unstable bound make the
+point ``inconclusive`` unless every run of one side is beyond every run of
+the other by more than they disagree; otherwise the interval against the
+minimum effect size decides (beyond it a regression or an improvement,
+inside it unchanged, across it inconclusive, with the runs per side that
+would decide it), and a side of one run, which shows no between-run
+variation, needs a change beyond what two runs of a stable point may differ
+by. Points found in only one dataset are listed; a different machine (CPU
+model, core count, kernel, memory) and different memory settings (THP) are
+shown as warnings.
 
 ``memlab compare A B`` (in :mod:`memlab.cli`) prints :meth:`Comparison.format`;
 it exits 0 when no significant regression beyond ``--fail-above`` exists, 1
@@ -40,17 +45,24 @@ from memlab.dataset import (
     key_value,
     machine_key,
     paths_for,
-    point_key,
+    point_runs,
     statistic_column,
 )
 from memlab.dataset import param_names as schema_param_names
 from memlab.significance import (
+    INCONCLUSIVE,
+    UNSTABLE_RUN_SPREAD,
     clean_samples,
     coefficient_of_variation,
+    is_unstable,
     mann_whitney_u,
-    median_ratio_interval,
+    median_of_runs,
     repetitions_to_decide,
+    run_medians,
+    run_spread,
+    runs_ratio_interval,
     smallest_two_sided_p,
+    within_run_spread,
 )
 from memlab.units import format_number, format_plain
 
@@ -71,10 +83,10 @@ __all__ = [
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 UNCHANGED = "unchanged"
-TOO_NOISY = "too noisy"
-TOO_FEW_SAMPLES = "too few samples"
 NOT_COMPARABLE = "not comparable"
-VERDICTS = (REGRESSION, IMPROVEMENT, UNCHANGED, TOO_NOISY, TOO_FEW_SAMPLES, NOT_COMPARABLE)
+VERDICTS = (REGRESSION, IMPROVEMENT, UNCHANGED, INCONCLUSIVE, NOT_COMPARABLE)
+MIN_SAMPLES = 3
+"""Samples a side needs, over all its runs, for an interval to mean anything."""
 
 MACHINE_FACTS = FINGERPRINT_FACTS
 """Keys of the machine fingerprint (``memlab.machine.fingerprint``): when
@@ -166,15 +178,23 @@ def parse_fraction(name: str, text: str | float) -> float:
 class PointComparison:
     """One point present in both datasets, compared on one metric.
 
-    ``ratio`` is candidate median / baseline median; ``change`` is
-    ``ratio - 1`` (a signed fraction: +0.2 means the metric grew by 20%);
-    ``ci_low``/``ci_high`` bound the ratio; ``p_value`` is the two-sided
-    Mann-Whitney U test on the raw samples; ``*_cv`` are coefficients of
-    variation (shown, not used for the verdict); ``verdict`` is one of
-    ``regression``, ``improvement``, ``unchanged``, ``too noisy``, ``too few
-    samples``, ``not comparable`` and ``reason`` explains it in words;
-    ``repeats_needed`` is, for a ``too noisy`` point, the samples per side
-    that would likely decide it (None otherwise, or when none would).
+    ``baseline_median``/``candidate_median`` are each side's median of run
+    medians; ``ratio`` is candidate / baseline; ``change`` is ``ratio - 1``
+    (a signed fraction: +0.2 means the metric grew by 20%);
+    ``ci_low``/``ci_high`` bound the ratio (two-level bootstrap);
+    ``p_value`` is the two-sided Mann-Whitney U test on the run medians when
+    both sides have two runs or more, else on the samples (``test_method``
+    says which); ``*_cv`` are coefficients of variation of all samples of a
+    side (shown, not used for the verdict); ``*_samples`` count a side's
+    samples over all its runs and ``*_runs`` its runs; ``*_run_spread`` is
+    the largest run median over the smallest (1.0 for one run) and
+    ``*_within_spread`` a typical run's largest sample over its smallest;
+    ``unstable`` is true when a side's runs disagree beyond the bound;
+    ``verdict`` is one of ``regression``, ``improvement``, ``unchanged``,
+    ``inconclusive``, ``not comparable`` and ``reason`` explains it in
+    words; ``runs_needed`` is, for an inconclusive point whose interval
+    straddles the threshold, the runs per side that would likely decide it
+    (None otherwise, or when none would).
     """
 
     family: str | None
@@ -191,9 +211,22 @@ class PointComparison:
     candidate_cv: float
     baseline_samples: int
     candidate_samples: int
-    repeats_needed: int | None
+    baseline_runs: int
+    candidate_runs: int
+    baseline_run_spread: float
+    candidate_run_spread: float
+    baseline_within_spread: float
+    candidate_within_spread: float
+    unstable: bool
+    runs_needed: int | None
     verdict: str
     reason: str
+
+    @property
+    def run_spread(self) -> float:
+        """The larger of the two sides' run spreads (what the table shows; NaN when unknown)."""
+        spreads = [v for v in (self.baseline_run_spread, self.candidate_run_spread) if math.isfinite(v)]
+        return max(spreads) if spreads else math.nan
 
     @property
     def label(self) -> str:
@@ -269,15 +302,16 @@ class Comparison:
 
     @property
     def unjudged(self) -> list[PointComparison]:
-        """Points that got no verdict because of noise or too few samples."""
-        return [p for p in self.points if p.verdict in (TOO_NOISY, TOO_FEW_SAMPLES)]
+        """Points that got no verdict: inconclusive (runs disagree, the interval straddles the
+        threshold, one run a side cannot tell, too few samples)."""
+        return self.by_verdict(INCONCLUSIVE)
 
     def failing(self, fail_above: float | None = None) -> list[PointComparison]:
         """Regressions whose whole interval lies at least ``fail_above`` on the worse side.
 
         ``fail_above`` is a fraction (0.05 = 5%) and defaults to the
-        comparison's threshold (every regression then fails). Noisy points
-        never fail: they have no verdict.
+        comparison's threshold (every regression then fails). Inconclusive
+        points never fail: they have no verdict.
         """
         limit = self.threshold if fail_above is None else fail_above
         if self.better == "lower":
@@ -318,7 +352,7 @@ class Comparison:
         lines = [
             f"memlab compare: {self.metric} ({self.better} is better), "
             f"minimum effect {self.threshold:.1%}, alpha {self.alpha:g}, "
-            f"{self.confidence:.0%} interval of the ratio of medians",
+            f"{self.confidence:.0%} interval of the ratio of medians of run medians",
             f"baseline:  {self.baseline_label}",
             f"candidate: {self.candidate_label}",
         ]
@@ -352,7 +386,8 @@ class Comparison:
         shown = self.varying_params()
         fixed = [name for name in self.param_names if name not in shown]
         header = (["family"] if has_family else []) + shown + [
-            "baseline", "candidate", "ratio", f"{self.confidence:.0%} CI", "p", "verdict",
+            "baseline", "candidate", "ratio", f"{self.confidence:.0%} CI", "p", "runs",
+            "spread", "verdict",
         ]
         lines = []
         if fixed and self.points:
@@ -369,6 +404,8 @@ class Comparison:
                 _cell(point.ratio, "{:.3f}"),
                 f"[{_cell(point.ci_low, '{:.3f}')}, {_cell(point.ci_high, '{:.3f}')}]",
                 _cell(point.p_value, "{:.3g}"),
+                f"{point.baseline_runs}/{point.candidate_runs}",
+                _cell(point.run_spread, "{:.2f}") + ("!" if point.unstable else ""),
                 f"{point.verdict}: {point.reason}",
             ])
             rows.append(cells)
@@ -441,17 +478,21 @@ def compare(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    run_spread_limit: float = UNSTABLE_RUN_SPREAD,
 ) -> Comparison:
-    """Compare a candidate dataset with a baseline, point by point.
+    """Compare a candidate dataset with a baseline, point by point, on the run level.
 
     ``baseline``/``candidate``: a :class:`memlab.dataset.Dataset` (or any
     object with ``rows`` and ``metadata``), or a path to load. ``metric``
     defaults to the baseline's ``primary_metric``; ``better`` overrides
     :func:`metric_direction`. ``threshold`` is the minimum effect size as a
     fraction of the baseline median (0.05 = 5%); ``alpha`` the significance
-    level of the Mann-Whitney U test; ``confidence`` that of the bootstrap
-    interval of the ratio of medians. Returns a :class:`Comparison`; print it
-    for the report.
+    level of the Mann-Whitney U test, which must agree with a verdict when
+    its sizes let it reach ``alpha``; ``confidence`` that of the two-level
+    bootstrap interval of the ratio of medians of run medians;
+    ``run_spread_limit`` the largest run spread (largest / smallest run
+    median) of a stable point. Returns a :class:`Comparison`; print it for
+    the report.
 
     When either side holds rows of several machines (a fleet sweep,
     docs/fleet.md), each machine is compared with the same machine on the
@@ -460,12 +501,12 @@ def compare(
 
     >>> from memlab.dataset import Dataset
     >>> meta = {"param_names": ["n"], "primary_metric": "ns_per_element"}
-    >>> def row(n, scale):
-    ...     samples = [scale * v for v in (10.0, 10.1, 9.9, 10.05, 9.95)]
-    ...     return {"family": "demo", "n": n, "ns_per_element": sorted(samples)[2],
-    ...             "ns_per_element_samples": samples}
-    >>> result = compare(Dataset([row(1, 1.0), row(2, 1.0)], meta),
-    ...                  Dataset([row(1, 1.2), row(3, 1.0)], meta))
+    >>> def rows(n, scale):  # three runs of five samples
+    ...     return [{"family": "demo", "n": n, "run": run, "ns_per_element_samples":
+    ...              [scale * level * v for v in (10.0, 10.1, 9.9, 10.05, 9.95)]}
+    ...             for run, level in enumerate((1.0, 1.01, 0.99))]
+    >>> result = compare(Dataset(rows(1, 1.0) + rows(2, 1.0), meta),
+    ...                  Dataset(rows(1, 1.2) + rows(3, 1.0), meta))
     >>> [(p.params, p.verdict) for p in result.points], result.only_in_baseline
     ([({'n': 1}, 'regression')], [{'family': 'demo', 'n': 2}])
     """
@@ -498,17 +539,19 @@ def compare(
     param_names = _param_names(base_rows, base_meta, cand_rows, cand_meta, warnings)
     base_points = _index_rows(base_rows, param_names, metric, "baseline", warnings)
     cand_points = _index_rows(cand_rows, param_names, metric, "candidate", warnings)
+    if not run_spread_limit >= 1.0:
+        raise ValueError(f"run_spread_limit={run_spread_limit} is below the minimum 1")
     points = []
-    for key, (params, base_samples, base_value) in base_points.items():
+    for key, (params, base_runs) in base_points.items():
         if key not in cand_points:
             continue
-        _, cand_samples, cand_value = cand_points[key]
+        _, cand_runs = cand_points[key]
         family = params.get("family")
         shown = {name: params[name] for name in param_names if name in params}
         points.append(_compare_point(
-            family, shown, base_samples, base_value, cand_samples, cand_value,
-            direction=direction, threshold=threshold, alpha=alpha,
-            confidence=confidence, resamples=resamples, seed=seed,
+            family, shown, base_runs, cand_runs,
+            direction=direction, threshold=threshold, alpha=alpha, confidence=confidence,
+            resamples=resamples, seed=seed, run_spread_limit=run_spread_limit,
         ))
     return Comparison(
         metric=metric,
@@ -517,8 +560,8 @@ def compare(
         alpha=alpha,
         confidence=confidence,
         points=points,
-        only_in_baseline=[p for k, (p, _, _) in base_points.items() if k not in cand_points],
-        only_in_candidate=[p for k, (p, _, _) in cand_points.items() if k not in base_points],
+        only_in_baseline=[p for k, (p, _) in base_points.items() if k not in cand_points],
+        only_in_candidate=[p for k, (p, _) in cand_points.items() if k not in base_points],
         machine_differences=machine_differences,
         machine_unknown=machine_unknown,
         setting_differences=_differences(
@@ -637,10 +680,8 @@ def _per_machine(
 def _compare_point(
     family: str | None,
     params: dict[str, Any],
-    base_samples: np.ndarray,
-    base_value: float,
-    cand_samples: np.ndarray,
-    cand_value: float,
+    base_runs: list[np.ndarray],
+    cand_runs: list[np.ndarray],
     *,
     direction: str,
     threshold: float,
@@ -648,117 +689,143 @@ def _compare_point(
     confidence: float,
     resamples: int,
     seed: int,
+    run_spread_limit: float,
 ) -> PointComparison:
-    base_median = float(np.median(base_samples)) if base_samples.size else base_value
-    cand_median = float(np.median(cand_samples)) if cand_samples.size else cand_value
-    n_base, n_cand = int(base_samples.size), int(cand_samples.size)
-    base_cv = coefficient_of_variation(base_samples)
-    cand_cv = coefficient_of_variation(cand_samples)
+    base_median, cand_median = median_of_runs(base_runs), median_of_runs(cand_runs)
+    base_all = np.concatenate(base_runs) if base_runs else np.empty(0)
+    cand_all = np.concatenate(cand_runs) if cand_runs else np.empty(0)
+    base_spread, cand_spread = run_spread(base_runs), run_spread(cand_runs)
     common = dict(
         family=family, params=params, baseline_median=base_median,
-        candidate_median=cand_median, baseline_cv=base_cv, candidate_cv=cand_cv,
-        baseline_samples=n_base, candidate_samples=n_cand,
+        candidate_median=cand_median, baseline_cv=coefficient_of_variation(base_all),
+        candidate_cv=coefficient_of_variation(cand_all),
+        baseline_samples=int(base_all.size), candidate_samples=int(cand_all.size),
+        baseline_runs=len(base_runs), candidate_runs=len(cand_runs),
+        baseline_run_spread=base_spread, candidate_run_spread=cand_spread,
+        baseline_within_spread=within_run_spread(base_runs),
+        candidate_within_spread=within_run_spread(cand_runs),
+        unstable=is_unstable(base_spread, run_spread_limit) or is_unstable(cand_spread, run_spread_limit),
     )
     if not (math.isfinite(base_median) and math.isfinite(cand_median)) or base_median <= 0:
         return PointComparison(
             **common, ratio=math.nan, ci_low=math.nan, ci_high=math.nan, change=math.nan,
-            p_value=math.nan, test_method="none", repeats_needed=None, verdict=NOT_COMPARABLE,
+            p_value=math.nan, test_method="none", runs_needed=None, verdict=NOT_COMPARABLE,
             reason=f"medians {_cell(base_median)} and {_cell(cand_median)} "
             f"give no ratio (the baseline must be finite and positive)",
         )
     ratio = cand_median / base_median
-    change = ratio - 1.0
-    ci_low, ci_high = median_ratio_interval(
-        base_samples, cand_samples, confidence=confidence, resamples=resamples, seed=seed
-    )
-    p_value, method = math.nan, "none"
-    if n_base and n_cand:
-        test = mann_whitney_u(base_samples, cand_samples)
-        p_value, method = test.p_value, test.method
-    common.update(ratio=ratio, ci_low=ci_low, ci_high=ci_high, change=change,
-                  p_value=p_value, test_method=method)
-    smallest_p = smallest_two_sided_p(n_base, n_cand)
-    if n_base < 2 or n_cand < 2 or smallest_p >= alpha:
-        return PointComparison(
-            **common, repeats_needed=None, verdict=TOO_FEW_SAMPLES,
-            reason=f"{n_base} and {n_cand} samples: the U test cannot reach p<{alpha:g} "
-            f"(smallest possible p {smallest_p:.3g})",
-        )
-    return _decide(common, ratio, change, ci_low, ci_high, p_value, max(n_base, n_cand),
-                   direction=direction, threshold=threshold, alpha=alpha)
-
-
-def _decide(
-    common: dict[str, Any],
-    ratio: float,
-    change: float,
-    ci_low: float,
-    ci_high: float,
-    p_value: float,
-    samples_per_side: int,
-    *,
-    direction: str,
-    threshold: float,
-    alpha: float,
-) -> PointComparison:
-    """The verdict from where the interval of the ratio lies against the threshold.
-
-    Edges at ratio 1 - threshold and 1 + threshold split the ratio axis into
-    "down by at least the threshold", "within the threshold" and "up by at
-    least the threshold". An interval entirely in one region decides, however
-    wide the samples' spread: beyond an edge it is a regression or an
-    improvement (when the U test agrees, p < alpha), inside both edges it is
-    unchanged. An interval that straddles an edge is too noisy, with the
-    number of samples per side that would shrink it clear of the edge.
-    """
-    lower_edge, upper_edge = 1.0 - threshold, 1.0 + threshold
-    interval = f"interval [{_cell(ci_low, '{:.3f}')}, {_cell(ci_high, '{:.3f}')}]"
+    ci_low, ci_high = runs_ratio_interval(
+        base_runs, cand_runs, confidence=confidence, resamples=resamples, seed=seed)
+    on_runs = len(base_runs) >= 2 and len(cand_runs) >= 2
+    first, second = ((run_medians(base_runs), run_medians(cand_runs)) if on_runs
+                     else (base_all, cand_all))
+    test = mann_whitney_u(first, second)
+    common.update(ratio=ratio, ci_low=ci_low, ci_high=ci_high, change=ratio - 1.0,
+                  p_value=test.p_value,
+                  test_method=f"{test.method} on {'run medians' if on_runs else 'samples'}")
+    test_can_decide = smallest_two_sided_p(first.size, second.size) < alpha
+    judge = _Judge(common, direction, threshold, alpha, test_can_decide)
     if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
-        return PointComparison(
-            **common, repeats_needed=None, verdict=NOT_COMPARABLE,
-            reason=f"no {interval} of the ratio (a resampled baseline median is not positive)",
-        )
-    beyond = ci_low >= upper_edge or ci_high <= lower_edge
-    within = lower_edge < ci_low and ci_high < upper_edge
-    if beyond and p_value < alpha:
-        worse = change > 0 if direction == "lower" else change < 0
-        return PointComparison(
-            **common, repeats_needed=None, verdict=REGRESSION if worse else IMPROVEMENT,
-            reason=f"{change:+.1%} ({_change_words(change, direction)}), {interval} "
-            f"beyond the {threshold:.1%} threshold",
-        )
-    if within:
-        significance = (
-            f"significant (p={p_value:.3g}) but" if p_value < alpha else "not significant and"
-        )
-        return PointComparison(
-            **common, repeats_needed=None, verdict=UNCHANGED,
-            reason=f"change {change:+.1%} {significance} {interval} within the "
-            f"{threshold:.1%} threshold",
-        )
-    if beyond:
-        # The interval clears the threshold but the rank test does not agree
-        # (heavily overlapping samples); more samples settle the test.
-        needed = 2 * samples_per_side
-        return PointComparison(
-            **common, repeats_needed=needed, verdict=TOO_NOISY,
-            reason=f"change {change:+.1%}, {interval} beyond the threshold but p={p_value:.3g} "
-            f"is not below {alpha:g}; about {needed} samples per side would decide it",
-        )
-    needed = repetitions_to_decide(samples_per_side, ratio, ci_low, ci_high,
-                                   (lower_edge, upper_edge))
-    if needed is None:
-        advice = "the change sits on the threshold itself: no number of samples decides it"
-    elif needed > 100 * samples_per_side:
-        advice = (f"about {needed} samples per side would decide it (the change is very close "
-                  f"to the threshold)")
-    else:
-        advice = f"about {needed} samples per side (now {samples_per_side}) would decide it"
-    return PointComparison(
-        **common, repeats_needed=needed, verdict=TOO_NOISY,
-        reason=f"change {change:+.1%}, {interval} straddles the {threshold:.1%} threshold; "
-        f"{advice}",
-    )
+        return judge.point(NOT_COMPARABLE, f"no {judge.interval} of the ratio "
+                           "(a resampled baseline median is not positive)")
+    fewest = min(base_all.size, cand_all.size)
+    if fewest < MIN_SAMPLES:
+        return judge.point(INCONCLUSIVE, f"{base_all.size} and {cand_all.size} samples "
+                           f"(in {len(base_runs)} and {len(cand_runs)} runs): an interval needs "
+                           f"at least {MIN_SAMPLES} a side")
+    if common["unstable"]:
+        return judge.unstable(run_medians(base_runs), run_medians(cand_runs),
+                              base_spread, cand_spread, run_spread_limit)
+    if on_runs:
+        return judge.by_interval(1.0 + threshold, 1.0 - threshold,
+                                 max(len(base_runs), len(cand_runs)))
+    side = 0 if len(base_runs) == len(cand_runs) else 1 if len(base_runs) < 2 else 2
+    return judge.one_run(run_spread_limit, side)
+
+
+class _Judge:
+    """The verdict of one point from its interval, its runs and the threshold (docs/regression.md)."""
+
+    def __init__(self, common: dict[str, Any], direction: str, threshold: float, alpha: float,
+                 test_can_decide: bool) -> None:
+        self.common = common
+        self.direction = direction
+        self.threshold = threshold
+        self.alpha = alpha
+        self.test_can_decide = test_can_decide
+        self.ratio, self.change = common["ratio"], common["change"]
+        self.ci_low, self.ci_high = common["ci_low"], common["ci_high"]
+        self.interval = f"interval [{_cell(self.ci_low, '{:.3f}')}, {_cell(self.ci_high, '{:.3f}')}]"
+
+    def point(self, verdict: str, reason: str, runs_needed: int | None = None) -> PointComparison:
+        return PointComparison(**self.common, runs_needed=runs_needed, verdict=verdict, reason=reason)
+
+    def changed(self, reason: str) -> PointComparison:
+        worse = self.change > 0 if self.direction == "lower" else self.change < 0
+        return self.point(REGRESSION if worse else IMPROVEMENT,
+                          f"{self.change:+.1%} ({_change_words(self.change, self.direction)}), {reason}")
+
+    def test_disagrees(self) -> PointComparison | None:
+        """Inconclusive when the U test could reach alpha and does not."""
+        p_value = self.common["p_value"]
+        if not self.test_can_decide or p_value < self.alpha:
+            return None
+        return self.point(INCONCLUSIVE, f"change {self.change:+.1%}, {self.interval} beyond the "
+                          f"threshold but the U test ({self.common['test_method']}) gives "
+                          f"p={p_value:.3g}, not below {self.alpha:g}; more runs would settle it")
+
+    def by_interval(self, upper: float, lower: float, runs_per_side: int) -> PointComparison:
+        """Both sides have runs: the interval decides against the edges 1 -/+ threshold."""
+        if self.ci_low >= upper or self.ci_high <= lower:
+            return self.test_disagrees() or self.changed(
+                f"{self.interval} beyond the {self.threshold:.1%} threshold")
+        if lower < self.ci_low and self.ci_high < upper:
+            return self.point(UNCHANGED, f"change {self.change:+.1%}, {self.interval} within the "
+                              f"{self.threshold:.1%} threshold")
+        needed = repetitions_to_decide(runs_per_side, self.ratio, self.ci_low, self.ci_high,
+                                       (lower, upper))
+        if needed is None:
+            advice = "the change sits on the threshold itself: no number of runs decides it"
+        else:
+            advice = f"about {needed} runs per side (now {runs_per_side}) would decide it"
+        return self.point(INCONCLUSIVE, f"change {self.change:+.1%}, {self.interval} straddles the "
+                          f"{self.threshold:.1%} threshold; {advice}", needed)
+
+    def one_run(self, limit: float, side: int) -> PointComparison:
+        """A side of one run shows no between-run variation: a change must exceed the threshold
+        even if the two runs differ by ``limit``, the most two runs of a stable point differ by."""
+        upper, lower = (1.0 + self.threshold) * limit, (1.0 - self.threshold) / limit
+        which = {0: "each side has", 1: "the baseline has", 2: "the candidate has"}[side]
+        if self.ci_low >= upper or self.ci_high <= lower:
+            return self.test_disagrees() or self.changed(
+                f"{self.interval} beyond the {self.threshold:.1%} threshold even if runs of the "
+                f"point differ by {limit - 1:.0%} ({which} one run)")
+        if 1.0 - self.threshold < self.ci_low and self.ci_high < 1.0 + self.threshold:
+            return self.point(UNCHANGED, f"change {self.change:+.1%}, {self.interval} within the "
+                              f"{self.threshold:.1%} threshold ({which} one run)")
+        return self.point(INCONCLUSIVE, f"{which} one run: a change of {self.change:+.1%} "
+                          f"({self.interval}) may be the difference between two runs of one "
+                          f"point (up to {limit - 1:.0%} on a stable point); measure 3 or more "
+                          f"runs per side")
+
+    def unstable(self, base_medians: np.ndarray, cand_medians: np.ndarray, base_spread: float,
+                 cand_spread: float, limit: float) -> PointComparison:
+        """Runs disagree beyond ``limit``: only a change larger than the disagreement decides."""
+        spreads = [v for v in (base_spread, cand_spread) if math.isfinite(v)]
+        needed = max([1.0 + self.threshold, *spreads])
+        higher = float(cand_medians.min() / base_medians.max())
+        lower = float(cand_medians.max() / base_medians.min())
+        disagree = (f"runs disagree by {max(spreads) - 1:.0%} (run spread "
+                    f"{_cell(base_spread, '{:.2f}')} baseline, {_cell(cand_spread, '{:.2f}')} candidate, "
+                    f"above {limit:.2f})")
+        if higher >= needed or lower <= 1.0 / needed:
+            gap = higher if higher >= needed else lower
+            return self.changed(f"every candidate run is {abs(gap - 1):.0%} "
+                                f"{'above' if gap > 1 else 'below'} every baseline run: beyond the "
+                                f"{self.threshold:.1%} threshold and more than the {disagree}")
+        return self.point(INCONCLUSIVE, f"{disagree}: a change of {self.change:+.1%} cannot be told "
+                          f"from the variation between runs; see memlab check for what disturbs "
+                          f"this machine, or measure more runs")
 
 
 def _unpack(data: Any, role: str) -> tuple[list[Mapping[str, Any]], dict[str, Any], str]:
@@ -818,23 +885,31 @@ def _index_rows(
     metric: str,
     role: str,
     warnings: list[str],
-) -> dict[tuple[Any, ...], tuple[dict[str, Any], np.ndarray, float]]:
-    points: dict[tuple[Any, ...], tuple[dict[str, Any], np.ndarray, float]] = {}
-    for row in rows:
-        params = {"family": row.get("family")} if row.get("family") is not None else {}
-        params.update({name: row.get(name) for name in param_names})
-        key = point_key(row, param_names)
-        samples = clean_samples(_sample_list(row.get(statistic_column(metric, SAMPLES))))
-        value = _to_float(row.get(metric))
-        if key in points:
-            _, earlier, earlier_value = points[key]
-            warnings.append(
-                f"{role} has the point {_params_words(params)} more than once; samples pooled"
-            )
-            samples = np.concatenate([earlier, samples])
-            value = earlier_value if math.isnan(value) else value
-        points[key] = (params, samples, value)
+) -> dict[tuple[Any, ...], tuple[dict[str, Any], list[np.ndarray]]]:
+    """``{point key: (params, runs)}``: each run the finite samples of its rows (the median
+    column alone where a row has no samples); runs without a value are left out."""
+    points: dict[tuple[Any, ...], tuple[dict[str, Any], list[np.ndarray]]] = {}
+    for key, runs in point_runs(rows, param_names).items():
+        first = next(iter(runs.values()))[0]
+        params = {"family": first.get("family")} if first.get("family") is not None else {}
+        params.update({name: first.get(name) for name in param_names})
+        samples_of_runs = []
+        for index, run_rows in runs.items():
+            if len(run_rows) > 1:
+                warnings.append(f"{role} has the point {_params_words(params)} more than once "
+                                f"in run {index}; samples pooled")
+            samples = np.concatenate([_row_samples(row, metric) for row in run_rows])
+            if samples.size:
+                samples_of_runs.append(samples)
+        points[key] = (params, samples_of_runs)
     return points
+
+
+def _row_samples(row: Mapping[str, Any], metric: str) -> np.ndarray:
+    samples = clean_samples(_sample_list(row.get(statistic_column(metric, SAMPLES))))
+    if samples.size == 0:
+        samples = clean_samples([_to_float(row.get(metric))])
+    return samples
 
 
 def metadata_fingerprint(metadata: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -82,9 +82,11 @@ __all__ = [
     "parse_sidecar",
     "paths_for",
     "point_key",
+    "point_runs",
     "primary_metric",
     "renamed_column",
     "sidecar_document",
+    "run_index",
     "statistic_column",
     "table_schema",
     "union_machines",
@@ -129,8 +131,12 @@ STATISTICS = ("min", "max", "mean", "stdev", "iqr")
 SAMPLES = "samples"
 #: Suffixes no metric or parameter name may end with: they name statistic columns.
 RESERVED_SUFFIXES = tuple(f"_{name}" for name in (*STATISTICS, SAMPLES))
+#: Which run of its point a row is (docs/dataset.md, "Runs"): 0, 1, ...; a row
+#: without it is run 0.
+RUN_COLUMN = "run"
 #: Columns of every row that are neither parameters nor metrics.
-BOOKKEEPING_COLUMNS = ("family", "counters_missing", "counters_scope", "repeat", "warmup_samples")
+BOOKKEEPING_COLUMNS = ("family", "counters_missing", "counters_scope", "repeat", "warmup_samples",
+                       RUN_COLUMN)
 #: Columns saying, in words, what a point asked of the kernel and what it got: the
 #: page kind and the populate call (docs/dataset.md, "Asked and obtained"). Facts of
 #: the samples, neither parameters nor metrics; "mixed" where the samples differed.
@@ -561,6 +567,52 @@ def point_key(row: Mapping[str, Any], names: Sequence[str]) -> tuple:
     return (row.get("family"), *(key_value(row.get(name)) for name in names))
 
 
+def run_index(row: Mapping[str, Any]) -> int:
+    """Which run of its point a row is: its ``run`` cell, 0 when it has none.
+
+    A dataset written before runs existed holds one run per point: each of
+    its rows is run 0. A value that is not a whole number of at least 0 is a
+    ValueError naming it.
+
+    >>> run_index({"n": 1, "run": 2}), run_index({"n": 1}), run_index({"run": float("nan")})
+    (2, 0, 0)
+    """
+    value = row.get(RUN_COLUMN)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return 0
+    if isinstance(value, bool):
+        raise ValueError(f"{RUN_COLUMN}={value!r} is not a run index (a whole number from 0)")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{RUN_COLUMN}={value!r} is not a run index (a whole number from 0)") from None
+    if not number.is_integer() or number < 0:
+        raise ValueError(f"{RUN_COLUMN}={value!r} is not a run index (a whole number from 0)")
+    return int(number)
+
+
+def point_runs(
+    rows: Iterable[Mapping[str, Any]], names: Sequence[str]
+) -> dict[tuple, dict[int, list[Mapping[str, Any]]]]:
+    """The rows of every point grouped into its runs: ``{point_key: {run: [rows]}}``.
+
+    Points appear in the order of their first row, runs in the order of
+    their index. A run normally holds one row; two rows with the same run
+    index (two datasets of one-run points merged, a point measured twice
+    without a ``run`` column) are both listed under it, and the caller says
+    what it does with them (``memlab.compare`` pools their samples and warns).
+
+    >>> rows = [{"family": "f", "n": 1, "run": 0}, {"family": "f", "n": 2},
+    ...         {"family": "f", "n": 1, "run": 1}]
+    >>> {key: sorted(runs) for key, runs in point_runs(rows, ["n"]).items()}
+    {('f', 1): [0, 1], ('f', 2): [0]}
+    """
+    points: dict[tuple, dict[int, list[Mapping[str, Any]]]] = {}
+    for row in rows:
+        points.setdefault(point_key(row, names), {}).setdefault(run_index(row), []).append(row)
+    return {key: dict(sorted(runs.items())) for key, runs in points.items()}
+
+
 def key_value(value: Any) -> Any:
     """One value of a point key, normalised (see :func:`point_key`).
 
@@ -763,8 +815,7 @@ def _sidecar_text(metadata: dict, types: dict[str, str]) -> str:
 #: The Table Schema type of each memlab column type; a ``json`` column is an ``array`` (samples),
 #: an ``object`` (counters_missing) or ``any``.
 _SCHEMA_TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string", "json": "any"}
-#: The columns of :meth:`Dataset.long` that a wide dataset does not have.
-RUN_COLUMN = "run"
+#: The column of :meth:`Dataset.long` that a wide dataset does not have (beside RUN_COLUMN).
 SAMPLE_COLUMN = "sample"
 _STATISTIC_WORDS = {
     "min": "minimum", "max": "maximum", "mean": "mean",

@@ -16,12 +16,15 @@ sweep (or an already measured dataset)::
 next to the rootdir, named after the test id and a hash of it:
 :func:`baseline_stem`); a later plain ``pytest`` measures again and fails the
 test with the comparison table when a significant regression of at least
-``--memlab-fail-above`` (default 5%) appears. Every run's dataset is stored
-under ``history/`` in the baseline directory, named by time and machine
-fingerprint; a failing run's dataset is also kept beside the baseline
+``--memlab-fail-above`` (default 5%) appears. The guard judges on the run
+level: it measures ``--memlab-runs`` runs (default 3) of every point, stores
+them in the baseline (a ``run`` column) and compares runs with runs. Every run's
+dataset is stored under ``history/`` in the baseline directory, named by time and
+machine fingerprint; a failing run's dataset is also kept beside the baseline
 (``NAME.failed.csv``) and named in the failure. ``pytest --memlab-history``
-lists the stored runs of every test and compares each with its baseline. Noisy points, points found on
-one side only and machine differences never fail a test: they raise a
+lists the stored runs of every test and compares each with its baseline.
+Inconclusive points, points found on one side only and machine differences
+never fail a test: they raise a
 :class:`MemlabRegressionWarning` (``--memlab-require-same-machine`` turns a
 baseline from another machine into a failure). A missing or unreadable baseline fails the
 test with a message saying how to record one. See docs/regression.md.
@@ -40,10 +43,11 @@ from typing import Any, Callable, Mapping
 import pytest
 
 from memlab.compare import DatasetReadError, compare, load_dataset, metadata_fingerprint, parse_fraction
-from memlab.dataset import Dataset
+from memlab.dataset import RUN_COLUMN, Dataset, run_index
 from memlab.grid import Sweep
 from memlab.machine import collect, fingerprint, fingerprint_id
 from memlab.runner import Run
+from memlab.significance import INCONCLUSIVE
 
 __all__ = ["MemlabRegressionWarning", "RegressionGuard", "baseline_stem", "history_report"]
 
@@ -75,6 +79,13 @@ def baseline_stem(key: str) -> str:
     return f"{readable}-{hashlib.sha256(key.encode('utf-8')).hexdigest()[:12]}"
 
 
+DEFAULT_RUNS = 3
+"""Runs of every point the guard measures: a sweep is run this many times (rounds), a
+callable called this many times. 3 keeps a guard's cost at three sweeps; with between-run
+noise twice the threshold, 3 runs a side give a false verdict for 2-4% of points, 5 runs
+for under 2.5% (tests/test_compare.py, docs/regression.md)."""
+
+
 class MemlabRegressionWarning(UserWarning):
     """A comparison the guard could not judge fully (noise, unmatched points,
     different machine)."""
@@ -97,7 +108,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--memlab-fail-on-noise", action="store_true", default=False,
-        help="also fail when a point gets no verdict (too noisy or too few samples)",
+        help="also fail when a point gets no verdict (inconclusive)",
     )
     group.addoption(
         "--memlab-require-same-machine", action="store_true", default=False,
@@ -110,7 +121,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--memlab-repeat", default=None, type=int, metavar="N",
-        help="samples per point when a sweep is run (default: the sweep's repeat)",
+        help="samples per run when a sweep is run (default: the sweep's repeat)",
+    )
+    group.addoption(
+        "--memlab-runs", default=None, type=int, metavar="N",
+        help=f"runs of every point, each a fresh setup, the points interleaved in rounds "
+        f"(default {DEFAULT_RUNS})",
     )
     group.addoption(
         "--memlab-history", nargs="?", const="", default=None, metavar="MATCH",
@@ -140,6 +156,7 @@ class RegressionGuard:
         repeat: int | None,
         fail_on_noise: bool = False,
         require_same_machine: bool = False,
+        runs: int = DEFAULT_RUNS,
         record: Callable[[str, str], None],
     ) -> None:
         self.test_id = test_id
@@ -150,6 +167,7 @@ class RegressionGuard:
         self.repeat = repeat
         self.fail_on_noise = fail_on_noise
         self.require_same_machine = require_same_machine
+        self.runs = runs
         self._record = record
         self._used: set[str] = set()
 
@@ -216,9 +234,10 @@ class RegressionGuard:
     ) -> Any:
         """Measure ``data`` and compare it with the stored baseline.
 
-        ``data``: a :class:`memlab.grid.Sweep` (run here, without progress
-        bar), a :class:`memlab.dataset.Dataset`, or a zero-argument callable
-        returning either. ``name`` names the baseline file (default: the
+        ``data``: a :class:`memlab.grid.Sweep` (run here ``runs`` times,
+        without progress bar), a :class:`memlab.dataset.Dataset` (taken as
+        it is: its ``run`` column says its runs), or a zero-argument callable
+        returning either (called ``runs`` times, each call a run). ``name`` names the baseline file (default: the
         test's id; give distinct names to check several sweeps in one test).
         ``metric``/``better``/``threshold`` are passed to
         :func:`memlab.compare.compare` (``threshold`` defaults to the
@@ -287,13 +306,19 @@ class RegressionGuard:
         if self.fail_on_noise and comparison.unjudged:
             fail(f"{len(comparison.unjudged)} point(s) without a verdict",
                  f"{len(comparison.unjudged)} point(s) without a verdict "
-                 f"(too noisy or too few samples) and --memlab-fail-on-noise\n\n{comparison.format()}")
+                 f"(inconclusive) and --memlab-fail-on-noise\n\n{comparison.format()}")
         self._keep(dataset, name, "passed", settings)
         self._warn_unjudged(comparison)
         self._record("passed", f"{self.test_id}: {comparison.summary()}")
         return comparison
 
     def _measure(self, data: Any) -> Any:
+        """The runs of ``data`` as one dataset with a ``run`` column (a Dataset: as it is)."""
+        if hasattr(data, "rows") and hasattr(data, "metadata"):
+            return data
+        return _as_runs([self._measure_once(data) for _ in range(self.runs)])
+
+    def _measure_once(self, data: Any) -> Any:
         if callable(data) and not hasattr(data, "rows") and not hasattr(data, "points"):
             data = data()
         if hasattr(data, "rows") and hasattr(data, "metadata"):
@@ -310,7 +335,7 @@ class RegressionGuard:
             f"regression below the --memlab-fail-above limit: {p.label} ({p.reason})"
             for p in comparison.regressions
         ]
-        for verdict in ("too noisy", "too few samples", "not comparable"):
+        for verdict in (INCONCLUSIVE, "not comparable"):
             points = comparison.by_verdict(verdict)
             if points:
                 notes.append(f"{len(points)} point(s) {verdict}: " + "; ".join(
@@ -325,6 +350,17 @@ class RegressionGuard:
         )
         for note in notes:
             warnings.warn(MemlabRegressionWarning(f"{self.test_id}: {note}"), stacklevel=3)
+
+
+def _as_runs(datasets: list[Any]) -> Dataset:
+    """One dataset of the runs: each measurement's rows numbered on from the runs before it."""
+    rows: list[dict[str, Any]] = []
+    first_run = 0
+    for dataset in datasets:
+        indices = [run_index(row) for row in dataset.rows]
+        rows.extend({**row, RUN_COLUMN: first_run + index} for row, index in zip(dataset.rows, indices))
+        first_run += max(indices, default=-1) + 1
+    return Dataset(rows, dict(datasets[0].metadata or {}))
 
 
 def _with_fingerprint(dataset: Any) -> Any:
@@ -458,7 +494,12 @@ def pytest_configure(config: pytest.Config) -> None:
     repeat = config.getoption("memlab_repeat")
     if repeat is not None and repeat < 1:
         raise pytest.UsageError(f"--memlab-repeat={repeat} is below the minimum 1")
-    config.stash[_SETTINGS] = {"fail_above": fail_above, "alpha": alpha, "repeat": repeat}
+    runs = config.getoption("memlab_runs")
+    if runs is None:
+        runs = DEFAULT_RUNS
+    elif runs < 1:
+        raise pytest.UsageError(f"--memlab-runs={runs} is below the minimum 1")
+    config.stash[_SETTINGS] = {"fail_above": fail_above, "alpha": alpha, "repeat": repeat, "runs": runs}
     config.stash[_RECORDS] = {}
 
 
@@ -482,6 +523,7 @@ def memlab_regression(request: pytest.FixtureRequest) -> RegressionGuard:
         fail_above=settings["fail_above"],
         alpha=settings["alpha"],
         repeat=settings["repeat"],
+        runs=settings["runs"],
         fail_on_noise=config.getoption("memlab_fail_on_noise"),
         require_same_machine=config.getoption("memlab_require_same_machine"),
         record=record,

@@ -320,3 +320,34 @@ def test_save_is_atomic_over_an_existing_dataset(tmp_path):
     Dataset(sample_rows()[:1], META).save(tmp_path / "x.csv")
     assert len(Dataset.load(tmp_path / "x.csv")) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.json"]
+
+
+# ---- runs of a point -------------------------------------------------------------------------
+
+
+def test_rows_of_a_point_group_into_its_runs(tmp_path):
+    from memlab.dataset import RUN_COLUMN, check_param_name, param_names, point_runs, run_index
+
+    rows = [
+        {"family": "f", "n": 1, "run": 1, "t_ns": 2.0, "t_ns_samples": [2.0]},
+        {"family": "f", "n": 1, "run": 0, "t_ns": 1.0, "t_ns_samples": [1.0]},
+        {"family": "f", "n": 2, "t_ns": 3.0, "t_ns_samples": [3.0]},  # written before runs: run 0
+        {"family": "f", "n": 1, "run": 1, "t_ns": 2.5, "t_ns_samples": [2.5]},  # run 1 twice
+    ]
+    path = tmp_path / "runs.csv"
+    Dataset(rows, {"param_names": ["n"]}).save(path)
+    loaded = Dataset.load(path)
+    runs = point_runs(loaded.rows, ["n"])
+    assert list(runs) == [("f", 1), ("f", 2)]
+    assert list(runs[("f", 1)]) == [0, 1]  # ordered by run index
+    assert [row["t_ns"] for row in runs[("f", 1)][1]] == [2.0, 2.5]
+    assert [row["t_ns"] for row in runs[("f", 2)][0]] == [3.0]
+    # without the sidecar the run column is bookkeeping, not a parameter
+    path.with_suffix(".json").unlink()
+    assert param_names(Dataset.load(path).rows) == ["n"]
+    assert run_index({"run": 3.0}) == 3 and run_index({"run": None}) == 0
+    for bad in (-1, 1.5, "first", True):
+        with pytest.raises(ValueError, match="is not a run index"):
+            run_index({"run": bad})
+    with pytest.raises(ValueError, match="reserved by the dataset format"):
+        check_param_name(RUN_COLUMN)

@@ -20,16 +20,20 @@ import numpy as np
 
 from memlab.dataset import Dataset
 
+CALLS = []
+
 
 def measured():
-    """Two points whose samples are scaled by MEMLAB_TEST_SHIFT."""
+    """One run of two points whose samples are scaled by MEMLAB_TEST_SHIFT (each call a run)."""
     shift = float(os.environ.get("MEMLAB_TEST_SHIFT", "1.0"))
     spread = float(os.environ.get("MEMLAB_TEST_SPREAD", "0.003"))
     seed = int(os.environ.get("MEMLAB_TEST_SEED", "0"))
+    CALLS.append(1)
     rows = []
     for index, size in enumerate([4096, 1 << 20]):
-        rng = np.random.default_rng(seed * 10 + index)
-        samples = (10.0 * (index + 1) * shift * (1 + spread * rng.standard_normal(9))).tolist()
+        rng = np.random.default_rng(seed * 1000 + len(CALLS) * 10 + index)
+        level = 1 + 0.002 * rng.standard_normal()  # between runs
+        samples = (10.0 * (index + 1) * shift * level * (1 + spread * rng.standard_normal(9))).tolist()
         rows.append({"family": "demo", "working_set_bytes": size,
                      "ns_per_element": float(np.median(samples)),
                      "ns_per_element_samples": samples})
@@ -87,8 +91,12 @@ def test_save_baseline_writes_the_dataset(guarded):
     assert (guarded.path / BASELINE).with_suffix(".json").is_file()
     result.stdout.fnmatch_lines(["*memlab regression guard*", "saved: test_guard.py::test_speed: *"])
     saved = Dataset.load(guarded.path / BASELINE)
-    assert saved.column("working_set_bytes") == [4096, 1 << 20]
+    assert saved.column("working_set_bytes") == [4096, 1 << 20] * 3  # three runs: a run-level baseline
+    assert saved.column("run") == [0, 0, 1, 1, 2, 2]
     assert len(saved.rows[0]["ns_per_element_samples"]) == 9
+    assert saved.rows[0]["ns_per_element_samples"] != saved.rows[2]["ns_per_element_samples"]
+    guarded("--memlab-save-baseline", "--memlab-runs", "1").assert_outcomes(passed=1)
+    assert "run" in Dataset.load(guarded.path / BASELINE).rows[0]
 
 
 def test_passes_against_its_baseline(guarded):
@@ -129,13 +137,13 @@ def test_straddling_run_passes_with_a_warning(guarded):
     result = guarded(shift=1.05, spread=0.05, seed=1)
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines([
-        "*MemlabRegressionWarning*2 point(s) too noisy*straddles the 5.0% threshold; "
-        "about * samples per side*would decide it*",
+        "*MemlabRegressionWarning*2 point(s) inconclusive*straddles the 5.0% threshold; "
+        "about * runs per side (now 3) would decide it*",
     ])
 
 
 def test_noisy_run_with_a_large_slowdown_fails(guarded):
-    # 10% spread, 20% slowdown: the old rule called this "too noisy"
+    # 10% spread, 20% slowdown: an older rule called this "too noisy"
     guarded("--memlab-save-baseline").assert_outcomes(passed=1)
     result = guarded(shift=1.2, spread=0.1, seed=1)
     result.assert_outcomes(failed=1)
@@ -147,7 +155,7 @@ def test_noisy_run_fails_with_fail_on_noise(guarded):
     guarded("--memlab-save-baseline").assert_outcomes(passed=1)
     result = guarded("--memlab-fail-on-noise", spread=0.1, seed=1)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*2 point(s) without a verdict (too noisy or too few samples)*"])
+    result.stdout.fnmatch_lines(["*2 point(s) without a verdict (inconclusive)*"])
     guarded("--memlab-fail-on-noise", seed=1).assert_outcomes(passed=1)
 
 
@@ -262,7 +270,7 @@ def test_a_doctored_chase_baseline_fails_the_guard(pytester, speedup):
     table = [line for line in lines[:summary] if line.startswith("chase ")]
     assert len(table) == 3
     for line in table:  # no point can look unchanged or better against such a baseline
-        assert "regression:" in line or "too noisy:" in line, line
+        assert "regression:" in line or "inconclusive:" in line, line
 
 
 def test_missing_baseline_fails_with_instructions(guarded):
@@ -315,6 +323,9 @@ def test_bad_options_are_usage_errors(guarded):
     result.stderr.fnmatch_lines(["*--memlab-alpha=2.0 is outside (0, 1)*"])
     result = guarded("--memlab-repeat", "0")
     result.stderr.fnmatch_lines(["*--memlab-repeat=0 is below the minimum 1*"])
+    result = guarded("--memlab-runs", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--memlab-runs=0 is below the minimum 1*"])
 
 
 def test_named_checks_and_wrong_inputs(pytester):
@@ -364,11 +375,13 @@ def test_clock(memlab_regression):
                   repeat=5, warmup=0)
     memlab_regression.check(sweep, metric="core_GHz", better="higher")
 ''')
-    saved = pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline", "--memlab-repeat", "6")
+    saved = pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline", "--memlab-repeat", "6",
+                               "--memlab-runs", "2")
     saved.assert_outcomes(passed=1)
     baseline = Dataset.load(pytester.path / "memlab-baselines" / f"{baseline_stem('test_clock.py::test_clock')}.csv")
-    assert baseline.column("budget_ns") == [1_000_000, 2_000_000]
-    assert [len(row["core_GHz_samples"]) for row in baseline.rows] == [6, 6]
+    assert baseline.column("budget_ns") == [1_000_000, 2_000_000] * 2  # the sweep run twice
+    assert baseline.column("run") == [0, 0, 1, 1]
+    assert [len(row["core_GHz_samples"]) for row in baseline.rows] == [6] * 4
     assert baseline.metadata["param_names"] == ["budget_ns"]
     # the gate is far beyond any clock drift: this checks the plumbing, not the machine
     compared = pytester.runpytest(*PLUGIN_ARGS, "--memlab-fail-above", "90%")

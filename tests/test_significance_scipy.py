@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from memlab.significance import (
     EXACT_MAX_SAMPLES,
     mann_whitney_u,
+    median_of_runs_interval,
     median_ratio_interval,
     repetitions_to_decide,
+    runs_ratio_interval,
 )
 
 SETTINGS = settings(derandomize=True, deadline=None, max_examples=60,
@@ -135,6 +137,46 @@ def test_bootstrap_interval_matches_scipy(pair, confidence):
     assert below(high) <= 1.0 - tail + tol and at_or_below(high) >= 1.0 - tail - tol
     scipy_low, scipy_high = result.confidence_interval
     assert (low <= scipy_high) and (scipy_low <= high)  # the intervals overlap
+
+
+def _holds_scipys_quantiles(low, high, distribution, confidence, tol=0.0075):
+    """Our bounds sit at scipy's bootstrap distribution's tail quantiles (see above)."""
+    distribution = np.sort(distribution)
+    tail = (1.0 - confidence) / 2.0
+
+    def below(value):
+        return np.searchsorted(distribution, value, side="left") / distribution.size
+
+    def at_or_below(value):
+        return np.searchsorted(distribution, value, side="right") / distribution.size
+
+    return (below(low) <= tail + tol and at_or_below(low) >= tail - tol
+            and below(high) <= 1.0 - tail + tol and at_or_below(high) >= 1.0 - tail - tol)
+
+
+@settings(derandomize=True, deadline=None, max_examples=30,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(lognormal_pair(), st.sampled_from([0.8, 0.95, 0.99]))
+def test_the_one_level_case_of_the_two_level_bootstrap_matches_scipy(pair, confidence):
+    """One run per side: the two-level bootstrap is scipy's bootstrap of the median (ratio).
+
+    And its other one-level case, runs of one sample each: resampling runs is
+    resampling the values."""
+    baseline, candidate, seed = pair
+    resamples = 20_000
+    rng = np.random.default_rng(seed + 1)
+    single = scipy.stats.bootstrap((baseline,), np.median, vectorized=True, method="percentile",
+                                   n_resamples=resamples, confidence_level=confidence, rng=rng)
+    for runs in ([baseline], [[value] for value in baseline]):
+        low, high = median_of_runs_interval(runs, confidence=confidence, resamples=resamples, seed=seed)
+        assert _holds_scipys_quantiles(low, high, single.bootstrap_distribution, confidence)
+    ratio = scipy.stats.bootstrap(
+        (baseline, candidate), _ratio_of_medians, vectorized=True, paired=False,
+        method="percentile", n_resamples=resamples, confidence_level=confidence, rng=rng,
+    )
+    low, high = runs_ratio_interval([baseline], [candidate], confidence=confidence,
+                                    resamples=resamples, seed=seed)
+    assert _holds_scipys_quantiles(low, high, ratio.bootstrap_distribution, confidence)
 
 
 def test_bootstrap_interval_covers_the_true_ratio_as_often_as_scipys():

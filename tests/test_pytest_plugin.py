@@ -9,7 +9,7 @@ import pytest
 import numpy  # noqa: F401
 from memlab.compare import compare  # noqa: F401
 from memlab.dataset import Dataset
-from memlab.pytest_plugin import MAX_NAME_PREFIX, MemlabRegressionWarning, baseline_stem  # noqa: F401
+from memlab.pytest_plugin import DEFAULT_RUNS, MAX_NAME_PREFIX, MemlabRegressionWarning, baseline_stem  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
@@ -412,7 +412,10 @@ def test_every_run_is_stored_in_the_history_with_its_machine(guarded):
     assert kernels == ["6.1", "6.1", "6.8"]
     for path, dataset in zip(runs, stored):  # the file's name carries the machine's fingerprint id
         assert path.stem.endswith(fingerprint_id(dataset.metadata["machine_fingerprint"]))
-    assert len(stored[1].rows) == 2 and len(stored[1].rows[0]["ns_per_element_samples"]) == 9
+    # the run's two points, each in the guard's runs (a `run` column), every sample kept
+    runs_a_point = DEFAULT_RUNS
+    assert len(stored[1].rows) == 2 * runs_a_point and len(stored[1].rows[0]["ns_per_element_samples"]) == 9
+    assert sorted(row["run"] for row in stored[1].rows) == sorted(list(range(runs_a_point)) * 2)
     assert not (guarded.path / FAILED).exists()
 
 

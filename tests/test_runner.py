@@ -13,7 +13,7 @@ import json
 import pytest
 
 from memlab import catalogue, cli
-from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, Dataset
+from memlab.dataset import FINGERPRINT_COLUMN, HOST_COLUMN, RUN_COLUMN, Dataset
 from memlab.grid import Sweep
 from memlab.machine import collect, identity
 from memlab.pytest_plugin import RegressionGuard
@@ -88,7 +88,9 @@ def test_every_path_gives_the_same_columns_and_the_points_it_planned(tmp_path, m
     guard = RegressionGuard(test_id="t", baseline_dir=tmp_path, save_baseline=True, fail_above=0.05,
                             alpha=0.05, repeat=None, record=lambda kind, text: None)
     guarded = guard._measure(reference_sweep)
-    assert columns(guarded.rows) == want and keys(guarded) == planned_keys(reference_sweep)
+    # the guard measures its points in runs: the same columns, and each row's run index
+    assert columns(guarded.rows) == sorted(set(want) | {RUN_COLUMN})
+    assert sorted(set(keys(guarded))) == sorted(planned_keys(reference_sweep))
 
     monkeypatch.setattr(catalogue, "ITEMS", (fake_item(),))
     result = reproduce(["clock"], quick=True, out=tmp_path / "reproduce", progress=False)

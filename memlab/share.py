@@ -40,13 +40,15 @@ which leaves out time preempted by other processes.
 
 from __future__ import annotations
 
+import array
+import dataclasses
 import math
 import os
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from memlab import chart
+from memlab import chart, placement
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
@@ -70,6 +72,7 @@ __all__ = [
     "run",
     "sharing_ratios",
     "thread_counts",
+    "thread_cpus",
     "threads_figure",
 ]
 
@@ -89,8 +92,10 @@ class ShareParams:
     ``atomic_op``: the form of an atomic increment (:data:`ATOMIC_OPS`;
     None: ``lock_add`` when ``atomic``, ``plain`` when not).
     ``increments``: per thread; 0 adapts the count so that a sample lasts
-    about the run's target_seconds. ``pin``: one thread per allowed CPU
-    (ValueError when there are more threads than CPUs).
+    about the run's target_seconds. ``pin``: one thread per allowed CPU,
+    one per core first, then SMT siblings (:func:`memlab.placement.spread`;
+    ValueError when there are more threads than CPUs); the C family receives
+    the list (:func:`thread_cpus`) and only pins the threads to it.
     """
 
     threads: int = field(default_factory=lambda: min(2, len(os.sched_getaffinity(0))))
@@ -122,6 +127,30 @@ class ShareParams:
                     f"threads={self.threads} is above the {allowed} CPUs this process may "
                     f"run on (pin=True pins one thread per CPU)"
                 )
+
+
+def thread_cpus(params: ShareParams | Mapping[str, Any], cpu: int | None = None) -> list[int]:
+    """The threads' CPUs as the C family receives them (-1: unpinned); ``cpu`` (``run(cpu=...)``)
+    is the one thread's.
+
+    >>> thread_cpus({"threads": 3, "pin": False})
+    [-1, -1, -1]
+    """
+    p = FAMILY.params(params)
+    if cpu is not None:
+        if p.threads > 1:
+            raise placement.cpu_not_applicable("share", cpu, f"its {p.threads} threads need a CPU each (on one CPU "
+                                               "they take turns and share nothing at once)")
+        return [cpu]
+    return placement.choose("spread", p.threads) if p.pin else [-1] * p.threads
+
+
+def _to_core(params: ShareParams, cpu: int | None = None) -> dict[str, Any]:
+    """The C config: the parameters, with the CPUs (:func:`thread_cpus`) for ``pin``."""
+    config = dataclasses.asdict(params)
+    del config["pin"]
+    config["cpus"] = array.array("i", thread_cpus(params, cpu))
+    return config
 
 
 def run(params: ShareParams | dict | None = None, **options: Any) -> Measurement:
@@ -475,6 +504,7 @@ FAMILY = Family(
     name="share",
     params_type=ShareParams,
     core="share",
+    to_core=_to_core,
     unit="increment",
     primary_metric="ns_per_increment",
     derive=_derive,
@@ -493,4 +523,5 @@ FAMILY = Family(
             "percentages are one line over own lines. Rows comparing atomic forms show figure 6.12 "
             "instead (lock add, add-and-fetch, fetch-and-add, compare-and-swap, the __sync builtins).",
     report_columns=("lost_updates", "cas_failures_per_increment"),
+    one_cpu="workers",
 )

@@ -254,7 +254,6 @@ static int chase_trace_measure(void *state, ml_context *ctx, ml_measurement *out
     {.name = "prefetch_distance", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, prefetch_distance), .min = 0, .max = 1 << 20, ML_DEFAULT(0)},\
     {.name = "helper_thread", .kind = ML_PARAM_BOOL, .offset = offsetof(chase_config, helper_thread), ML_DEFAULT(0)},\
     {.name = "helper_distance", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, helper_distance), .min = 1, .max = 1 << 24, ML_DEFAULT(100)},\
-    {.name = "helper_cpu", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, helper_cpu), .min = -1, .max = CPU_SETSIZE - 1, ML_DEFAULT(-1)},\
     {.name = "pages", .kind = ML_PARAM_CHOICE, .offset = offsetof(chase_config, pages), .choices = chase_pages_names, ML_DEFAULT_CHOICE("4k")},\
     {.name = "strict_pages", .kind = ML_PARAM_BOOL, .offset = offsetof(chase_config, strict_pages), ML_DEFAULT(0)},\
     {.name = "chains", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, chains), .min = 1, .max = CHASE_MAX_CHAINS, ML_DEFAULT(1)},\
@@ -267,8 +266,8 @@ static int chase_trace_measure(void *state, ml_context *ctx, ml_measurement *out
     {.name = "element_distance", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, element_distance), .min = 1, .max = 1 << 16, ML_DEFAULT(1)},\
     {.name = "threads", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, threads), .min = 1, .max = CHASE_MAX_THREADS, ML_DEFAULT(1)},\
     {.name = "thread_lists", .kind = ML_PARAM_CHOICE, .offset = offsetof(chase_config, thread_lists), .choices = chase_thread_lists_names, ML_DEFAULT_CHOICE("shared")},\
-    {.name = "walk_cpu", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, walk_cpu), .min = -1, .max = CPU_SETSIZE - 1, ML_DEFAULT(-1)},\
-    {.name = "memory_node", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, memory_node), .min = -1, .max = ML_MAX_NODES - 1, ML_DEFAULT(-1)}
+    {.name = "memory_node", .kind = ML_PARAM_INT, .offset = offsetof(chase_config, memory_node), .min = -1, .max = ML_MAX_NODES - 1, ML_DEFAULT(-1)},\
+    {.name = "cpus", .kind = ML_PARAM_BUFFER, .offset = offsetof(chase_config, cpus), .optional = 1}
 
 static const ml_param chase_params[] = {
     CHASE_PARAMS(),

@@ -73,7 +73,6 @@ typedef struct chase_config {
     int64_t prefetch_distance;
     int helper_thread;
     int64_t helper_distance;
-    int64_t helper_cpu;
     int pages;
     int strict_pages;
     int64_t chains;
@@ -86,8 +85,9 @@ typedef struct chase_config {
     int64_t element_distance; /* element slots from one element to the next (1: packed) */
     int64_t threads;          /* walking threads, one per CPU */
     int thread_lists;         /* shared: all on one list; own: a list each */
-    int64_t walk_cpu;         /* -1: wherever the caller runs */
     int64_t memory_node;      /* -1: the kernel's default policy */
+    ml_buffer cpus;           /* int32: the walking thread's CPU, then the other walkers' or the
+                               * helper's (memlab.placement chooses them); absent: unpinned */
 } chase_config;
 
 typedef struct chase_trace_config {
@@ -179,6 +179,8 @@ typedef struct chase_state {
     int k;                      /* chains walked by each thread */
     int total_chains;           /* chains in memory: k, or k per thread with own lists */
     int threads;
+    int cpus[CHASE_MAX_THREADS]; /* the checked cpus: thread 0's, then walkers' or the helper's */
+    int pinned;                 /* cpus[0] >= 0: every thread is pinned for each sample */
     chase_walker *walkers;      /* [threads] */
     chase_walk_fn walk_fn;
     double ns_per_step;         /* per step of every chain; 0 until measured */
@@ -226,7 +228,6 @@ int chase_setup(const void *config, void **state_out, ml_context *ctx, ml_error 
 void chase_teardown(void *state);
 int chase_check_config(const chase_config *cfg, chase_state *s, ml_error *err);
 int chase_usable_cpus(cpu_set_t *allowed);
-void chase_format_cpus(const cpu_set_t *set, char *out, size_t size);
 int chase_verify(chase_state *s, ml_context *ctx, ml_measurement *out, ml_error *err);
 /* chase_threads.c: one sample, walked by this thread and the team */
 int chase_walk_sample(chase_state *s, uint64_t fixed_steps, uint64_t target_ns, ml_context *ctx,

@@ -183,6 +183,25 @@ int chase_usable_cpus(cpu_set_t *allowed)
     return CPU_COUNT(allowed);
 }
 
+/* The threads' CPUs, as memlab.placement chose them: one for the walking
+ * thread, then one per other walker or for the helper, each distinct and
+ * usable.  An absent list leaves a lone walking thread unpinned. */
+static int chase_check_cpus(const chase_config *cfg, chase_state *s, ml_error *err)
+{
+    int needed = (int)cfg->threads + (cfg->helper_thread ? 1 : 0);
+    if (cfg->cpus.bytes == 0) {
+        if (needed > 1)
+            return ml_fail(err, ML_ERR_VALUE, 0,
+                           "threads=%lld%s need a CPU each: cpus lists them (memlab.placement chooses them)",
+                           (long long)cfg->threads, cfg->helper_thread ? " and the helper thread" : "");
+        s->cpus[0] = -1;
+    } else if (ml_cpu_list_check(&cfg->cpus, "cpus", needed, needed == 1, s->cpus, err)) {
+        return -1;
+    }
+    s->pinned = s->cpus[0] >= 0;
+    return 0;
+}
+
 int chase_check_config(const chase_config *cfg, chase_state *s, ml_error *err)
 {
     s->element_bytes = 8 * ((uint64_t)cfg->npad + 1);
@@ -254,23 +273,6 @@ int chase_check_config(const chase_config *cfg, chase_state *s, ml_error *err)
     if (s->block_elements == 0)
         s->block_elements = 1;
     return 0;
-}
-
-void chase_format_cpus(const cpu_set_t *set, char *out, size_t size)
-{
-    size_t used = 0;
-    out[0] = 0;
-    for (int c = 0; c < CPU_SETSIZE && used + 8 < size; c++) {
-        if (!CPU_ISSET(c, set))
-            continue;
-        int last = c;
-        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set))
-            last++;
-        used += (size_t)snprintf(out + used, size - used, used ? ",%d" : "%d", c);
-        if (last > c)
-            used += (size_t)snprintf(out + used, size - used, "-%d", last);
-        c = last;
-    }
 }
 
 /* A hugetlb page bound to a node without a free one would be a SIGBUS on
@@ -355,15 +357,8 @@ int chase_setup(const void *config, void **state_out, ml_context *ctx, ml_error 
     s->cfg = *cfg;
     if (chase_check_config(cfg, s, err))
         goto fail;
-    cpu_set_t allowed;
-    int usable = chase_usable_cpus(&allowed);
-    if (cfg->threads > usable) {
-        char cpus[256];
-        chase_format_cpus(&allowed, cpus, sizeof cpus);
-        ml_fail(err, ML_ERR_VALUE, 0, "threads=%lld needs as many CPUs; this process may use %d (%s)",
-                (long long)cfg->threads, usable, cpus);
+    if (chase_check_cpus(cfg, s, err))
         goto fail;
-    }
     char what[200];
     snprintf(what, sizeof what,
              "the chase list (working_set_bytes=%lld, npad=%lld, layout=%s, element_distance=%lld, threads=%lld)",

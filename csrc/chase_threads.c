@@ -38,82 +38,20 @@ static void chase_helper_body(void *arg, ml_team *team)
     h->sum = sum;
 }
 
-/* ---- CPUs for the walking threads and the helper ---------------------- */
+/* ---- the helper's facts ------------------------------------------------ */
 
-/* The helper's CPU: helper_cpu if given; else the walking CPU's SMT sibling
- * (the source's placement: the two share the core's caches), else any
- * other CPU this process may use. */
-static int chase_pick_helper_cpu(chase_state *s, const cpu_set_t *allowed, int main_cpu, ml_error *err)
+/* Whether the helper's CPU (memlab.placement chose it) shares the walking
+ * CPU's core, and whether the walking CPU has an SMT sibling this thread
+ * may use at all: the row records both. */
+static void chase_helper_facts(chase_helper *h, const cpu_set_t *allowed, int main_cpu)
 {
-    chase_helper *h = s->helper;
-    long configured = sysconf(_SC_NPROCESSORS_CONF);
-    int limit = configured > 0 && configured < CPU_SETSIZE ? (int)configured : CPU_SETSIZE;
     ml_cpu_mask siblings;
     ml_cpu_smt_siblings(main_cpu, &siblings);
     h->sibling_existed = 0;
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (c != main_cpu && CPU_ISSET(c, allowed) && ml_cpu_mask_has(&siblings, c))
             h->sibling_existed = 1;
-    int cpu = -1;
-    if (s->cfg.helper_cpu >= 0) {
-        if (s->cfg.helper_cpu == main_cpu)
-            return ml_fail(err, ML_ERR_VALUE, 0,
-                           "helper_cpu=%lld is the CPU of the walking thread; choose another one",
-                           (long long)s->cfg.helper_cpu);
-        if (s->cfg.helper_cpu >= limit)
-            return ml_fail(err, ML_ERR_VALUE, 0, "helper_cpu=%lld is not a CPU of this machine (0..%d)",
-                           (long long)s->cfg.helper_cpu, limit - 1);
-        cpu = (int)s->cfg.helper_cpu;
-    }
-    for (int pass = 0; cpu < 0 && pass < 2; pass++)
-        for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
-            if (c != main_cpu && CPU_ISSET(c, allowed) && (pass == 1 || ml_cpu_mask_has(&siblings, c)))
-                cpu = c;
-    for (int c = 0; c < limit && cpu < 0; c++)
-        if (c != main_cpu)
-            cpu = c;
-    if (cpu < 0)
-        return ml_fail(err, ML_ERR_VALUE, 0,
-                       "helper_thread=1 needs a second CPU; this machine has %d", limit);
-    h->smt_sibling = ml_cpu_mask_has(&siblings, cpu);
-    return cpu;
-}
-
-/* The walking threads' CPUs: thread 0 on main_cpu, then one CPU per core
- * not yet used (as the source's four threads on four cores), then SMT
- * siblings of the used cores. */
-static int chase_pick_thread_cpus(chase_state *s, const cpu_set_t *allowed, int main_cpu, ml_error *err)
-{
-    ml_cpu_mask used_cores;
-    ml_cpu_mask_clear(&used_cores);
-    int picked = 0;
-    s->walkers[picked++].cpu = main_cpu;
-    ml_cpu_mask siblings;
-    ml_cpu_smt_siblings(main_cpu, &siblings);
-    for (int i = 0; i < ML_MAX_CPUS / 64; i++)
-        used_cores.bits[i] |= siblings.bits[i];
-    for (int pass = 0; pass < 2 && picked < s->threads; pass++) {
-        for (int c = 0; c < CPU_SETSIZE && picked < s->threads; c++) {
-            if (!CPU_ISSET(c, allowed) || c == main_cpu)
-                continue;
-            int taken = 0;
-            for (int t = 0; t < picked; t++)
-                taken |= s->walkers[t].cpu == c;
-            if (taken || (pass == 0 && ml_cpu_mask_has(&used_cores, c)))
-                continue;
-            s->walkers[picked++].cpu = c;
-            ml_cpu_smt_siblings(c, &siblings);
-            for (int i = 0; i < ML_MAX_CPUS / 64; i++)
-                used_cores.bits[i] |= siblings.bits[i];
-        }
-    }
-    if (picked < s->threads) {
-        char cpus[256];
-        chase_format_cpus(allowed, cpus, sizeof cpus);
-        return ml_fail(err, ML_ERR_VALUE, 0, "threads=%d needs as many CPUs; this process may use %d (%s)",
-                       s->threads, CPU_COUNT(allowed), cpus);
-    }
-    return 0;
+    h->smt_sibling = ml_cpu_mask_has(&siblings, h->cpu);
 }
 
 static int chase_pin_self(int cpu)
@@ -131,10 +69,9 @@ static int chase_helper_start(chase_state *s, const cpu_set_t *allowed, int main
     chase_helper *h = s->helper;
     chase_walk *walk = &s->walkers[0].walk;
     memset(h, 0, sizeof *h);
-    int cpu = chase_pick_helper_cpu(s, allowed, main_cpu, err);
-    if (cpu < 0)
-        return -1;
+    int cpu = s->cpus[1];
     h->cpu = cpu;
+    chase_helper_facts(h, allowed, main_cpu);
     h->k = s->k;
     h->distance = (uint64_t)s->cfg.helper_distance;
     h->element_bytes = s->element_bytes;
@@ -200,8 +137,8 @@ static int chase_workers_start(chase_state *s, uint64_t fixed_steps, ml_context 
 
 
 
-/* Pin the walking thread (and place helper or other walkers) for the
- * sample; `saved` gets the affinity to restore. */
+/* Pin the walking thread to cpus[0] (and start the helper or the other
+ * walkers on theirs) for the sample; `saved` gets the affinity to restore. */
 static int chase_sample_begin(chase_state *s, uint64_t fixed_steps, cpu_set_t *saved, int *main_cpu,
                               ml_context *ctx, ml_error *err)
 {
@@ -209,26 +146,19 @@ static int chase_sample_begin(chase_state *s, uint64_t fixed_steps, cpu_set_t *s
     int rc = pthread_getaffinity_np(pthread_self(), sizeof *saved, saved);
     if (rc)
         return ml_fail(err, ML_ERR_OS, rc, "pthread_getaffinity_np failed");
-    if (s->cfg.walk_cpu < 0 && !s->cfg.helper_thread && s->threads == 1)
+    if (!s->pinned)
         return 0;
-    int cpu = (int)s->cfg.walk_cpu;
-    if (cpu >= 0 && (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, saved))) {
-        char cpus[256];
-        chase_format_cpus(saved, cpus, sizeof cpus);
-        return ml_fail(err, ML_ERR_VALUE, 0, "walk_cpu=%d is not a CPU this process may use (%s)", cpu,
-                       cpus);
-    }
-    if (cpu < 0)
-        cpu = sched_getcpu();
-    if (cpu < 0)
-        return ml_fail(err, ML_ERR_OS, errno, "sched_getcpu failed");
-    if (s->threads > 1 && chase_pick_thread_cpus(s, saved, cpu, err))
-        return -1;
+    int cpu = s->cpus[0];
+    for (int t = 1; t < s->threads; t++)
+        s->walkers[t].cpu = s->cpus[t];
     if (s->cfg.helper_thread && chase_helper_start(s, saved, cpu, ctx, err))
         return -1;
     if (s->threads > 1 && chase_workers_start(s, fixed_steps, ctx, err))
         return -1;
-    chase_pin_self(cpu);
+    rc = chase_pin_self(cpu);
+    if (rc)
+        return ml_fail(err, rc == EINVAL ? ML_ERR_VALUE : ML_ERR_OS, rc,
+                       "cannot pin the walking thread to cpus[0]=%d: %s", cpu, strerror(rc));
     s->walkers[0].cpu = cpu;
     *main_cpu = cpu;
     return 0;

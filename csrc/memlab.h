@@ -597,6 +597,15 @@ typedef struct ml_buffer {
 int ml_check_buffer(const ml_buffer *buffer, const char *name, size_t items, size_t itemsize,
                     ml_error *err);
 
+/* A CPU list handed in by Python (memlab.placement chose it; the C core only
+ * pins threads to it and checks it): `list` must hold `count` int32 CPUs,
+ * each one this process may use or, with `unpinned_ok`, -1 (unpinned), and
+ * none twice (two threads on one CPU take turns instead of running
+ * together).  `name` is the parameter's, for messages.  Copies them into
+ * out[count]; -1 with err (ML_ERR_VALUE, ML_ERR_OS) otherwise. */
+int ml_cpu_list_check(const ml_buffer *list, const char *name, int count, int unpinned_ok, int *out,
+                      ml_error *err);
+
 typedef struct ml_param {
     const char *name;
     ml_param_kind kind;
@@ -605,6 +614,7 @@ typedef struct ml_param {
     double min_double, max_double; /* ML_PARAM_DOUBLE */
     const char *const *choices; /* ML_PARAM_CHOICE */
     int writable;               /* ML_PARAM_BUFFER: must be writable */
+    int optional;               /* ML_PARAM_BUFFER: may be absent (then empty: data NULL, 0 bytes) */
     /* The value an absent key takes (module.c, ml_config_defaults); without
      * one the key is required.  Set with the macros below. */
     int has_default;

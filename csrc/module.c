@@ -310,6 +310,10 @@ static int convert_config(KernelObject *self, PyObject *config)
             }
             continue;
         }
+        if (!value && p->kind == ML_PARAM_BUFFER && p->optional) {
+            memset(field, 0, sizeof(ml_buffer)); /* absent: empty */
+            continue;
+        }
         if (!value) {
             PyErr_Format(PyExc_ValueError, "missing parameter '%s' for %s", p->name, family->name);
             return -1;
@@ -602,6 +606,8 @@ static PyObject *param_to_dict(const ml_param *p)
         return NULL;
     if (set_item(d, "name", PyUnicode_FromString(p->name)) < 0 ||
         set_item(d, "kind", PyUnicode_FromString(kinds[p->kind])) < 0)
+        goto error;
+    if (p->kind == ML_PARAM_BUFFER && p->optional && set_item(d, "optional", Py_NewRef(Py_True)) < 0)
         goto error;
     if (p->kind == ML_PARAM_INT &&
         (set_item(d, "min", PyLong_FromLongLong(p->min)) < 0 ||

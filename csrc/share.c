@@ -1,7 +1,8 @@
 /* Cache-line sharing (Drepper, "What every programmer should know about
  * memory", section 6.4.1 and the program of section 9.3): `threads` threads,
- * optionally pinned one per CPU, each add 1 to its own counter `increments`
- * times; counter i lives `disp` longs after counter i-1.  disp 0: one counter
+ * each pinned to the CPU Python chose for it (memlab.placement) or unpinned,
+ * each add 1 to its own counter `increments` times; counter i lives `disp`
+ * longs after counter i-1.  disp 0: one counter
  * shared by all; disp 1..7: distinct counters in one 64-byte line (false
  * sharing); disp >= 8: a line each.  Increments are atomic or plain
  * load-add-store; plain increments of a shared counter lose updates, which
@@ -58,7 +59,7 @@ typedef struct share_config {
     int atomic;
     int atomic_op;
     int64_t increments;
-    int pin;
+    ml_buffer cpus; /* int32, one per thread: memlab.placement chose them; -1: unpinned */
 } share_config;
 
 typedef struct share_worker {
@@ -74,6 +75,7 @@ typedef struct share_state {
     share_config cfg;
     long *memory;
     size_t memory_longs;
+    int pinned; /* some thread has a CPU of its own */
     uint64_t increments; /* per thread, this sample */
     int adaptive;
     share_worker *workers;
@@ -90,7 +92,7 @@ static const ml_param share_params[] = {
      .choices = share_op_names, ML_DEFAULT_CHOICE("lock_add")},
     {.name = "increments", .kind = ML_PARAM_INT, .offset = offsetof(share_config, increments), .min = 0,
      .max = INT64_C(1) << 40, ML_DEFAULT(0)},
-    {.name = "pin", .kind = ML_PARAM_BOOL, .offset = offsetof(share_config, pin), ML_DEFAULT(1)},
+    {.name = "cpus", .kind = ML_PARAM_BUFFER, .offset = offsetof(share_config, cpus)},
     {0},
 };
 
@@ -272,34 +274,16 @@ static void share_teardown(void *state)
     free(s);
 }
 
-/* The i-th CPU this process may run on, or -1. */
-static int nth_allowed_cpu(const cpu_set_t *allowed, int index)
-{
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
-        if (CPU_ISSET(cpu, allowed) && index-- == 0)
-            return cpu;
-    return -1;
-}
-
 static int share_setup(const void *config, void **state, ml_context *ctx, ml_error *err)
 {
     (void)ctx;
     const share_config *c = config;
     *state = NULL;
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) < 0)
-        return ml_fail(err, ML_ERR_OS, errno, "sched_getaffinity: %s", strerror(errno));
-    int n_allowed = CPU_COUNT(&allowed);
     if (c->atomic && c->atomic_op == SHARE_OP_PLAIN)
         return ml_fail(err, ML_ERR_VALUE, 0, "atomic_op=plain needs atomic=False");
     if (!c->atomic && c->atomic_op != SHARE_OP_PLAIN)
         return ml_fail(err, ML_ERR_VALUE, 0, "atomic_op=%s needs atomic=True (plain increments: atomic_op=plain)",
                        share_op_names[c->atomic_op]);
-    if (c->pin && c->threads > n_allowed)
-        return ml_fail(err, ML_ERR_VALUE, 0,
-                       "threads=%lld is above the %d CPUs this process may run on (pin=True pins one thread per CPU)",
-                       (long long)c->threads, n_allowed);
     share_state *s = calloc(1, sizeof *s);
     if (!s)
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for the share state");
@@ -327,12 +311,22 @@ static int share_setup(const void *config, void **state, ml_context *ctx, ml_err
     }
     s->memory = memory;
     memset(s->memory, 0, bytes);
+    int *cpus = malloc((size_t)c->threads * sizeof *cpus);
+    if (!cpus || ml_cpu_list_check(&c->cpus, "cpus", (int)c->threads, 1, cpus, err)) {
+        if (!cpus)
+            ml_fail(err, ML_ERR_MEMORY, ENOMEM, "no memory for %lld threads' CPUs", (long long)c->threads);
+        free(cpus);
+        share_teardown(s);
+        return -1;
+    }
     for (int i = 0; i < c->threads; i++) {
         s->workers[i].state = s;
         s->workers[i].counter = &s->memory[(size_t)i * (size_t)c->disp];
-        s->workers[i].cpu = c->pin ? nth_allowed_cpu(&allowed, i) : -1;
+        s->workers[i].cpu = cpus[i];
+        s->pinned |= cpus[i] >= 0;
         s->team.workers[i] = (ml_team_worker){.body = share_body, .arg = &s->workers[i], .cpu = s->workers[i].cpu};
     }
+    free(cpus);
     *state = s;
     return 0;
 }
@@ -412,7 +406,7 @@ static int share_measure(void *state, ml_context *ctx, ml_measurement *out, ml_e
     ml_metric_add(out, "expected_count", expected);
     ml_metric_add(out, "final_count", final_count);
     ml_metric_add(out, "lost_updates", expected - final_count);
-    ml_metric_add(out, "pinned", s->cfg.pin ? 1.0 : 0.0);
+    ml_metric_add(out, "pinned", s->pinned ? 1.0 : 0.0);
     int op = s->cfg.atomic ? s->cfg.atomic_op : SHARE_OP_PLAIN;
     if (op == SHARE_OP_CAS || op == SHARE_OP_SYNC_CAS) {
         double failures = 0;

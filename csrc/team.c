@@ -307,3 +307,39 @@ ML_FAMILY(team_metrics) = {
     .measure = team_metrics_measure,
     .teardown = team_metrics_teardown,
 };
+
+/* ---- CPU lists from Python ---------------------------------------------- */
+
+int ml_cpu_list_check(const ml_buffer *list, const char *name, int count, int unpinned_ok, int *out,
+                      ml_error *err)
+{
+    if (list->itemsize != sizeof(int32_t))
+        return ml_fail(err, ML_ERR_VALUE, 0, "%s has items of %zu bytes; int32 (4) is required", name,
+                       list->itemsize);
+    if (list->bytes != (size_t)count * sizeof(int32_t))
+        return ml_fail(err, ML_ERR_VALUE, 0, "%s holds %zu CPUs; %d are needed (memlab.placement chooses them)",
+                       name, list->bytes / sizeof(int32_t), count);
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed))
+        return ml_fail(err, ML_ERR_OS, errno, "sched_getaffinity: %s", strerror(errno));
+    const int32_t *cpus = list->data;
+    for (int i = 0; i < count; i++) {
+        int cpu = cpus[i];
+        if (cpu == -1 && unpinned_ok) {
+            out[i] = cpu;
+            continue;
+        }
+        if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed))
+            return ml_fail(err, ML_ERR_VALUE, 0, "%s[%d]=%d is not a CPU this process may use%s", name, i, cpu,
+                           unpinned_ok ? " (-1 leaves it unpinned)" : "");
+        for (int j = 0; j < i; j++)
+            if (out[j] == cpu)
+                return ml_fail(err, ML_ERR_VALUE, 0,
+                               "%s[%d]=%d is also %s[%d]: two threads on one CPU take turns instead of "
+                               "running together",
+                               name, i, cpu, name, j);
+        out[i] = cpu;
+    }
+    return 0;
+}

@@ -19,7 +19,7 @@ own (fig. 3.31: what sharing a cache costs).
   (the widest this CPU runs). Each kernel is unrolled eight vectors deep.
 - ``stores``: ``normal`` or ``nontemporal`` (streaming stores around the
   caches, what memset/memcpy switch to for large sizes; write and copy only).
-- ``threads``, ``placement`` (``cores``, ``smt``, ``sockets``, ``unpinned``:
+- ``threads``, ``placement`` (``cores``, ``smt``, ``sockets``, ``spread``, ``unpinned``:
   see :func:`memlab.placement.choose`), ``shared`` (all threads on one
   working set, figs. 3.25-3.29, or one private working set each).
 - ``background_op`` / ``background_working_set_bytes``: one more worker,

@@ -22,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import math
 import os
@@ -31,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy
 
-from memlab import twins
+from memlab import placement, twins
 from memlab._core import Kernel
 from memlab.chase_analysis import cache_levels, caption, figure, format_cache_levels
 from memlab.family import Family, check_bool, check_choice, check_cpu, check_int, coerce_fields
@@ -61,6 +62,7 @@ __all__ = [
     "caption",
     "figure",
     "format_cache_levels",
+    "thread_cpus",
     "usable_cpus",
     "SWEEPS",
     "fig3_4",
@@ -121,7 +123,7 @@ class ChaseParams:
     - ``helper_thread``: a second thread walks up to ``helper_distance``
       elements ahead reading every line of each element, pinned to
       ``helper_cpu`` (-1: the walking CPU's SMT sibling where there is one,
-      else another CPU; the row says which).
+      else another CPU: :func:`memlab.placement.beside`; the row says which).
     - ``pages``: ``4k``, ``thp`` or ``hugetlb-2m``; ``strict_pages`` makes a
       refused hugetlb request an error instead of a fallback to 4 KiB pages.
     - ``chains``: independent lists (the working set split between them)
@@ -133,10 +135,16 @@ class ChaseParams:
     - ``element_distance``: element slots from one element to the next (1:
       packed; 64 with 64-byte elements puts them 4 KiB apart, fig. 6.5).
     - ``threads``: walking threads, each pinned to its own CPU (one per core
-      first); ``thread_lists``: ``shared`` (all walk the one list from evenly
+      first, then SMT siblings: :func:`memlab.placement.spread`, from
+      ``walk_cpu`` when given); ``thread_lists``: ``shared`` (all walk the one list from evenly
       spaced starts, as the source) or ``own`` (a list of working_set_bytes
       each). The time reported is the fastest thread's, as in the source.
-    - ``walk_cpu``: pin the walking thread to this CPU (-1: where it runs).
+    - ``walk_cpu``: pin the walking thread to this CPU (-1: where it runs,
+      or with threads or a helper, where :mod:`memlab.placement` puts it).
+      ``run(cpu=N)`` is ``walk_cpu=N``.
+
+    Python chooses every CPU (:func:`thread_cpus`); the C family receives the list
+    and only pins the threads to it and checks it.
     - ``memory_node``: bind the list's memory to this NUMA node with mbind
       (-1: the kernel's default, first touch).
     - ``seed``: the shuffle's seed. ``laps``: fixed laps per sample (0:
@@ -206,6 +214,12 @@ class ChaseParams:
         check_int("threads", self.threads, 1, MAX_THREADS)
         check_choice("thread_lists", self.thread_lists, THREAD_LISTS)
         check_int("walk_cpu", self.walk_cpu, -1, 1023)
+        if self.walk_cpu != -1:
+            check_cpu("walk_cpu", self.walk_cpu)
+        usable = sorted(os.sched_getaffinity(0))
+        if self.threads > len(usable):
+            raise ValueError(f"threads={self.threads} needs as many CPUs; this process may use {len(usable)} "
+                             f"({','.join(map(str, usable))})")
         check_int("memory_node", self.memory_node, -1, 1023)
         self._check_combinations()
 
@@ -286,10 +300,46 @@ def element_count(params: ChaseParams | Mapping[str, Any]) -> int:
     return per_chain * total_chains(p)
 
 
-def _to_core(params: ChaseParams) -> dict[str, Any]:
-    """The C config: every parameter but element_bytes (npad already says it)."""
+def thread_cpus(params: ChaseParams | Mapping[str, Any], cpu: int | None = None) -> list[int]:
+    """The CPUs of the chase's threads, as the C family receives them: the walking thread's
+    (-1: unpinned, a lone walking thread only), then the other walking threads' or the helper's.
+    ``cpu`` (``run(cpu=...)``) is the walking thread's.
+
+    >>> thread_cpus({"walk_cpu": -1})
+    [-1]
+    """
+    p = FAMILY.params(params)
+    walk = None if p.walk_cpu == -1 else p.walk_cpu
+    if cpu is not None:
+        if p.threads > 1:
+            raise placement.cpu_not_applicable("chase", cpu, f"its {p.threads} walking threads need a CPU each "
+                                               "(place the first with walk_cpu=)")
+        if walk is not None and walk != cpu:
+            raise ValueError(f"cpu={cpu} and walk_cpu={walk} both place the walking thread: give one")
+        walk = cpu
+    if p.helper_thread:
+        helper = None if p.helper_cpu == -1 else p.helper_cpu
+        if walk is None and helper is None:
+            return placement.choose("two_cpus", 2)  # an SMT pair where there is one
+        if walk is None:
+            walk = placement.beside(helper)
+        if helper is None:
+            helper = placement.beside(walk)
+        if helper == walk:
+            raise ValueError(f"helper_cpu={helper} is the CPU of the walking thread; choose another one")
+        return [walk, helper]
+    if p.threads > 1:
+        return placement.spread(p.threads, first=walk)
+    return [-1 if walk is None else walk]
+
+
+def _to_core(params: ChaseParams, cpu: int | None = None) -> dict[str, Any]:
+    """The C config: every parameter but element_bytes (npad already says it) and the CPUs,
+    which go as one list (:func:`thread_cpus`)."""
     config = dataclasses.asdict(params)
-    del config["element_bytes"]
+    for name in ("element_bytes", "walk_cpu", "helper_cpu"):
+        del config[name]
+    config["cpus"] = array.array("i", thread_cpus(params, cpu))
     return config
 
 
@@ -828,4 +878,5 @@ FAMILY = Family(
     figure=figure,
     caption=caption,
     report_columns=("cycles_per_element",),
+    one_cpu="workers",  # cpu= is walk_cpu=: the walking thread pins itself for each sample
 )

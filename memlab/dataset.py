@@ -173,7 +173,9 @@ COLUMN_ALIASES: dict[str, dict[str, str]] = {
     "region": {"bytes": "region_bytes", "allow_fallback": "strict_pages"},
     "pipe": {"buffer_size": "buffer_bytes", "pipe_size": "pipe_size_bytes"},
     "system": {"buffer_size": "buffer_bytes"},
-    "share": {"disp": "disp_longs"},
+    # One word per role for where threads run (docs/architecture.md): ``placement`` is a policy,
+    # ``<role>_cpu`` one named thread's CPU, ``cpu_a``/``cpu_b`` a pair; share's ``pin`` was a policy.
+    "share": {"disp": "disp_longs", "pin": "placement"},
     # One name for "refuse instead of falling back" in every family that maps memory.
     "clear_fault": {"strict": "strict_pages"},
     # The window overlap of the threads' runs; overlap_fraction is now every thread team's one

@@ -7,6 +7,9 @@ list to the C core, which only pins the threads to them and checks them
 One vocabulary (:data:`PLACEMENTS`):
 
 - ``cores``: distinct physical cores, filling one package before the next;
+- ``spread``: distinct CPUs, one per core first (as ``cores``), then the
+  cores' other SMT siblings (the chase's walking threads, share's threads:
+  as many threads as this process has CPUs);
 - ``smt``: the SMT siblings of one core;
 - ``sockets``: one thread per package;
 - ``one_cpu``: every thread on one CPU (the first this process may use);
@@ -16,7 +19,9 @@ One vocabulary (:data:`PLACEMENTS`):
 The pipe families' ``two_cpus`` is ``smt`` where one core has two usable
 siblings, else ``cores`` (:data:`ALIASES`). :func:`facts` says what chosen
 CPUs share (SMT core, package, cache level), as rows record it, and
-:func:`nodes_of` which NUMA nodes they are on.
+:func:`nodes_of` which NUMA nodes they are on; :func:`spread` starts the
+``spread`` order at a given CPU and :func:`beside` finds a second CPU for one
+thread (its SMT sibling where there is one: the chase's helper).
 
 ``cpu=`` of :meth:`memlab.family.Family.run` means "every measuring thread on
 that one CPU"; a family that cannot do that raises :class:`CpuNotApplicable`
@@ -40,15 +45,17 @@ __all__ = [
     "ALIASES",
     "CpuNotApplicable",
     "allowed_cpus",
+    "beside",
     "check_cpu",
     "choose",
     "cpu_not_applicable",
     "facts",
     "nodes_of",
+    "spread",
 ]
 
 #: The placements :func:`choose` knows (an explicit list of CPUs is the sixth kind).
-PLACEMENTS = ("cores", "smt", "sockets", "one_cpu", "unpinned")
+PLACEMENTS = ("cores", "smt", "sockets", "spread", "one_cpu", "unpinned")
 #: Other families' words for a placement, and the one :func:`choose` reads them as.
 ALIASES = {"two_cpus": ("smt", "cores")}
 
@@ -125,7 +132,51 @@ def choose(placement: str | Sequence[int], count: int, *, allowed: Iterable[int]
     if count > len(usable):
         raise ValueError(f"placement={placement!r} with {count} threads: this process may use only "
                          f"{len(usable)} CPUs ({_format_cpus(usable)})")
+    if placement == "spread":
+        return spread(count, allowed=usable, root=root)
     return _from_topology(placement, count, usable, root)
+
+
+def spread(count: int, first: int | None = None, *, allowed: Iterable[int] | None = None,
+           root: str = "/") -> list[int]:
+    """``count`` distinct CPUs: ``first`` (default: the first CPU of ``cores``), then one CPU of
+    each core not yet used, package by package, then the used cores' other SMT siblings. ValueError
+    when this process may use fewer CPUs, or ``first`` is not one of them.
+
+    >>> spread(1, allowed={0})
+    [0]
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count={count!r} must be a positive number of threads")
+    usable = set(allowed_cpus() if allowed is None else allowed)
+    if first is not None:
+        check_cpu(first, name="first", allowed=usable)
+    if count > len(usable):
+        raise ValueError(f"{count} threads on distinct CPUs: this process may use only {len(usable)} "
+                         f"({_format_cpus(usable)})")
+    by_package, _ = _cores_by_package(usable, root)
+    cores = [cpus for package in sorted(by_package) for cpus in by_package[package]]
+    if first is not None:  # first's core first, the others in their order
+        cores.sort(key=lambda cpus: first not in cpus)
+        cores[0] = [first] + [cpu for cpu in cores[0] if cpu != first]
+    order = [cpus[rank] for rank in range(max(len(cpus) for cpus in cores)) for cpus in cores if rank < len(cpus)]
+    return order[:count]
+
+
+def beside(cpu: int, *, allowed: Iterable[int] | None = None, root: str = "/") -> int:
+    """A second CPU for a thread working beside one on ``cpu``: an SMT sibling of ``cpu`` this
+    process may use, else the first other CPU it may use. ValueError when there is none.
+
+    >>> beside(0, allowed={0, 1}, root="/nonexistent")
+    1
+    """
+    usable = set(allowed_cpus() if allowed is None else allowed)
+    others = sorted(usable - {cpu})
+    if not others:
+        raise ValueError(f"a thread beside CPU {cpu} needs a second CPU; this process may use "
+                         f"{_format_cpus(usable)} only")
+    siblings = next((c["siblings"] for c in machine.cpu_topology(root) if c["cpu"] == cpu), ())
+    return next((c for c in others if c in siblings), others[0])
 
 
 def _cores_by_package(usable: set[int], root: str) -> tuple[dict[int, list[list[int]]], list[dict[str, Any]]]:

@@ -40,13 +40,15 @@ which leaves out time preempted by other processes.
 
 from __future__ import annotations
 
+import array
+import dataclasses
 import math
 import os
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from memlab import chart
+from memlab import chart, placement
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
@@ -55,6 +57,7 @@ from memlab.units import metric_label
 
 __all__ = [
     "ATOMIC_OPS",
+    "PLACEMENTS",
     "PLAIN",
     "FAMILY",
     "ShareParams",
@@ -70,6 +73,7 @@ __all__ = [
     "run",
     "sharing_ratios",
     "thread_counts",
+    "thread_cpus",
     "threads_figure",
 ]
 
@@ -79,6 +83,11 @@ MAX_DISP = 1 << 20
 ATOMIC_OPS = ("lock_add", "add_fetch", "fetch_add", "cas", "sync_add_and_fetch", "sync_fetch_and_add", "sync_cas")
 #: How ``atomic_op`` reads for a plain (non-atomic) increment.
 PLAIN = "plain"
+#: Where the threads run (``placement``): memlab.placement's placements but one_cpu (the C core
+#: refuses two threads on one CPU: they would take turns and share nothing at once).
+PLACEMENTS = ("spread", "cores", "smt", "sockets", "unpinned")
+#: The old ``pin``'s values, as a row or a command line spells them.
+_OLD_PIN = {"true": True, "True": True, "1": True, "false": False, "False": False, "0": False}
 
 
 @dataclass(frozen=True)
@@ -89,8 +98,13 @@ class ShareParams:
     ``atomic_op``: the form of an atomic increment (:data:`ATOMIC_OPS`;
     None: ``lock_add`` when ``atomic``, ``plain`` when not).
     ``increments``: per thread; 0 adapts the count so that a sample lasts
-    about the run's target_seconds. ``pin``: one thread per allowed CPU
-    (ValueError when there are more threads than CPUs).
+    about the run's target_seconds. ``placement`` (:data:`PLACEMENTS`, see
+    :func:`memlab.placement.choose`): ``spread`` (the default: one thread per
+    CPU, one per core first, then SMT siblings; ValueError when there are
+    more threads than CPUs), ``cores``, ``smt``, ``sockets``, or
+    ``unpinned``. The C family receives the list (:func:`thread_cpus`) and
+    only pins the threads to it. The old ``pin=True``/``False``
+    (:data:`memlab.dataset.COLUMN_ALIASES`) reads as ``spread``/``unpinned``.
     """
 
     threads: int = field(default_factory=lambda: min(2, len(os.sched_getaffinity(0))))
@@ -98,7 +112,7 @@ class ShareParams:
     atomic: bool = True
     atomic_op: str | None = None
     increments: int = 0
-    pin: bool = True
+    placement: str = "spread"
 
     def __post_init__(self) -> None:
         coerce_fields(self)
@@ -114,14 +128,41 @@ class ShareParams:
             raise ValueError(f"atomic_op={self.atomic_op!r} needs atomic=True (plain increments: "
                              f"atomic_op='plain' or None)")
         check_int("increments", self.increments, 0, 1 << 40)
-        object.__setattr__(self, "pin", check_bool("pin", self.pin))
-        if self.pin:
-            allowed = len(os.sched_getaffinity(0))
-            if self.threads > allowed:
-                raise ValueError(
-                    f"threads={self.threads} is above the {allowed} CPUs this process may "
-                    f"run on (pin=True pins one thread per CPU)"
-                )
+        old_pin = self.placement if isinstance(self.placement, bool) else (
+            _OLD_PIN.get(self.placement) if isinstance(self.placement, str) else None)
+        if old_pin is not None:  # a value of pin=, the old name: True pinned one thread per CPU
+            object.__setattr__(self, "placement", "spread" if old_pin else "unpinned")
+        check_choice("placement", self.placement, PLACEMENTS)
+        allowed = len(os.sched_getaffinity(0))
+        if self.placement == "spread" and self.threads > allowed:
+            raise ValueError(f"threads={self.threads} is above the {allowed} CPUs this process may "
+                             f"run on (placement='spread' pins one thread per CPU)")
+        if self.placement not in ("spread", "unpinned"):
+            placement.choose(self.placement, self.threads)  # ValueError if the machine cannot
+
+
+def thread_cpus(params: ShareParams | Mapping[str, Any], cpu: int | None = None) -> list[int]:
+    """The threads' CPUs as the C family receives them (-1: unpinned); ``cpu`` (``run(cpu=...)``)
+    is the one thread's.
+
+    >>> thread_cpus({"threads": 3, "placement": "unpinned"})
+    [-1, -1, -1]
+    """
+    p = FAMILY.params(params)
+    if cpu is not None:
+        if p.threads > 1:
+            raise placement.cpu_not_applicable("share", cpu, f"its {p.threads} threads need a CPU each (on one CPU "
+                                               "they take turns and share nothing at once)")
+        return [cpu]
+    return placement.choose(p.placement, p.threads)
+
+
+def _to_core(params: ShareParams, cpu: int | None = None) -> dict[str, Any]:
+    """The C config: the parameters, with the CPUs (:func:`thread_cpus`) for ``placement``."""
+    config = dataclasses.asdict(params)
+    del config["placement"]
+    config["cpus"] = array.array("i", thread_cpus(params, cpu))
+    return config
 
 
 def run(params: ShareParams | dict | None = None, **options: Any) -> Measurement:
@@ -475,6 +516,7 @@ FAMILY = Family(
     name="share",
     params_type=ShareParams,
     core="share",
+    to_core=_to_core,
     unit="increment",
     primary_metric="ns_per_increment",
     derive=_derive,
@@ -493,4 +535,5 @@ FAMILY = Family(
             "percentages are one line over own lines. Rows comparing atomic forms show figure 6.12 "
             "instead (lock add, add-and-fetch, fetch-and-add, compare-and-swap, the __sync builtins).",
     report_columns=("lost_updates", "cas_failures_per_increment"),
+    one_cpu="workers",
 )

@@ -398,7 +398,7 @@ def test_caches_shared_by_reads_the_shared_cpu_lists(tmp_path):
     ({"threads": 0}, "threads=0 is below the minimum 1"),
     ({"threads": len(CPUS) + 1}, f"threads={len(CPUS) + 1} is more than the {len(CPUS)} CPUs"),
     ({"threads": len(CPUS), "background_op": "read"}, "plus the background worker is more than"),
-    ({"placement": "numa"}, "placement='numa' is not one of 'cores', 'smt', 'sockets', 'unpinned'"),
+    ({"placement": "numa"}, "placement='numa' is not one of 'cores', 'smt', 'sockets', 'spread', 'unpinned'"),
     ({"pages": "1g"}, "pages='1g' is not one of"),
     ({"background_op": "scan"}, "background_op='scan' is not one of"),
     ({"background_op": "copy", "background_working_set_bytes": 64},

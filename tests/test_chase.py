@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import importlib.util
 import os
 import signal
@@ -342,11 +343,13 @@ def test_helper_cpu_must_be_another_usable_cpu():
     allowed = sorted(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="helper_cpu=1023 is not among the CPUs this process may run on"):
         one_sample(helper_thread=True, helper_cpu=1023)
-    # the kernel itself still refuses a CPU the machine does not have
-    config = core_config(helper_thread=True, helper_cpu=1023, laps=1)
-    with pytest.raises(ValueError, match="helper_cpu=1023 is not a CPU of this machine"):
-        with _core.Kernel("chase", config) as kernel:
-            kernel.measure(target_ns=0, counters=False)
+    # the kernel itself still refuses a CPU this process may not use, and one CPU for two threads
+    config = core_config(helper_thread=True, laps=1, cpus=array.array("i", [allowed[0], 1023]))
+    with pytest.raises(ValueError, match=r"cpus\[1\]=1023 is not a CPU this process may use"):
+        _core.Kernel("chase", config)
+    config["cpus"] = array.array("i", [allowed[0], allowed[0]])
+    with pytest.raises(ValueError, match=rf"cpus\[1\]={allowed[0]} is also cpus\[0\]"):
+        _core.Kernel("chase", config)
     with pytest.raises(ValueError, match=f"helper_cpu={allowed[0]} is the CPU of the walking thread"):
         chase.run(helper_thread=True, helper_cpu=allowed[0], cpu=allowed[0], repeat=1, warmup=0,
                   target_seconds=0.005)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import os
 import subprocess
 import sys
@@ -214,8 +215,41 @@ def test_more_threads_than_cpus_is_a_value_error_naming_threads():
 
 def test_an_unusable_walk_cpu_is_a_value_error():
     unusable = next(c for c in range(1024) if c not in USABLE)
-    with pytest.raises(ValueError, match=f"walk_cpu={unusable} is not a CPU this process may use"):
+    with pytest.raises(ValueError, match=f"walk_cpu={unusable} is not among the CPUs this process may run on"):
         one_sample(walk_cpu=unusable)
+    # the C family checks the list it receives again
+    with pytest.raises(ValueError, match=rf"cpus\[0\]={unusable} is not a CPU this process may use"):
+        _core.Kernel("chase", dict(core_config(), cpus=array.array("i", [unusable])))
+
+
+def test_python_chooses_the_cpus_and_the_c_family_pins_to_them():
+    needs_cpus(2)
+    # walk_cpu first, then the others (memlab.placement.spread); the row says where each ran
+    config = core_config(threads=2, walk_cpu=USABLE[-1], laps=1)
+    assert list(config["cpus"]) == chase.thread_cpus(chase.ChaseParams(threads=2, walk_cpu=USABLE[-1]))
+    assert config["cpus"][0] == USABLE[-1] and len(set(config["cpus"])) == 2
+    with _core.Kernel("chase", config) as kernel:
+        metrics = kernel.measure(target_ns=1_000_000, counters=False)["metrics"]
+    assert [metrics["thread_0_cpu"], metrics["thread_1_cpu"]] == list(config["cpus"])
+    # a list in the other order pins the other way round: C does not choose
+    config["cpus"] = array.array("i", reversed(config["cpus"]))
+    with _core.Kernel("chase", config) as kernel:
+        metrics = kernel.measure(target_ns=1_000_000, counters=False)["metrics"]
+    assert [metrics["thread_0_cpu"], metrics["thread_1_cpu"]] == list(config["cpus"])
+    assert metrics["walk_cpu_used"] == config["cpus"][0]
+    assert os.sched_getaffinity(0) == set(USABLE), "the process affinity was not restored"
+
+
+def test_run_cpu_is_the_walking_threads_cpu_and_refuses_where_it_cannot_be():
+    cpu = USABLE[-1]
+    m = chase.run(working_set_bytes=1 << 16, laps=1, repeat=1, warmup=0, cpu=cpu)
+    assert m.samples[0]["walk_cpu_used"] == cpu and m.context["cpu"] == cpu
+    assert os.sched_getaffinity(0) == set(USABLE)
+    needs_cpus(2)
+    with pytest.raises(ValueError, match="cpu=0 does not apply to chase: its 2 walking threads need a CPU each"):
+        chase.run(threads=2, cpu=0, repeat=1, warmup=0)
+    with pytest.raises(ValueError, match=f"cpu={USABLE[0]} and walk_cpu={USABLE[1]} both place the walking thread"):
+        chase.run(walk_cpu=USABLE[1], cpu=USABLE[0], repeat=1, warmup=0)
 
 
 def test_a_thread_that_cannot_start_fails_cleanly_and_leaves_no_thread():
@@ -346,7 +380,11 @@ C_BAD = [
     (dict(threads=65), "threads"),
     (dict(thread_lists="mine"), "thread_lists"),
     (dict(memory_node=-5), "memory_node"),
-    (dict(walk_cpu=-3), "walk_cpu"),
+    (dict(cpus=array.array("i", [-2])), r"cpus\[0\]=-2 is not a CPU this process may use"),
+    (dict(cpus=array.array("i", [0, 0])), "cpus holds 2 CPUs; 1 are needed"),
+    (dict(cpus=array.array("q", [0])), r"cpus has items of 8 bytes; int32 \(4\) is required"),
+    (dict(threads=2, cpus=array.array("i", [])), "threads=2 need a CPU each: cpus lists them"),
+    (dict(helper_thread=True, cpus=array.array("i", [-1, -1])), r"cpus\[0\]=-1 is not a CPU"),
 ]
 
 

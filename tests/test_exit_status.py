@@ -241,7 +241,7 @@ def threads_of(pid: int) -> int:
 def test_ctrl_c_in_a_real_run_is_one_line_and_exit_130(tmp_path):
     """SIGINT to a real `memlab run` measuring share with a thousand unpinned threads."""
     child = subprocess.Popen(
-        [sys.executable, "-m", "memlab", "run", "share", "threads=1024", "pin=false", "increments=1000000000",
+        [sys.executable, "-m", "memlab", "run", "share", "threads=1024", "placement=unpinned", "increments=1000000000",
          "--repeat", "1", "--warmup", "0"],
         stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

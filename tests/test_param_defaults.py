@@ -89,6 +89,11 @@ def test_an_absent_key_takes_the_tables_default_and_a_required_one_is_still_refu
     full = chase._to_core(chase.ChaseParams(working_set_bytes=1 << 14))
     with _core.Kernel("chase", full) as kernel:
         assert kernel.measure(target_ns=1_000_000, counters=False)["metrics"]["element_bytes"] == 64
+    # an optional buffer absent is empty: the chase's CPU list (a lone walking thread unpinned)
+    assert {p["name"]: p for p in C_FAMILIES["chase"]["params"]}["cpus"] == {
+        "name": "cpus", "kind": "buffer", "optional": True}
+    with pytest.raises(ValueError, match="threads=2 need a CPU each: cpus lists them"):
+        _core.Kernel("chase", {"working_set_bytes": 1 << 14, "threads": 2})
     # a buffer has no default: still required
     with pytest.raises(ValueError, match="missing parameter 'times' for team_metrics"):
         _core.Kernel("team_metrics", {})

@@ -71,7 +71,7 @@ VALID = {
                    max_blocks=st.integers(8, 64)),
     "share": dict(threads=st.integers(1, 8), disp_longs=st.integers(0, 16), atomic=st.booleans(),
                   atomic_op=st.sampled_from([None, "lock_add", "fetch_add", "cas", "plain"]),
-                  increments=st.integers(1, 10_000), pin=st.just(False)),
+                  increments=st.integers(1, 10_000), placement=st.just("unpinned")),
     "bandwidth": dict(working_set_bytes=st.integers(1, 64).map(lambda n: n * 2 * 64 * 8),
                       op=st.sampled_from(["read", "write", "copy"]),
                       width=st.sampled_from(["auto", "scalar", *bandwidth.supported_widths()]),

@@ -58,6 +58,26 @@ def test_placements_on_a_two_socket_smt_machine(tmp_path):
         place("cores", 3, {0, 1})
 
 
+def test_spread_takes_a_core_each_first_then_siblings_and_beside_prefers_the_sibling(tmp_path):
+    # the chase's walking threads and share's threads: as many as there are CPUs, cores first
+    make_sysfs(tmp_path, [(0, 0, [0, 4]), (0, 1, [1, 5]), (1, 0, [2, 6]), (1, 1, [3, 7])])
+    root, every = str(tmp_path), set(range(8))
+    assert choose("spread", 4, allowed=every, root=root) == [0, 1, 2, 3]
+    assert choose("spread", 6, allowed=every, root=root) == [0, 1, 2, 3, 4, 5]
+    assert placement.spread(3, first=5, allowed=every, root=root) == [5, 0, 2]  # 5's core is used: its sibling last
+    assert placement.spread(5, first=5, allowed=every, root=root) == [5, 0, 2, 3, 1]
+    assert placement.spread(2, allowed={4, 5}, root=root) == [4, 5]
+    with pytest.raises(ValueError, match="3 threads on distinct CPUs: this process may use only 2"):
+        placement.spread(3, allowed={0, 4}, root=root)
+    with pytest.raises(ValueError, match="first=9 is not among the CPUs"):
+        placement.spread(1, first=9, allowed=every, root=root)
+    # the helper beside the walking thread: its SMT sibling, else another CPU
+    assert placement.beside(1, allowed=every, root=root) == 5
+    assert placement.beside(1, allowed={1, 2, 3}, root=root) == 2
+    with pytest.raises(ValueError, match="a thread beside CPU 1 needs a second CPU"):
+        placement.beside(1, allowed={1}, root=root)
+
+
 def test_placements_on_a_machine_without_smt(tmp_path):
     make_sysfs(tmp_path, [(0, 0, [0]), (0, 1, [1])])
     with pytest.raises(ValueError, match="this machine has no SMT"):

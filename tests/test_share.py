@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import array
 import os
 
 import pytest
 
-from memlab import _core, share
+from memlab import _core, placement, share
+from memlab.dataset import Dataset
 from conftest import interrupt_measure, memlab_thread_count
 
 # Compiled kernels whose instructions depend on the -march level of the build.
@@ -64,19 +66,58 @@ def test_adaptive_increments_reach_the_target():
 
 
 def test_unpinned_threads_may_outnumber_cpus():
-    sample = one(threads=CPUS + 2, disp_longs=8, atomic=True, increments=20_000, pin=False)
+    sample = one(threads=CPUS + 2, disp_longs=8, atomic=True, increments=20_000, placement="unpinned")
     assert sample["final_count"] == (CPUS + 2) * 20_000
     assert sample["pinned"] == 0
 
 
 def test_pinning_more_threads_than_cpus_is_valueerror():
     with pytest.raises(ValueError, match=f"threads={CPUS + 1} is above the {CPUS} CPUs"):
-        share.ShareParams(threads=CPUS + 1, pin=True)
-    # the C core checks it too
+        share.ShareParams(threads=CPUS + 1, placement="spread")
+    # the C core checks the CPU list it receives: one per thread, each usable, none twice
+    usable = sorted(os.sched_getaffinity(0))
     config = {"threads": CPUS + 1, "disp_longs": 8, "atomic": True, "atomic_op": "lock_add", "increments": 10,
-              "pin": True}
-    with pytest.raises(ValueError, match="threads="):
+              "cpus": array.array("i", usable + usable[:1])}
+    with pytest.raises(ValueError, match=rf"cpus\[{CPUS}\]={usable[0]} is also cpus\[0\]"):
         _core.Kernel("share", config)
+    with pytest.raises(ValueError, match=f"cpus holds {CPUS} CPUs; {CPUS + 1} are needed"):
+        _core.Kernel("share", dict(config, cpus=array.array("i", usable)))
+    with pytest.raises(ValueError, match="missing parameter 'cpus' for share"):
+        _core.Kernel("share", {k: v for k, v in config.items() if k != "cpus"})
+
+
+def test_the_old_pin_is_taken_as_placement_and_old_rows_load_with_it(tmp_path):
+    for old, new in ((True, "spread"), (False, "unpinned"), ("false", "unpinned"), ("True", "spread")):
+        with pytest.warns(DeprecationWarning, match="share: parameter pin= is now placement=") as caught:
+            assert share.FAMILY.params(threads=1, pin=old).placement == new
+        assert len(caught) == 1
+    with pytest.raises(ValueError, match="pin= and placement= are one parameter of share"):
+        share.FAMILY.params(pin=True, placement="spread")
+    # a file written before the rename: its pin column loads as placement, and runs again as it did
+    Dataset([{"family": "share", "threads": 1, "pin": False, "t": 1.0, "t_samples": [1.0]}],
+            {"family": "share", "param_names": ["threads", "pin"]}).save(tmp_path / "old.csv")
+    loaded = Dataset.load(tmp_path / "old.csv")
+    assert loaded.param_names == ["threads", "placement"] and "pin" not in loaded.rows[0]
+    row = {name: loaded.rows[0][name] for name in loaded.param_names}
+    assert share.FAMILY.params(row).placement == "unpinned"
+
+
+def test_python_chooses_the_cpus_and_the_c_family_pins_to_them():
+    usable = sorted(os.sched_getaffinity(0))
+    assert share.thread_cpus(share.ShareParams(threads=THREADS)) == placement.choose("spread", THREADS)
+    assert share.thread_cpus(share.ShareParams(threads=CPUS + 1, placement="unpinned")) == [-1] * (CPUS + 1)
+    if CPUS >= 2:  # any placement of memlab.placement's: the list is the chooser's
+        assert share.thread_cpus(share.ShareParams(threads=2, placement="cores")) == placement.choose("cores", 2)
+    config = {"threads": 1, "disp_longs": 8, "atomic": True, "atomic_op": "lock_add", "increments": 10_000,
+              "cpus": array.array("i", [usable[-1]])}
+    with _core.Kernel("share", config) as kernel:
+        metrics = kernel.measure(target_ns=1_000_000, counters=False)["metrics"]
+    assert metrics["pinned"] == 1 and metrics["final_count"] == 10_000
+    m = share.run(threads=1, increments=10_000, repeat=1, warmup=0, cpu=usable[-1])
+    assert m.context["cpu"] == usable[-1] and m.median("pinned") == 1
+    if CPUS >= 2:
+        with pytest.raises(ValueError, match=f"cpu={usable[0]} does not apply to share: its 2 threads need a CPU each"):
+            share.run(threads=2, cpu=usable[0], repeat=1, warmup=0)
 
 
 @pytest.mark.parametrize("params, name", [
@@ -85,7 +126,8 @@ def test_pinning_more_threads_than_cpus_is_valueerror():
     ({"disp_longs": 1 << 21}, "disp_longs"),
     ({"increments": -5}, "increments"),
     ({"atomic": "yes"}, "atomic"),
-    ({"pin": 2}, "pin"),
+    ({"placement": "numa"}, "placement='numa' is not one of 'spread', 'cores'"),
+    ({"placement": "one_cpu"}, "placement='one_cpu' is not one of"),
 ])
 def test_bad_parameters_name_themselves(params, name):
     with pytest.raises(ValueError, match=name):
@@ -127,7 +169,7 @@ def test_quick_sweep_is_declared():
 
 def test_a_thousand_unpinned_threads_start_together_and_count_exactly():
     """They wait for the start asleep (before: spinning, 15 s on two CPUs); every increment lands."""
-    sample = one(threads=1024, disp_longs=1, atomic=True, increments=1000, pin=False)
+    sample = one(threads=1024, disp_longs=1, atomic=True, increments=1000, placement="unpinned")
     assert sample["final_count"] == 1024 * 1000 and sample["lost_updates"] == 0
 
 
@@ -145,7 +187,7 @@ def test_counters_beyond_the_available_memory_are_refused_before_allocating():
         "try:\n"
         "    _core.Kernel('share', {'threads': 1024, 'disp_longs': 1 << 20, 'atomic': True, 'atomic_op': 'lock_add',"
         " 'increments': 1,"
-        " 'pin': False})\n"
+        " 'cpus': __import__('array').array('i', [-1] * 1024)})\n"
         "except MemoryError as error:\n"
         "    print('MemoryError:', error)\n"
     )
@@ -168,7 +210,7 @@ def test_the_memory_check_refuses_what_memavailable_cannot_hold(tmp_path):
             "try:\n"
             "    _core.Kernel('share', {'threads': 1024, 'disp_longs': 1 << 20, 'atomic': True, 'atomic_op': 'lock_add',"
         " 'increments': 1,"
-            " 'pin': False})\n"
+            " 'cpus': __import__('array').array('i', [-1] * 1024)})\n"
             "except MemoryError as error:\n"
             "    print('MemoryError:', error)\n")
     script = f"mount --bind {fake} /proc/meminfo && exec {sys.executable} -c \"$0\""
@@ -184,7 +226,7 @@ def test_the_memory_check_refuses_what_memavailable_cannot_hold(tmp_path):
 def test_ctrl_c_while_threads_are_created_stops_promptly():
     before = memlab_thread_count()
     kernel = _core.Kernel("share", {"threads": 1024, "disp_longs": 8, "atomic": True, "atomic_op": "lock_add",
-                                    "increments": 1 << 40, "pin": False})
+                                    "increments": 1 << 40, "cpus": array.array("i", [-1] * 1024)})
     interrupt_measure(kernel, after_s=0.2)  # KeyboardInterrupt well before the sample's 30 s deadline
     assert memlab_thread_count() == before
 
@@ -209,7 +251,7 @@ def test_every_atomic_form_counts_exactly(op, disp):
 def test_atomic_forms_stay_exact_with_more_threads_than_cpus(op):
     # preempted mid-loop, threads interleave at random points: an atomic form still loses nothing
     threads = CPUS + 2
-    sample = one(threads=threads, disp_longs=0, atomic=True, atomic_op=op, increments=30_000, pin=False)
+    sample = one(threads=threads, disp_longs=0, atomic=True, atomic_op=op, increments=30_000, placement="unpinned")
     assert sample["final_count"] == threads * 30_000
     assert sample.get("returned_values_exact", 1) == 1
 
@@ -233,7 +275,7 @@ def test_plain_increments_read_as_atomic_op_plain():
     with pytest.raises(ValueError, match="atomic_op='xadd' is not one of"):
         share.ShareParams(atomic_op="xadd")
     # the C core refuses the same mismatches
-    config = {"threads": 1, "disp_longs": 8, "increments": 10, "pin": False}
+    config = {"threads": 1, "disp_longs": 8, "increments": 10, "cpus": array.array("i", [-1])}
     with pytest.raises(ValueError, match="atomic_op=cas needs atomic=True"):
         _core.Kernel("share", dict(config, atomic=False, atomic_op="cas"))
     with pytest.raises(ValueError, match="atomic_op=plain needs atomic=False"):

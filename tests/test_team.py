@@ -31,8 +31,9 @@ from memlab import _core, chase, twins
 CPUS = sorted(os.sched_getaffinity(0))
 
 
-def chase_config(**overrides) -> dict:
-    return dict(chase._to_core(chase.ChaseParams(working_set_bytes=1 << 16)), **overrides)
+def chase_config(**params) -> dict:
+    """The chase's C config with the CPUs memlab.placement chose (the C family only pins to them)."""
+    return dict(chase._to_core(chase.ChaseParams(working_set_bytes=1 << 16, **params)))
 
 
 #: family -> (kernel, config, the metric prefix of its team, the name a thread that cannot start is given)
@@ -47,7 +48,7 @@ CASES = {
     "chase_threads": ("chase", lambda: chase_config(threads=2), "", None),
     "chase_helper": ("chase", lambda: chase_config(helper_thread=True), None, None),
     "share": ("share", lambda: dict(threads=2, disp_longs=8, atomic=True, atomic_op="lock_add", increments=0,
-                                    pin=False), "", "thread 1 of 2"),
+                                    cpus=array.array("i", [-1, -1])), "", "thread 1 of 2"),
     "core_to_core": ("core_to_core", lambda: dict(cpu_a=CPUS[0], cpu_b=CPUS[-1], method="cas", lines=4), "",
                      "the cpu_a thread"),
 }
@@ -59,7 +60,7 @@ def tasks() -> int:
 
 
 def needs_cpus(case: str) -> None:
-    if case in ("chase_threads", "core_to_core") and len(CPUS) < 2:
+    if case in ("chase_threads", "chase_helper", "core_to_core") and len(CPUS) < 2:
         pytest.skip(f"{case} needs two CPUs; this process may use {len(CPUS)}")
 
 

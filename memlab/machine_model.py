@@ -16,7 +16,7 @@ Architectures Optimization Reference Manual*), and the family/model ranges
 from the Linux kernel (``arch/x86/kernel/cpu/amd.c``'s Zen generations,
 ``arch/x86/include/asm/intel-family.h``). Read by ``memlab info``, by
 :mod:`memlab.reasons` (why a verdict differs from the source's) and by
-``experiments/bandwidth_vs_bare.py`` (the L1d port limit).
+:mod:`memlab.bandwidth` (``fraction_of_port_limit``) and ``experiments/bandwidth_vs_bare.py`` (the L1d port limit).
 
 >>> model = core_model({"cpu_vendor": "AuthenticAMD", "cpu_family": 25, "cpu_model_number": 17})
 >>> model.name, model.l1d_bytes_per_cycle("write", 64)

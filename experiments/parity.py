@@ -73,6 +73,7 @@ PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "spawn": ("standalone/spawn.c", ("-O2",)),
     "execl": ("standalone/execl.c", ("-O2",)),
     "fstime": ("standalone/fstime.c", ("-O2",)),
+    "copy_layouts": ("copy_layouts.c", ("-O2",)),  # not a case: where a copy's halves sit (docs/bandwidth.md)
 }
 
 #: (wall values, on-CPU values or None) of one run of one side.

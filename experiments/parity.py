@@ -29,7 +29,7 @@ report it), the 1-minute load average over the case's runs and the host (CPU
 vendor, family, model). The table goes to stdout as Markdown; ``--out``
 writes the rows as a memlab dataset.
 
-Modes: the default (5 rounds, full sizes, every CPU pair: about 15 minutes),
+Modes: the default (5 rounds, full sizes, every CPU pair: about 6 minutes),
 ``--quick`` (3 rounds, short samples, 64 MiB beyond the caches: under a
 minute), ``--tiny`` (one round of the smallest samples and sizes: checks
 that every case runs, measures nothing; the test suite's mode).
@@ -231,7 +231,7 @@ def _beyond_bytes(factor: int, floor: int) -> int:
 def settings_for(mode: str) -> Settings:
     """The settings of ``full``, ``quick`` or ``tiny``."""
     if mode == "full":
-        return Settings(5, 5, 50.0, 500.0, _beyond_bytes(4, 256 << 20), 1 << 30, 2.0, 0.3, True)
+        return Settings(5, 3, 50.0, 300.0, _beyond_bytes(4, 256 << 20), 1 << 30, 1.0, 0.2, True)
     if mode == "quick":
         return Settings(3, 2, 10.0, 60.0, _beyond_bytes(2, 64 << 20), 64 << 20, 0.3, 0.05, False)
     if mode == "tiny":

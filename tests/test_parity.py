@@ -150,3 +150,24 @@ def test_bandwidth_bare_copies_between_two_mappings_and_offset_halves(tmp_path):
     refused = subprocess.run([binary, "copy", "scalar", "65536", "1", "1", "4k", "offset=3"],
                              capture_output=True, text=True)
     assert refused.returncode == 2 and "offset" in refused.stderr
+
+
+DRIVERS = ("chase_vs_bare", "bandwidth_vs_bare", "core_to_core_vs_bare", "pipes_standalone", "unixbench_vs_c")
+
+
+@pytest.mark.parametrize("name", DRIVERS)
+def test_each_older_driver_runs_its_programs_through_parity(name, monkeypatch):
+    """The drivers import their compiling and running from parity.py (as `python experiments/<name>.py`
+    does, with experiments/ on the path) and compile only what parity.py's table lists."""
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    had_parity = "parity" in sys.modules
+    try:
+        spec = importlib.util.spec_from_file_location(f"experiment_{name}", EXPERIMENTS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        shared = sys.modules["parity"]
+        assert callable(module.main)
+        assert shared.compile_programs in vars(module).values()
+    finally:
+        if not had_parity:
+            sys.modules.pop("parity", None)

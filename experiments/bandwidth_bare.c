@@ -9,8 +9,12 @@
  *      loops), tinymembench's SSE2 non-temporal fill and copy (movntdq,
  *      prefetchnta ahead of the copy), and glibc's memset and memcpy.
  *
- * usage: bandwidth_bare MODE WIDTH WORKING_SET_BYTES SAMPLES TARGET_MS [4k|thp]
+ * usage: bandwidth_bare MODE WIDTH WORKING_SET_BYTES SAMPLES TARGET_MS [4k|thp] [LAYOUT]
  *   (WORKING_SET_BYTES: a multiple of 1024)
+ *   LAYOUT (copies): halves (default: the first half of one region into its second half, as
+ *   memlab copies), apart (two separate mappings of half the working set each, both of the
+ *   page kind asked), offset=N (one region, the destination N bytes past its half: N a
+ *   multiple of 64, to move the destination's addresses against the source's)
  *   MODE: read write copy write_nt copy_nt stream_copy stream_triad tmb_fill_nt
  *         tmb_copy_nt memset memcpy
  *   WIDTH: scalar sse2 avx2 avx512 (read/write/copy/_nt only)
@@ -33,6 +37,11 @@ static uint64_t now_ns(clockid_t clock)
     clock_gettime(clock, &t);
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
+
+/* Where the copies write: the second half of the region (memlab's layout), or the mapping or
+ * offset the LAYOUT argument chose. */
+static char *copy_dst;
+#define DST(a, n) (copy_dst ? copy_dst : (a) + (n) / 2)
 
 #define KEEP(v) __asm__ volatile("" ::"x"(v))
 #define KEEPW(v) __asm__ volatile("" ::"r"(v))
@@ -76,7 +85,7 @@ static uint64_t now_ns(clockid_t clock)
                                                                  uint64_t passes)        \
     {                                                                                    \
         PASSES {                                                                         \
-            VEC *d = (VEC *)(a + n / 2);                                                 \
+            VEC *d = (VEC *)DST(a, n);                                                 \
             for (VEC *s = (VEC *)a, *e = (VEC *)(a + n / 2); s < e; s += 8, d += 8) {    \
                 VEC x0 = LOAD(s), x1 = LOAD(s + 1), x2 = LOAD(s + 2), x3 = LOAD(s + 3);  \
                 VEC x4 = LOAD(s + 4), x5 = LOAD(s + 5), x6 = LOAD(s + 6), x7 = LOAD(s + 7); \
@@ -90,7 +99,7 @@ static uint64_t now_ns(clockid_t clock)
                                                                     uint64_t passes)     \
     {                                                                                    \
         PASSES {                                                                         \
-            VEC *d = (VEC *)(a + n / 2);                                                 \
+            VEC *d = (VEC *)DST(a, n);                                                 \
             for (VEC *s = (VEC *)a, *e = (VEC *)(a + n / 2); s < e; s += 8, d += 8) {    \
                 VEC x0 = LOAD(s), x1 = LOAD(s + 1), x2 = LOAD(s + 2), x3 = LOAD(s + 3);  \
                 VEC x4 = LOAD(s + 4), x5 = LOAD(s + 5), x6 = LOAD(s + 6), x7 = LOAD(s + 7); \
@@ -134,7 +143,7 @@ __attribute__((noinline)) static void write_nt_scalar(char *a, size_t n, uint64_
 __attribute__((noinline)) static void copy_scalar(char *a, size_t n, uint64_t passes)
 {
     PASSES {
-        volatile uint64_t *d = (uint64_t *)(a + n / 2);
+        volatile uint64_t *d = (uint64_t *)DST(a, n);
         for (uint64_t *s = (uint64_t *)a, *e = (uint64_t *)(a + n / 2); s < e; s += 8, d += 8) {
             uint64_t x0 = s[0], x1 = s[1], x2 = s[2], x3 = s[3], x4 = s[4], x5 = s[5], x6 = s[6], x7 = s[7];
             d[0] = x0, d[1] = x1, d[2] = x2, d[3] = x3, d[4] = x4, d[5] = x5, d[6] = x6, d[7] = x7;
@@ -145,7 +154,7 @@ __attribute__((noinline)) static void copy_scalar(char *a, size_t n, uint64_t pa
 __attribute__((noinline)) static void copy_nt_scalar(char *a, size_t n, uint64_t passes)
 {
     PASSES {
-        long long *d = (long long *)(a + n / 2);
+        long long *d = (long long *)DST(a, n);
         for (long long *s = (long long *)a, *e = (long long *)(a + n / 2); s < e; s += 8, d += 8)
             for (int i = 0; i < 8; i++)
                 _mm_stream_si64(d + i, s[i]);
@@ -158,7 +167,7 @@ __attribute__((noinline)) static void copy_nt_scalar(char *a, size_t n, uint64_t
 __attribute__((noinline)) static void stream_copy(char *a, size_t n, uint64_t passes)
 {
     size_t count = n / 2 / sizeof(double);
-    double *restrict x = (double *)a, *restrict c = x + count;
+    double *restrict x = (double *)a, *restrict c = (double *)DST(a, n);
     PASSES {
         for (size_t j = 0; j < count; j++)
             c[j] = x[j];
@@ -195,7 +204,7 @@ __attribute__((noinline)) static void tmb_fill_nt(char *a, size_t n, uint64_t pa
 __attribute__((noinline)) static void tmb_copy_nt(char *a, size_t n, uint64_t passes)
 {
     PASSES {
-        char *d = a + n / 2;
+        char *d = DST(a, n);
         for (char *s = a, *e = a + n / 2; s < e; s += 64, d += 64) {
             _mm_prefetch(s + 320, _MM_HINT_NTA);
             __m128i x0 = _mm_load_si128((__m128i *)s), x1 = _mm_load_si128((__m128i *)(s + 16));
@@ -220,12 +229,23 @@ __attribute__((noinline)) static void libc_memset(char *a, size_t n, uint64_t pa
 __attribute__((noinline)) static void libc_memcpy(char *a, size_t n, uint64_t passes)
 {
     PASSES {
-        memcpy(a + n / 2, a, n / 2);
+        memcpy(DST(a, n), a, n / 2);
         __asm__ volatile("" ::: "memory");
     }
 }
 
 typedef void (*loop_fn)(char *, size_t, uint64_t);
+
+/* A mapping of map bytes whose start is rounded up to page (the raw start in *raw). */
+static char *map_aligned(size_t map, size_t page, char **raw)
+{
+    *raw = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (*raw == MAP_FAILED) {
+        perror("mmap");
+        return NULL;
+    }
+    return (char *)(((uintptr_t)*raw + page - 1) / page * page);
+}
 
 static loop_fn pick(const char *mode, const char *width)
 {
@@ -264,23 +284,39 @@ int main(int argc, char **argv)
     int samples = atoi(argv[4]);
     double target_ns = atof(argv[5]) * 1e6;
     int thp = argc > 6 && !strcmp(argv[6], "thp");
-    if (!fn || bytes < 1024 || bytes % 1024) { /* copies: two halves of whole 8-vector turns */
-        fprintf(stderr, "unknown mode/width, or a size that is not a multiple of 1024\n");
+    const char *layout = argc > 7 ? argv[7] : "halves";
+    int apart = !strcmp(layout, "apart");
+    size_t offset = !strncmp(layout, "offset=", 7) ? strtoull(layout + 7, NULL, 10) : 0;
+    if (!fn || bytes < 1024 || bytes % 1024 || offset % 64
+        || (!apart && !offset && strcmp(layout, "halves"))) { /* copies: two halves of whole 8-vector turns */
+        fprintf(stderr, "unknown mode/width/layout, a size that is not a multiple of 1024, or an offset "
+                        "that is not a multiple of 64\n");
         return 2;
     }
     /* traffic per pass: bytes read plus bytes written */
     double traffic = !strcmp(argv[1], "stream_triad") ? 3.0 * (double)(bytes / 3 / 8 / 8 * 8) * 8.0
                                                       : (double)bytes;
-    size_t page = thp ? 2u << 20 : 4096u, map = (bytes + page - 1) / page * page + page;
-    char *raw = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (raw == MAP_FAILED) {
-        perror("mmap");
+    size_t page = thp ? 2u << 20 : 4096u;
+    size_t first = apart ? bytes / 2 : bytes + offset;
+    size_t map = (first + page - 1) / page * page + page;
+    char *raw;
+    char *a = map_aligned(map, page, &raw);
+    if (!a)
         return 1;
-    }
-    char *a = (char *)(((uintptr_t)raw + page - 1) / page * page);
-    madvise(a, bytes, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-    for (size_t i = 0; i < bytes / 8; i++) /* populate: every word written, as memlab does */
+    madvise(a, first, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    for (size_t i = 0; i < first / 8; i++) /* populate: every word written, as memlab does */
         ((uint64_t *)a)[i] = (i + 1) * 0x9e3779b97f4a7c15ull;
+    char *raw_second = NULL;
+    size_t map_second = apart ? (bytes / 2 + page - 1) / page * page + page : 0;
+    if (apart) {
+        copy_dst = map_aligned(map_second, page, &raw_second);
+        if (!copy_dst)
+            return 1;
+        madvise(copy_dst, bytes / 2, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+        memset(copy_dst, 0, bytes / 2);
+    } else if (offset) {
+        copy_dst = a + bytes / 2 + offset;
+    }
     fn(a, bytes, 1); /* warm-up pass */
     double ns_per_pass = 0;
     for (int s = 0; s < samples; s++) {
@@ -298,5 +334,7 @@ int main(int argc, char **argv)
         printf("%.4f %.4f\n", moved / (double)wall, moved / (double)cpu);
     }
     munmap(raw, map);
+    if (raw_second)
+        munmap(raw_second, map_second);
     return 0;
 }

@@ -18,6 +18,11 @@ memlab ...) pinned to one CPU, so that a noisy neighbour hits both alike:
    the machine model (``memlab.machine_model``: ports x width, capped by the
    core's bytes per cycle; "unknown" for a CPU the model does not list).
 
+experiments/parity.py runs the first part's comparison beside every other
+family's in one table (and a copy between two separate mappings); this
+script compiles and runs bandwidth_bare through it and adds the other tools'
+loops and the L1 plateau at every width.
+
 Rates are medians of samples; "on-CPU" rates divide by the thread's CPU time
 instead of wall time, which leaves out time other processes took the CPU.
 The load average is printed with each part. In main memory both sides take
@@ -34,29 +39,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from parity import bandwidth_bare_samples, compile_programs
 
 from memlab import bandwidth as bw
 from memlab import machine, machine_model
 from memlab.dataset import Dataset
 from memlab.measure import core_ghz
 
-HERE = Path(__file__).resolve().parent
 TOOLS = ("stream_copy", "stream_triad", "tmb_fill_nt", "tmb_copy_nt", "memset", "memcpy")
 
 
 def compile_bare(directory: str) -> str:
-    """Compile bandwidth_bare.c (-O3 -march=native, loops kept as loops); the binary's path."""
-    compiler = os.environ.get("CC") or shutil.which("gcc") or "cc"
-    binary = os.path.join(directory, "bandwidth_bare")
-    subprocess.run([compiler, "-O3", "-march=native", "-Wall", "-Wextra", "-fno-tree-loop-distribute-patterns",
-                    "-o", binary, str(HERE / "bandwidth_bare.c")], check=True)
-    return binary
+    """Compile bandwidth_bare.c (parity.py's flags: -O3 -march=native, loops kept as loops); the binary's path."""
+    return compile_programs(directory, ["bandwidth_bare"])["bandwidth_bare"]
 
 
 def load_average() -> str:
@@ -67,11 +67,7 @@ def load_average() -> str:
 def bare(binary: str, mode: str, width: str, size: int, samples: int, target_ms: float,
          cpu: int) -> tuple[list[float], list[float]]:
     """Traffic GB/s per sample of the bare program: (wall, on-CPU)."""
-    command = [binary, mode, width, str(size), str(samples), str(target_ms)]
-    result = subprocess.run(command, check=True, capture_output=True, text=True,
-                            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
-    pairs = [line.split() for line in result.stdout.splitlines()]
-    return [float(a) for a, _ in pairs], [float(b) for _, b in pairs]
+    return bandwidth_bare_samples(binary, mode, width, size, samples, target_ms, cpu)
 
 
 def memlab(op: str, width: str, stores: str, size: int, repeat: int, target_ms: float,

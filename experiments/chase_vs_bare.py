@@ -5,7 +5,9 @@ with experiments/chase_bare.c (same list, same pages, same layout, a plain
 `p = *p` loop timed by clock_gettime, no Python, no counters). Both are
 pinned to the same CPU (or, with threads, place their threads the same way)
 and measured alternately, point by point, so that a noisy neighbour hits
-both alike.
+both alike. The one-table comparison of every family is experiments/parity.py
+(whose compiling and running of chase_bare this script uses); this one goes
+further for the chase: sweeps of working sets and layout variants.
 
 Variants (--variant, repeatable): plain; threads (2 threads on one list,
 128-byte elements, fastest thread); misaligned (every next pointer straddles
@@ -21,19 +23,16 @@ Run: python experiments/chase_vs_bare.py [--quick] [--order random] [--npad 7]
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from parity import chase_bare_samples, compile_programs
+
 from memlab import chase
 from memlab.dataset import Dataset
 from memlab.machine import cache_sizes
-
-HERE = Path(__file__).resolve().parent
 
 #: variant -> chase parameters beyond working_set_bytes, npad, order, pages, seed.
 VARIANTS: dict[str, dict[str, int]] = {
@@ -46,27 +45,11 @@ VARIANTS: dict[str, dict[str, int]] = {
 
 
 def compile_bare(directory: str) -> str:
-    """Compile chase_bare.c with the flags memlab's core uses; the binary's path."""
-    compiler = os.environ.get("CC") or shutil.which("gcc") or "cc"
-    binary = os.path.join(directory, "chase_bare")
-    subprocess.run([compiler, "-O2", "-march=native", "-Wall", "-Wextra", "-o", binary,
-                    str(HERE / "chase_bare.c")], check=True)
-    return binary
+    """Compile chase_bare.c (parity.py's flags: those memlab's core uses); the binary's path."""
+    return compile_programs(directory, ["chase_bare"])["chase_bare"]
 
 
-def bare_samples(binary: str, working_set: int, npad: int, order: str, pages: str, seed: int,
-                 samples: int, target_ms: float, cpu: int | None,
-                 layout: dict[str, int] | None = None) -> list[tuple[float, float]]:
-    """(wall ns, on-CPU ns) per element of each sample of the bare walk (fastest thread with threads)."""
-    layout = layout or {}
-    command = [binary, str(working_set), str(npad), order, pages, str(seed), str(samples), str(target_ms),
-               str(layout.get("threads", 1)), str(layout.get("misalign_bytes", 0)),
-               str(layout.get("pointer_word", 0)), str(layout.get("element_distance", 1))]
-    threads = layout.get("threads", 1)
-    # one thread: pinned by affinity; several: started on cpu, the others placed by the program
-    preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None and threads == 1 else None
-    result = subprocess.run(command, check=True, capture_output=True, text=True, preexec_fn=preexec)
-    return [(float(a), float(b)) for a, b in (line.split() for line in result.stdout.splitlines())]
+bare_samples = chase_bare_samples
 
 
 def level_sizes(dram_bytes: int) -> list[tuple[str, int]]:

@@ -8,7 +8,9 @@ sample is as long as one of memlab's chunks (200 round trips), and the
 median over its samples is compared with memlab's median over chunks; both
 run alternately, pair by pair, so that a noisy neighbour hits both alike,
 and each bare run is as long as the memlab sample before it (unless
---samples fixes its count).
+--samples fixes its count). experiments/parity.py runs the same comparison (the
+first pair, or every pair) beside every other family's; this script compiles
+and runs the bare program through it.
 Both take turns over the same number of lines (--lines, memlab's default),
 each on a page of its own: one line's round trip depends on its address by
 up to 10% on the development guest, so with --lines 1 the two programs,
@@ -21,35 +23,23 @@ Run: python experiments/core_to_core_vs_bare.py [--method cas] [--rounds 5] [--l
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import subprocess
 import tempfile
-from pathlib import Path
+
+from parity import compile_programs, core_to_core_bare_samples
 
 from memlab import core_to_core
 from memlab.dataset import Dataset
 
-HERE = Path(__file__).resolve().parent
 ROUND_TRIPS_PER_SAMPLE = 200  # memlab's chunk
 
 
 def compile_bare(directory: str) -> str:
-    """Compile core_to_core_bare.c; the binary's path."""
-    compiler = os.environ.get("CC") or shutil.which("gcc") or "cc"
-    binary = os.path.join(directory, "core_to_core_bare")
-    subprocess.run([compiler, "-O2", "-Wall", "-Wextra", "-pthread", "-o", binary,
-                    str(HERE / "core_to_core_bare.c")], check=True)
-    return binary
+    """Compile core_to_core_bare.c (parity.py's flags); the binary's path."""
+    return compile_programs(directory, ["core_to_core_bare"])["core_to_core_bare"]
 
 
-def bare_samples(binary: str, cpu_a: int, cpu_b: int, method: str, round_trips: int,
-                 samples: int, lines: int) -> list[float]:
-    """ns per round trip of each sample of the bare loop."""
-    result = subprocess.run([binary, str(cpu_a), str(cpu_b), method, str(round_trips), str(samples), str(lines)],
-                            check=True, capture_output=True, text=True, timeout=600)
-    return [float(line) for line in result.stdout.split()]
+bare_samples = core_to_core_bare_samples
 
 
 def compare(method: str, rounds: int, samples: int, target_seconds: float, lines: int) -> Dataset:

@@ -10,7 +10,9 @@ transfer size whose sample lasts --seconds, then alternates standalone and
 memlab samples of that same size (so both see the same machine noise) and
 reports the medians, their ratio memlab / standalone and the median of the
 per-pair ratios (each memlab sample over the standalone sample just before
-it, which saw the same load). The target: within 5%.
+it, which saw the same load). The target: within 5%. experiments/parity.py
+puts the same rungs in its one table beside every other family; this script
+builds and runs the pair through it and adds the per-pair ratios.
 
     python experiments/pipes_standalone.py [--quick] [--repeat 7] [--out results/pipe-standalone.csv]
 """
@@ -19,52 +21,27 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from parity import compile_programs, pipe_pair_command, pipe_pair_sample
+
 from memlab import pipe
 from memlab.dataset import Dataset
 
 SOURCE = Path(__file__).resolve().parent / "pipe_pair" / "pipe_pair.c"
-RESULT = re.compile(r"bytes=(\d+) ns=(\d+) GiB_per_s=([0-9.]+)")
 
 
 def build(directory: str) -> str:
-    """Compile the standalone pair; returns the binary's path."""
-    binary = os.path.join(directory, "pipe_pair")
-    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-o", binary, str(SOURCE)], check=True)
-    return binary
+    """Compile the standalone pair (through parity.py); returns the binary's path."""
+    return compile_programs(directory, ["pipe_pair"])["pipe_pair"]
 
 
-def pair_command(binary: str, settings: dict[str, Any], cpus: tuple[int, int], total_bytes: int,
-                 buffer_bytes: int, pipe_size_bytes: int) -> str:
-    """The shell pipeline running one standalone sample with the rung's flags."""
-    common = ["--buffer-size", str(buffer_bytes), "--pipe-size", str(pipe_size_bytes),
-              "--total-bytes", str(total_bytes)]
-    if settings["huge_pages"]:
-        common.append("--huge-pages")
-    if settings["busy_loop"]:
-        common.append("--busy-loop")
-    writer = ["write", *common] + (["--vmsplice"] if settings["writer"] == "vmsplice" else [])
-    reader = ["read", *common] + (["--splice"] if settings["reader"] == "splice" else [])
-    quote = " ".join
-    return (f"taskset -c {cpus[0]} {shlex.quote(binary)} {quote(writer)} | "
-            f"taskset -c {cpus[1]} {shlex.quote(binary)} {quote(reader)}")
-
-
-def pair_sample(command: str, timeout_s: float) -> float:
-    """GiB/s of one standalone run."""
-    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout_s)
-    match = RESULT.search(done.stdout)
-    if done.returncode != 0 or not match:
-        raise RuntimeError(f"{command!r} failed: {done.stderr.strip() or done.stdout.strip()}")
-    return float(match.group(3))
+pair_command = pipe_pair_command
+pair_sample = pipe_pair_sample
 
 
 def compare(quick: bool, repeat: int, seconds: float, buffer_bytes: int, pipe_size_bytes: int) -> Dataset:

@@ -3,14 +3,17 @@
 The programs in experiments/standalone/ (spawn.c, execl.c, fstime.c) are the
 UnixBench loops written as plain C programs, stopped by alarm() like
 UnixBench's own, and run from the shell (``copies`` of them in parallel with
-``&`` and ``wait``, their rates summed). This script compiles them with cc,
+``&`` and ``wait``, their rates summed). This script compiles them ($CC, else gcc),
 then alternates them with memlab.system's measurement of the same test for
 several rounds (memlab without counters: inherited perf events slow
 fork and exit), and prints for each the median rate, their ratio with its
 spread over rounds, and whether memlab agrees within 5 %. Two rates are
 compared: per wall-clock second (UnixBench's) and per CPU second of the loop
 (user + system time, reaped children included), which on a machine shared
-with other work varies much less than the wall-clock rate.
+with other work varies much less than the wall-clock rate. experiments/parity.py
+holds the compiling and the standalone runs, and puts spawn and execl in its
+one table beside every other family; this script adds the file copies and
+several copies.
 
     python experiments/unixbench_vs_c.py --quick          # 1 s runs, 3 rounds
     python experiments/unixbench_vs_c.py --duration 5 --rounds 7 --copies 2
@@ -19,47 +22,23 @@ with other work varies much less than the wall-clock rate.
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from parity import compile_programs, standalone_rates
+
 import memlab.system as system
 from memlab.dataset import Dataset
 
-HERE = Path(__file__).resolve().parent
-SOURCES = {name: HERE / "standalone" / f"{name}.c" for name in ("spawn", "execl", "fstime")}
+SOURCES = ("spawn", "execl", "fstime")
 TOLERANCE = 0.05
 
 
 def build(directory: Path) -> dict[str, Path]:
-    """Compile the standalone programs into directory."""
-    compiler = shlex.split(os.environ.get("CC", "cc"))
-    programs = {}
-    for name, source in SOURCES.items():
-        target = directory / name
-        subprocess.run(compiler + ["-O2", "-Wall", "-Wextra", "-o", str(target), str(source)], check=True)
-        programs[name] = target
-    return programs
-
-
-def standalone_rates(command: list[str], copies: int) -> tuple[float, float]:
-    """Run copies of command in parallel from the shell: the sum of their
-    rates, and their work over their summed CPU time."""
-    one = " ".join(shlex.quote(part) for part in command)
-    script = " ".join([f"{one} &"] * copies) + " wait"
-    done = subprocess.run(script, shell=True, capture_output=True, text=True, check=True)
-    results = []
-    for line in done.stdout.splitlines():
-        words = line.split()
-        results.append({key: float(value) for key, value in zip(words[::2], words[1::2])})
-    if len(results) != copies:
-        raise RuntimeError(f"expected {copies} results from {one!r}, got {done.stdout!r}")
-    work = sum(r["rate_per_cpu_s"] * r["cpu_s"] for r in results)
-    return sum(r["rate"] for r in results), work / sum(r["cpu_s"] for r in results)
+    """Compile the standalone programs into directory (through parity.py)."""
+    return {name: Path(path) for name, path in compile_programs(directory, list(SOURCES)).items()}
 
 
 def cases(duration: float, scratch: str) -> dict[str, tuple[dict, list[str]]]:

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from memlab import chart, machine
+from memlab import chart, machine, machine_model
 from memlab._core import Kernel
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
@@ -83,6 +83,7 @@ __all__ = [
     "BandwidthParams",
     "aligned_array",
     "figure",
+    "port_limit_bytes_per_cycle",
     "run",
     "run_pass",
     "sizes",
@@ -241,8 +242,45 @@ def _to_core(params: BandwidthParams, cpu: int | None = None) -> dict[str, Any]:
     return config
 
 
+def port_limit_bytes_per_cycle(op: str, vector_bytes: int, working_set_bytes: int,
+                               facts: dict[str, Any], threads: int = 1,
+                               placement: str = "cores") -> int | None:
+    """The L1d port limit (bytes per cycle, per thread) a point's ``bytes_per_cycle`` is held to,
+    or None where it does not apply.
+
+    The limit is :meth:`memlab.machine_model.CoreModel.l1d_bytes_per_cycle` for ``op`` and
+    ``vector_bytes`` on the machine ``facts`` describe (``cpu_vendor``, ``cpu_family``,
+    ``cpu_model_number``, ``caches``, as :func:`memlab.machine.collect` records them). None
+    when the model does not know the CPU, when the facts give no L1d size, when the working
+    set is larger than the L1d (the ports are then not what limits), or when several workers
+    may share one core (``placement`` ``smt`` or ``unpinned`` with more than one thread: two
+    threads then divide one core's ports).
+
+    >>> zen4 = {"cpu_vendor": "AuthenticAMD", "cpu_family": 25, "cpu_model_number": 17,
+    ...         "caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10}]}
+    >>> port_limit_bytes_per_cycle("read", 64, 16 << 10, zen4), port_limit_bytes_per_cycle("read", 64, 1 << 20, zen4)
+    (64, None)
+    """
+    l1d = machine.cache_sizes(facts).get("L1d")
+    if l1d is None or working_set_bytes > l1d:
+        return None
+    if threads > 1 and placement in ("smt", "unpinned"):
+        return None
+    return machine_model.core_model(facts).l1d_bytes_per_cycle(op, vector_bytes)
+
+
+@functools.lru_cache(maxsize=1)
+def _host_facts() -> dict[str, Any]:
+    """This machine's CPU identity and caches (what :func:`port_limit_bytes_per_cycle` reads)."""
+    facts: dict[str, Any] = {}
+    machine.collect_cpu(facts)
+    machine.collect_caches(facts)
+    return facts
+
+
 def _derive(params: BandwidthParams, values: dict[str, float]) -> dict[str, float]:
-    """bytes per cycle from the calibrated clock (GHz = cycles_per_byte / ns_per_byte)."""
+    """bytes per cycle from the calibrated clock (GHz = cycles_per_byte / ns_per_byte), and at
+    L1d-resident sets the on-CPU rate's fraction of the core's L1d port limit."""
     derived: dict[str, float] = {}
     cycles, ns = values.get("cycles_per_byte"), values.get("ns_per_byte")
     if cycles and ns:
@@ -251,6 +289,14 @@ def _derive(params: BandwidthParams, values: dict[str, float]) -> dict[str, floa
         for name in ("GB_per_s_total", "on_cpu_GB_per_s", "background_GB_per_s"):
             if name in values:
                 derived[name.replace("GB_per_s", "bytes_per_cycle")] = values[name] / ghz
+        vector_bytes = int(values.get("vector_bytes") or VECTOR_BYTES[
+            widest_width() if params.width == "auto" else params.width])
+        limit = port_limit_bytes_per_cycle(params.op, vector_bytes, params.working_set_bytes,
+                                           _host_facts(), params.threads, params.placement)
+        rate = derived.get("on_cpu_bytes_per_cycle", derived["bytes_per_cycle"])
+        if limit:
+            derived["port_limit_bytes_per_cycle"] = float(limit)
+            derived["fraction_of_port_limit"] = rate / limit
     if "GB_per_s" in values:
         derived["traffic_GB_per_s"] = values["GB_per_s"] * float(sum(BYTES_READ_WRITTEN[params.op]))
     return derived

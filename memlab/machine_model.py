@@ -15,8 +15,9 @@ Optimization Guide* for families 17h, 19h and 1Ah; Intel's *64 and IA-32
 Architectures Optimization Reference Manual*), and the family/model ranges
 from the Linux kernel (``arch/x86/kernel/cpu/amd.c``'s Zen generations,
 ``arch/x86/include/asm/intel-family.h``). Read by ``memlab info``, by
-:mod:`memlab.reasons` (why a verdict differs from the source's) and by
-``experiments/bandwidth_vs_bare.py`` (the L1d port limit).
+:mod:`memlab.reasons` (why a verdict differs from the source's), by
+:mod:`memlab.bandwidth` (``fraction_of_port_limit`` of its rows) and
+``experiments/bandwidth_vs_bare.py`` (the L1d plateau at every width).
 
 >>> model = core_model({"cpu_vendor": "AuthenticAMD", "cpu_family": 25, "cpu_model_number": 17})
 >>> model.name, model.l1d_bytes_per_cycle("write", 64)

@@ -676,3 +676,71 @@ def test_figure_marks_the_caches_and_gives_gb_per_s():
     assert any(label.startswith("L2") for label in labels)
     assert len(ax.get_lines()) >= 3  # read, write, copy (plus the cache markers)
     assert any("GB/s" in other.get_ylabel() for other in fig.axes[0].child_axes)
+
+
+# ---- the L1d port limit (memlab.machine_model's table) ---------------------------------
+
+def _facts(vendor: str, family: int, model: int, l1d_bytes: int | None) -> dict:
+    facts = {"cpu_vendor": vendor, "cpu_family": family, "cpu_model_number": model}
+    if l1d_bytes is not None:
+        facts["caches"] = [{"level": 1, "type": "Data", "size_bytes": l1d_bytes},
+                           {"level": 2, "type": "Unified", "size_bytes": 1 << 20}]
+    return facts
+
+
+ZEN4 = _facts("AuthenticAMD", 25, 17, 32 << 10)
+SAPPHIRE_RAPIDS = _facts("GenuineIntel", 6, 0x8F, 48 << 10)
+UNKNOWN_CPU = _facts("GenuineIntel", 6, 1, 32 << 10)
+
+
+@pytest.mark.parametrize("facts, op, vector_bytes, expected", [
+    (ZEN4, "read", 64, 64), (ZEN4, "read", 16, 32), (ZEN4, "write", 64, 32), (ZEN4, "copy", 64, 32),
+    (SAPPHIRE_RAPIDS, "read", 64, 128), (SAPPHIRE_RAPIDS, "read", 16, 48),
+    (SAPPHIRE_RAPIDS, "write", 64, 64), (SAPPHIRE_RAPIDS, "copy", 32, 64),
+])
+def test_port_limit_is_the_machine_models_at_l1d_sizes(facts, op, vector_bytes, expected):
+    l1d = facts["caches"][0]["size_bytes"]
+    for size in (1 << 10, l1d // 2, l1d):
+        assert bw.port_limit_bytes_per_cycle(op, vector_bytes, size, facts) == expected
+    model = bw.machine_model.core_model(facts)
+    assert expected == model.l1d_bytes_per_cycle(op, vector_bytes)
+
+
+@pytest.mark.parametrize("facts, size, threads, placement, why", [
+    (ZEN4, (32 << 10) + 128, 1, "cores", "larger than the L1d"),
+    (SAPPHIRE_RAPIDS, 1 << 20, 1, "cores", "larger than the L1d"),
+    (UNKNOWN_CPU, 16 << 10, 1, "cores", "a CPU the model does not list"),
+    (_facts("AuthenticAMD", 25, 17, None), 16 << 10, 1, "cores", "no L1d size in the facts"),
+    ({}, 16 << 10, 1, "cores", "no facts at all"),
+    (ZEN4, 16 << 10, 2, "smt", "two threads share one core's ports"),
+    (ZEN4, 16 << 10, 2, "unpinned", "two threads may share one core"),
+])
+def test_port_limit_is_absent_where_it_does_not_apply(facts, size, threads, placement, why):
+    assert bw.port_limit_bytes_per_cycle("read", 64, size, facts, threads, placement) is None, why
+
+
+def test_two_threads_on_their_own_cores_keep_the_limit():
+    assert bw.port_limit_bytes_per_cycle("write", 64, 16 << 10, ZEN4, 2, "cores") == 32
+
+
+@pytest.mark.parametrize("facts", [ZEN4, SAPPHIRE_RAPIDS], ids=["zen4", "sapphire_rapids"])
+def test_rows_carry_the_fraction_of_the_port_limit(monkeypatch, facts):
+    monkeypatch.setattr(bw, "_host_facts", lambda: facts)
+    m = bw.run(working_set_bytes=16 << 10, op="copy", repeat=2, warmup=0, target_seconds=0.01)
+    model = bw.machine_model.core_model(facts)
+    for sample in m.samples:
+        limit = model.l1d_bytes_per_cycle("copy", int(sample["vector_bytes"]))
+        assert sample["port_limit_bytes_per_cycle"] == limit
+        assert sample["fraction_of_port_limit"] == pytest.approx(sample["on_cpu_bytes_per_cycle"] / limit)
+    row = m.to_row()
+    assert row["fraction_of_port_limit"] == pytest.approx(m.median("fraction_of_port_limit"))
+
+
+@pytest.mark.parametrize("facts, size", [(UNKNOWN_CPU, 16 << 10), (ZEN4, 1 << 20)],
+                         ids=["unknown_cpu", "beyond_l1d"])
+def test_rows_leave_the_fraction_out_rather_than_zero(monkeypatch, facts, size):
+    monkeypatch.setattr(bw, "_host_facts", lambda: facts)
+    m = bw.run(working_set_bytes=size, op="read", repeat=1, warmup=0, target_seconds=0.01)
+    assert "fraction_of_port_limit" not in m.samples[0]
+    assert "port_limit_bytes_per_cycle" not in m.samples[0]
+    assert "fraction_of_port_limit" not in m.to_row()

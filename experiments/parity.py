@@ -1,0 +1,558 @@
+"""Bare-C parity: every family against a small C program doing the same, in one table.
+
+memlab's promise is that its harness costs nothing: the number it reports is
+the number a bare C program gets. This command puts each family beside the
+bare comparator in experiments/ (compiled here, no memlab code in them) and
+runs both in interleaved rounds: round r runs every case once, memlab first
+in even rounds and the bare program first in odd ones, so that the load of
+other processes (and its drift over the run) falls on both alike.
+
+Cases: chase (random list, L1d/2, L2/2, beyond the last cache:
+experiments/chase_bare.c); bandwidth read, write, copy at the same three
+sizes (experiments/bandwidth_bare.c, normal stores, the widest width; THP
+beyond the caches on both sides), and the copy once more against a bare copy
+between two separate mappings (``layout apart``; memlab and the first bare
+copy use the two halves of one region); every pipe rung on two CPUs and on
+one (experiments/pipe_pair/pipe_pair.c, as a shell pipeline); clear, every
+method in 4 KiB and 2 MiB calls over a faulted THP region
+(experiments/clear_bare.c); spawn and execl (experiments/standalone/);
+core_to_core's round trip (experiments/core_to_core_bare.c; the first pair
+of CPUs, every ordered pair without ``--quick``).
+
+One row per case: memlab's median and the bare program's (in the case's
+unit), ``ratio``: memlab's speed over the bare program's (rates: memlab /
+bare; times: bare / memlab; 1 = parity, below 1 = memlab slower) with its
+95% bootstrap interval (``memlab.significance.median_ratio_interval``), the
+same on the CPU (work over the thread's or process's CPU time, which leaves
+out time other processes took the CPU; empty where a comparator does not
+report it), the 1-minute load average over the case's runs and the host (CPU
+vendor, family, model). The table goes to stdout as Markdown; ``--out``
+writes the rows as a memlab dataset.
+
+Modes: the default (5 rounds, full sizes, every CPU pair: about 6 minutes),
+``--quick`` (3 rounds, short samples, 64 MiB beyond the caches: under a
+minute), ``--tiny`` (one round of the smallest samples and sizes: checks
+that every case runs, measures nothing; the test suite's mode).
+
+Run: python experiments/parity.py [--quick | --tiny] [--rounds N] [--cpu N]
+                                  [--families chase,bandwidth,pipe,clear,system,core_to_core]
+                                  [--out results/parity.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from memlab import bandwidth, chase, clear, core_to_core, machine, pipe, system
+from memlab.dataset import Dataset
+from memlab.significance import median_ratio_interval
+
+HERE = Path(__file__).resolve().parent
+FAMILIES = ("chase", "bandwidth", "pipe", "clear", "system", "core_to_core")
+
+#: program -> (source under experiments/, extra compiler flags).
+PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "chase_bare": ("chase_bare.c", ("-O2", "-march=native", "-pthread")),
+    "bandwidth_bare": ("bandwidth_bare.c", ("-O3", "-march=native")),
+    "clear_bare": ("clear_bare.c", ("-O2", "-march=native")),
+    "core_to_core_bare": ("core_to_core_bare.c", ("-O2", "-pthread")),
+    "pipe_pair": ("pipe_pair/pipe_pair.c", ("-O2",)),
+    "spawn": ("standalone/spawn.c", ("-O2",)),
+    "execl": ("standalone/execl.c", ("-O2",)),
+    "fstime": ("standalone/fstime.c", ("-O2",)),
+    "copy_layouts": ("copy_layouts.c", ("-O2",)),  # not a case: where a copy's halves sit (docs/bandwidth.md)
+}
+
+#: (wall values, on-CPU values or None) of one run of one side.
+Samples = tuple[list[float], "list[float] | None"]
+
+
+# ---- the bare programs: compiling and running them -------------------------------------
+
+def compiler() -> str:
+    """$CC, else gcc, else cc."""
+    return os.environ.get("CC") or shutil.which("gcc") or "cc"
+
+
+def compile_command(name: str, directory: str | os.PathLike) -> list[str]:
+    """The command compiling one bare program into directory (warnings on; no loop turned into a
+    library call in bandwidth_bare: gcc's -fno-tree-loop-distribute-patterns)."""
+    source, flags = PROGRAMS[name]
+    command = [*shlex.split(compiler()), *flags, "-Wall", "-Wextra"]
+    if name == "bandwidth_bare" and "clang" not in compiler():
+        command.append("-fno-tree-loop-distribute-patterns")
+    return command + ["-o", str(Path(directory) / name), str(HERE / source)]
+
+
+def compile_programs(directory: str | os.PathLike, names: list[str] | None = None) -> dict[str, str]:
+    """Compile the bare programs (in parallel); name -> binary path. Raises RuntimeError with the
+    compiler's message when one fails."""
+    names = list(PROGRAMS) if names is None else names
+    running = {name: subprocess.Popen(compile_command(name, directory), stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True) for name in names}
+    for name, process in running.items():
+        output, _ = process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"compiling {PROGRAMS[name][0]} failed: {output.strip()}")
+    return {name: str(Path(directory) / name) for name in names}
+
+
+def _pinned(cpu: int | None):
+    return (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+
+
+def _run(command: list[str], cpu: int | None = None, timeout: float = 600) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, preexec_fn=_pinned(cpu))
+    if done.returncode != 0:
+        raise RuntimeError(f"{shlex.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
+    return done.stdout
+
+
+def chase_bare_samples(binary: str, working_set: int, npad: int, order: str, pages: str, seed: int,
+                       samples: int, target_ms: float, cpu: int | None,
+                       layout: dict[str, int] | None = None) -> list[tuple[float, float]]:
+    """(wall ns, on-CPU ns) per element of each sample of chase_bare (fastest thread with threads;
+    one thread is pinned to cpu, several are placed by the program from there)."""
+    layout = layout or {}
+    threads = layout.get("threads", 1)
+    command = [binary, str(working_set), str(npad), order, pages, str(seed), str(samples), str(target_ms),
+               str(threads), str(layout.get("misalign_bytes", 0)), str(layout.get("pointer_word", 0)),
+               str(layout.get("element_distance", 1))]
+    output = _run(command, cpu if threads == 1 else None)
+    return [(float(a), float(b)) for a, b in (line.split() for line in output.splitlines())]
+
+
+def bandwidth_bare_samples(binary: str, mode: str, width: str, size: int, samples: int, target_ms: float,
+                           cpu: int | None, pages: str = "4k", layout: str = "halves") -> Samples:
+    """Traffic GB/s (bytes read plus written) per sample of bandwidth_bare: (wall, on-CPU)."""
+    output = _run([binary, mode, width, str(size), str(samples), str(target_ms), pages, layout], cpu)
+    pairs = [line.split() for line in output.splitlines()]
+    return [float(a) for a, _ in pairs], [float(b) for _, b in pairs]
+
+
+def clear_bare_samples(binary: str, region_bytes: int, method: str, extent_bytes: int, passes: int,
+                       cpu: int | None) -> Samples:
+    """GB/s cleared per timed pass of clear_bare over a THP region: (wall, on-CPU)."""
+    output = _run([binary, str(region_bytes), "thp", method, str(extent_bytes), str(passes)], cpu)
+    wall, on_cpu = [], []
+    for line in output.splitlines():
+        words = line.split()
+        if words and words[0] == "pass":
+            wall.append(float(words[words.index("GB_per_s") + 1]))
+            on_cpu.append(float(words[words.index("cpu_GB_per_s") + 1]))
+    return wall, on_cpu
+
+
+def core_to_core_bare_samples(binary: str, cpu_a: int, cpu_b: int, method: str, round_trips: int,
+                              samples: int, lines: int) -> list[float]:
+    """ns per round trip of each sample of core_to_core_bare."""
+    output = _run([binary, str(cpu_a), str(cpu_b), method, str(round_trips), str(samples), str(lines)])
+    return [float(value) for value in output.split()]
+
+
+PIPE_RESULT = re.compile(r"bytes=(\d+) ns=(\d+) GiB_per_s=([0-9.]+)")
+
+
+def pipe_pair_command(binary: str, settings: dict[str, Any], cpus: tuple[int, int], total_bytes: int,
+                      buffer_bytes: int, pipe_size_bytes: int) -> str:
+    """The shell pipeline ``taskset W pipe_pair write ... | taskset R pipe_pair read ...`` of one rung."""
+    common = ["--buffer-size", str(buffer_bytes), "--pipe-size", str(pipe_size_bytes),
+              "--total-bytes", str(total_bytes)]
+    if settings["huge_pages"]:
+        common.append("--huge-pages")
+    if settings["busy_loop"]:
+        common.append("--busy-loop")
+    writer = ["write", *common] + (["--vmsplice"] if settings["writer"] == "vmsplice" else [])
+    reader = ["read", *common] + (["--splice"] if settings["reader"] == "splice" else [])
+    return (f"taskset -c {cpus[0]} {shlex.quote(binary)} {' '.join(writer)} | "
+            f"taskset -c {cpus[1]} {shlex.quote(binary)} {' '.join(reader)}")
+
+
+def pipe_pair_sample(command: str, timeout_s: float = 120) -> float:
+    """GiB/s of one run of the pipe_pair pipeline."""
+    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout_s)
+    match = PIPE_RESULT.search(done.stdout)
+    if done.returncode != 0 or not match:
+        raise RuntimeError(f"{command!r} failed: {done.stderr.strip() or done.stdout.strip()}")
+    return float(match.group(3))
+
+
+def standalone_rates(command: list[str], copies: int = 1, cpu: int | None = None) -> tuple[float, float]:
+    """Run copies of a standalone UnixBench loop in parallel from the shell: the sum of their rates,
+    and their work over their summed CPU time."""
+    one = shlex.join(command)
+    if cpu is not None:
+        one = f"taskset -c {cpu} {one}"
+    done = subprocess.run(" ".join([f"{one} &"] * copies) + " wait", shell=True, capture_output=True,
+                          text=True, check=True)
+    results = [dict(zip(words[::2], map(float, words[1::2])))
+               for words in (line.split() for line in done.stdout.splitlines())]
+    if len(results) != copies:
+        raise RuntimeError(f"expected {copies} results from {one!r}, got {done.stdout!r}")
+    work = sum(r["rate_per_cpu_s"] * r["cpu_s"] for r in results)
+    return sum(r["rate"] for r in results), work / sum(r["cpu_s"] for r in results)
+
+
+# ---- settings and cases -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Settings:
+    """How long and how large: one per mode (:data:`MODES`)."""
+
+    rounds: int
+    repeat: int
+    target_ms: float         # one sample in the caches
+    beyond_target_ms: float  # one sample beyond the last cache
+    beyond_bytes: int        # the working set beyond the last cache
+    clear_region_bytes: int
+    system_seconds: float    # one spawn or execl run
+    pipe_seconds: float      # one pipe sample (the transfer size memlab finds for it)
+    all_pairs: bool          # core_to_core: every ordered pair, or the first
+
+
+def _beyond_bytes(factor: int, floor: int) -> int:
+    largest = max([s for n, s in machine.cache_sizes().items() if not n.endswith("i")] or [32 << 20])
+    return max(floor, factor * largest) // (1 << 20) * (1 << 20)
+
+
+def settings_for(mode: str) -> Settings:
+    """The settings of ``full``, ``quick`` or ``tiny``."""
+    if mode == "full":
+        return Settings(5, 3, 50.0, 300.0, _beyond_bytes(4, 256 << 20), 1 << 30, 1.0, 0.2, True)
+    if mode == "quick":
+        return Settings(3, 2, 10.0, 60.0, _beyond_bytes(2, 64 << 20), 64 << 20, 0.3, 0.05, False)
+    if mode == "tiny":
+        return Settings(1, 1, 5.0, 5.0, 4 << 20, 8 << 20, 0.02, 0.002, False)
+    raise ValueError(f"mode={mode!r} is not one of 'full', 'quick', 'tiny'")
+
+
+@dataclass
+class Case:
+    """One comparison: memlab's side and the bare side, each a function giving one run's samples.
+
+    ``lower_is_better``: the unit is a time (ns), so the speed ratio is bare / memlab.
+    """
+
+    family: str
+    name: str
+    unit: str
+    lower_is_better: bool
+    memlab: Callable[[], Samples]
+    bare: Callable[[], Samples]
+    memlab_wall: list[float] = field(default_factory=list)
+    memlab_on_cpu: list[float] = field(default_factory=list)
+    bare_wall: list[float] = field(default_factory=list)
+    bare_on_cpu: list[float] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)
+
+    def run_side(self, side: str) -> None:
+        self.loads.append(os.getloadavg()[0])
+        wall, on_cpu = (self.memlab if side == "memlab" else self.bare)()
+        getattr(self, f"{side}_wall").extend(wall)
+        if on_cpu is not None:
+            getattr(self, f"{side}_on_cpu").extend(on_cpu)
+
+
+def _levels(settings: Settings) -> list[tuple[str, int, str]]:
+    """(label, bytes, pages): half the L1d, half the L2, beyond the last cache (THP there)."""
+    sizes = machine.cache_sizes()
+    l1d, l2 = sizes.get("L1d", 32 << 10), sizes.get("L2", 1 << 20)
+    return [("L1d/2", l1d // 2 // 1024 * 1024, "4k"), ("L2/2", l2 // 2 // 1024 * 1024, "4k"),
+            ("beyond LLC", settings.beyond_bytes, "thp")]
+
+
+def _values(samples: list[dict[str, float]], key: str, scale: float = 1.0) -> list[float]:
+    """One metric of each sample that has it (a sample in which a loaded machine never let the
+    thread run has no rate)."""
+    return [sample[key] * scale for sample in samples if key in sample]
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def chase_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
+    cases = []
+    for label, size, _ in _levels(s):
+        target = s.beyond_target_ms if label == "beyond LLC" else s.target_ms
+
+        def mine(size=size, target=target) -> Samples:
+            m = chase.run(working_set_bytes=size, npad=7, order="random", pages="4k", seed=1, cpu=cpu,
+                          repeat=s.repeat, warmup=1, target_seconds=target / 1000, counters=False)
+            return _values(m.samples, "ns_per_element"), _values(m.samples, "cpu_ns_per_element")
+
+        def theirs(size=size, target=target) -> Samples:
+            pairs = chase_bare_samples(bins["chase_bare"], size, 7, "random", "4k", 1, s.repeat, target, cpu)
+            return [a for a, _ in pairs], [b for _, b in pairs]
+
+        cases.append(Case("chase", f"random, {label} ({_size(size)})", "ns/element", True, mine, theirs))
+    return cases
+
+
+def bandwidth_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
+    width = bandwidth.widest_width()
+    cases = []
+    for label, size, pages in _levels(s):
+        target = s.beyond_target_ms if label == "beyond LLC" else s.target_ms
+        for op, layout in (("read", None), ("write", None), ("copy", "halves"), ("copy", "apart")):
+
+            def mine(op=op, size=size, pages=pages, target=target) -> Samples:
+                m = bandwidth.run(working_set_bytes=size, op=op, width=width, pages=pages, cpu=cpu,
+                                  repeat=s.repeat, warmup=1, target_seconds=target / 1000, counters=False)
+                scale = float(sum(bandwidth.BYTES_READ_WRITTEN[op]))  # traffic, as the bare program counts
+                return _values(m.samples, "GB_per_s", scale), _values(m.samples, "on_cpu_GB_per_s", scale)
+
+            def theirs(op=op, size=size, pages=pages, target=target, layout=layout) -> Samples:
+                return bandwidth_bare_samples(bins["bandwidth_bare"], op, width, size, s.repeat, target, cpu,
+                                              pages, layout or "halves")
+
+            against = " vs two mappings" if layout == "apart" else ""
+            cases.append(Case("bandwidth", f"{op} {width}, {label} ({_size(size)}, {pages}){against}",
+                              "GB/s traffic", False, mine, theirs))
+    return cases
+
+
+def pipe_cases(bins: dict[str, str], s: Settings) -> list[Case]:
+    cases = []
+    buffer_bytes = pipe_size = 256 << 10
+    for placement in pipe.available_placements():
+        cpus = pipe.placement_cpus(placement)
+        for name, settings in pipe.RUNGS:
+            if settings["busy_loop"] and cpus[0] == cpus[1]:
+                continue
+            point = dict(settings, buffer_bytes=buffer_bytes, pipe_size_bytes=pipe_size,
+                         writer_cpu=cpus[0], reader_cpu=cpus[1])
+            sized: dict[str, int] = {}
+
+            def total(point=point, sized=sized) -> int:
+                if "total" not in sized:  # memlab finds the transfer size of one sample, once
+                    m = pipe.run(point, repeat=1, warmup=1, target_seconds=s.pipe_seconds, counters=False)
+                    sized["total"] = int(m.median("total_bytes"))
+                return sized["total"]
+
+            def mine(point=point, total=total) -> Samples:
+                m = pipe.run(point, total_bytes=total(), repeat=s.repeat, warmup=0, counters=False)
+                return _values(m.samples, "GiB_per_s"), None
+
+            def theirs(settings=settings, cpus=cpus, total=total) -> Samples:
+                command = pipe_pair_command(bins["pipe_pair"], settings, cpus, total(), buffer_bytes, pipe_size)
+                return [pipe_pair_sample(command) for _ in range(s.repeat)], None
+
+            cases.append(Case("pipe", f"{name}, {placement} ({cpus[0]} -> {cpus[1]})", "GiB/s", False,
+                              mine, theirs))
+    return cases
+
+
+def clear_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
+    cases = []
+    region = s.clear_region_bytes
+    for method in clear.METHODS:
+        for extent in (4096, 2 << 20):
+
+            def mine(method=method, extent=extent) -> Samples:
+                m = clear.order(region_bytes=region, pages="thp", order="sequential", method=method,
+                                extent_bytes=extent, cpu=cpu, repeat=s.repeat, warmup=1, target_seconds=0.0)
+                return _values(m.samples, "GB_per_s"), _values(m.samples, "cpu_GB_per_s")
+
+            def theirs(method=method, extent=extent) -> Samples:
+                return clear_bare_samples(bins["clear_bare"], region, method, extent, s.repeat, cpu)
+
+            cases.append(Case("clear", f"{method}, {_size(extent)} calls over {_size(region)} THP",
+                              "GB/s", False, mine, theirs))
+    return cases
+
+
+def system_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
+    cases = []
+    for test in ("spawn", "execl"):
+
+        def mine(test=test) -> Samples:
+            m = system.run(test=test, duration_s=s.system_seconds, copies=1, cpu=cpu, repeat=s.repeat,
+                           warmup=0, counters=False)
+            return (_values(m.samples, system.unixbench_metric(test)),
+                    _values(m.samples, system.unixbench_metric(test, per_cpu_s=True)))
+
+        def theirs(test=test) -> Samples:
+            runs = [standalone_rates([bins[test], str(s.system_seconds)], 1, cpu) for _ in range(s.repeat)]
+            return [rate for rate, _ in runs], [per_cpu for _, per_cpu in runs]
+
+        cases.append(Case("system", f"{test}, one copy", "loops/s", False, mine, theirs))
+    return cases
+
+
+def core_to_core_cases(bins: dict[str, str], s: Settings) -> list[Case]:
+    cases = []
+    pairs = core_to_core.pairs()
+    round_trips = 200  # memlab's chunk: one bare sample is as long as one of its chunks
+    for cpu_a, cpu_b in pairs if s.all_pairs else pairs[:1]:
+        seen: list[float] = []
+
+        def mine(cpu_a=cpu_a, cpu_b=cpu_b, seen=seen) -> Samples:
+            m = core_to_core.run(cpu_a=cpu_a, cpu_b=cpu_b, method="cas", repeat=s.repeat, warmup=0,
+                                 target_seconds=s.target_ms / 1000, counters=False)
+            seen[:] = _values(m.samples, "round_trip_ns")
+            return seen[:], None
+
+        def theirs(cpu_a=cpu_a, cpu_b=cpu_b, seen=seen) -> Samples:
+            # each value: the median over as many bare samples as one memlab sample lasts
+            ns = statistics.median(seen) if seen else 100.0
+            count = max(core_to_core.DEFAULT_LINES, round(s.target_ms * 1e6 / (ns * round_trips)))
+            values = core_to_core_bare_samples(bins["core_to_core_bare"], cpu_a, cpu_b, "cas", round_trips,
+                                               count * s.repeat, core_to_core.DEFAULT_LINES)
+            return [statistics.median(values[i * count:(i + 1) * count]) for i in range(s.repeat)], None
+
+        cases.append(Case("core_to_core", f"cas, CPU {cpu_a} -> {cpu_b}", "ns/round trip", True, mine, theirs))
+    return cases
+
+
+def build_cases(bins: dict[str, str], s: Settings, families: list[str], cpu: int) -> list[Case]:
+    """The cases of the chosen families this machine can run (pipes on two CPUs and core_to_core
+    need two CPUs)."""
+    two_cpus = len(os.sched_getaffinity(0)) >= 2
+    makers = {
+        "chase": lambda: chase_cases(bins, s, cpu),
+        "bandwidth": lambda: bandwidth_cases(bins, s, cpu),
+        "pipe": lambda: pipe_cases(bins, s),
+        "clear": lambda: clear_cases(bins, s, cpu),
+        "system": lambda: system_cases(bins, s, cpu),
+        "core_to_core": lambda: core_to_core_cases(bins, s) if two_cpus else [],
+    }
+    return [case for family in families for case in makers[family]()]
+
+
+# ---- rounds and the table --------------------------------------------------------------
+
+def run_rounds(cases: list[Case], rounds: int, progress: bool = True) -> None:
+    """Interleaved rounds: every case once per round, memlab first in even rounds."""
+    for index in range(rounds):
+        order = ("memlab", "bare") if index % 2 == 0 else ("bare", "memlab")
+        for case in cases:
+            for side in order:
+                case.run_side(side)
+        if progress:
+            print(f"round {index + 1}/{rounds} done, load average {os.getloadavg()[0]:.2f}",
+                  file=sys.stderr, flush=True)
+
+
+def speed_ratio(memlab_values: list[float], bare_values: list[float],
+                lower_is_better: bool) -> tuple[float, float, float]:
+    """memlab's speed over the bare program's (median over median) and its 95% bootstrap interval;
+    NaNs when a side has no values.
+
+    >>> speed_ratio([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], lower_is_better=True)
+    (0.5, 0.5, 0.5)
+    """
+    if not memlab_values or not bare_values:
+        return math.nan, math.nan, math.nan
+    if lower_is_better:
+        memlab_values = [1.0 / v for v in memlab_values]
+        bare_values = [1.0 / v for v in bare_values]
+    ratio = statistics.median(memlab_values) / statistics.median(bare_values)
+    low, high = median_ratio_interval(bare_values, memlab_values)
+    return ratio, low, high
+
+
+def host() -> dict[str, Any]:
+    """The host's CPU identity: vendor, family, model (number and name)."""
+    facts: dict[str, Any] = {}
+    machine.collect_cpu(facts)
+    return {key: facts.get(key) for key in ("cpu_vendor", "cpu_family", "cpu_model_number", "cpu_model")}
+
+
+def rows(cases: list[Case]) -> list[dict[str, Any]]:
+    """One row per case (see the module docstring)."""
+    identity = host()
+    out = []
+    for case in cases:
+        ratio, low, high = speed_ratio(case.memlab_wall, case.bare_wall, case.lower_is_better)
+        cpu_ratio, cpu_low, cpu_high = speed_ratio(case.memlab_on_cpu, case.bare_on_cpu, case.lower_is_better)
+        out.append({
+            "family": case.family, "case": case.name, "unit": case.unit,
+            "memlab_median": statistics.median(case.memlab_wall), "bare_median": statistics.median(case.bare_wall),
+            "ratio": ratio, "ratio_low": low, "ratio_high": high,
+            "on_cpu_ratio": cpu_ratio, "on_cpu_ratio_low": cpu_low, "on_cpu_ratio_high": cpu_high,
+            "memlab_samples": len(case.memlab_wall), "bare_samples": len(case.bare_wall),
+            "load_average_min": min(case.loads), "load_average_max": max(case.loads),
+            **identity,
+        })
+    return out
+
+
+def _ratio_cell(ratio: float, low: float, high: float) -> str:
+    return "" if math.isnan(ratio) else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def markdown(table: list[dict[str, Any]], mode: str, rounds: int) -> str:
+    """The table as Markdown, under one line naming the host, the date, the mode and the load."""
+    first = table[0]
+    loads = [r["load_average_min"] for r in table] + [r["load_average_max"] for r in table]
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"Host: {first['cpu_vendor']} family {first['cpu_family']} model {first['cpu_model_number']} "
+             f"({first['cpu_model']}), {len(os.sched_getaffinity(0))} CPUs; {when}; mode {mode}, "
+             f"{rounds} interleaved rounds; load average {min(loads):.1f}-{max(loads):.1f}.",
+             "",
+             "| family | case | unit | memlab | bare | ratio [95%] | on-CPU ratio [95%] | load | host |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in table:
+        lines.append(
+            f"| {r['family']} | {r['case']} | {r['unit']} | {r['memlab_median']:.4g} | {r['bare_median']:.4g} | "
+            f"{_ratio_cell(r['ratio'], r['ratio_low'], r['ratio_high'])} | "
+            f"{_ratio_cell(r['on_cpu_ratio'], r['on_cpu_ratio_low'], r['on_cpu_ratio_high'])} | "
+            f"{r['load_average_min']:.1f}-{r['load_average_max']:.1f} | "
+            f"{r['cpu_vendor']} {r['cpu_family']}/{r['cpu_model_number']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: compiles the programs, runs the rounds, prints the table (exit 2 on bad input)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--quick", action="store_true", help="3 rounds of short samples: under a minute")
+    modes.add_argument("--tiny", action="store_true", help="one round of the smallest samples: every case runs")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 5; quick 3; tiny 1)")
+    parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
+                        help="the CPU of the one-CPU cases (default: the highest this process may use)")
+    parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated, of " + ", ".join(FAMILIES))
+    parser.add_argument("--out", help="write the rows as a memlab dataset (.csv or .jsonl)")
+    args = parser.parse_args(argv)
+    mode = "quick" if args.quick else "tiny" if args.tiny else "full"
+    families = [f for f in args.families.split(",") if f]
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown or not families:
+        parser.error(f"--families={args.families!r}: {', '.join(unknown) or 'none'} not among {', '.join(FAMILIES)}")
+    if args.rounds is not None and not 1 <= args.rounds <= 100:
+        parser.error(f"--rounds={args.rounds} is outside 1 to 100")
+    if args.cpu not in os.sched_getaffinity(0):
+        parser.error(f"--cpu={args.cpu} is not among the CPUs this process may use "
+                     f"({sorted(os.sched_getaffinity(0))})")
+    settings = settings_for(mode)
+    rounds = args.rounds or settings.rounds
+    with tempfile.TemporaryDirectory() as directory:
+        bins = compile_programs(directory)
+        cases = build_cases(bins, settings, families, args.cpu)
+        run_rounds(cases, rounds)
+    table = rows(cases)
+    print(markdown(table, mode, rounds))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Dataset(table, metadata={"experiment": "parity", "mode": mode, "rounds": rounds, "cpu": args.cpu,
+                                 "machine": machine.collect(include_core=False)}).save(args.out)
+        print(f"{len(table)} rows -> {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

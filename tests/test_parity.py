@@ -1,0 +1,173 @@
+"""experiments/parity.py: the one bare-C parity command runs every case and gives one table.
+
+No timing threshold: the tiny mode measures nothing worth comparing; what is checked is the
+table's shape, that every case of every family ran on both sides, the host columns, the
+ratio's orientation on synthetic samples, and the refusals of bad input."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import importlib.util
+
+from conftest import EXPERIMENTS
+from memlab.dataset import Dataset
+
+
+def _load_parity():
+    """experiments/parity.py as a module (registered: its dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location("experiment_parity", EXPERIMENTS / "parity.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+parity = _load_parity()
+
+
+def needs_compiler() -> None:
+    if not shutil.which(parity.compiler().split()[0]):
+        pytest.skip(f"no C compiler ({parity.compiler()}) to build the bare programs")
+    if not shutil.which("taskset"):
+        pytest.skip("no taskset (util-linux) for the pipe pipelines")
+
+
+def run_script(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(EXPERIMENTS / "parity.py"), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    needs_compiler()
+    out = tmp_path_factory.mktemp("parity") / "parity.csv"
+    done = run_script("--tiny", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return done.stdout, Dataset.load(out)
+
+
+def expected_cases() -> list[tuple[str, str]]:
+    """Every (family, case) the script builds on this machine, from its own case list."""
+    settings = parity.settings_for("tiny")
+    bins = {name: "/nonexistent" for name in parity.PROGRAMS}  # building cases runs nothing
+    cpu = max(os.sched_getaffinity(0))
+    return [(c.family, c.name) for c in parity.build_cases(bins, settings, list(parity.FAMILIES), cpu)]
+
+
+def test_tiny_run_gives_one_row_per_case_with_both_sides_measured(tiny):
+    _, ds = tiny
+    cases = expected_cases()
+    assert [(row["family"], row["case"]) for row in ds.rows] == cases
+    assert {family for family, _ in cases} >= {"chase", "bandwidth", "pipe", "clear", "system"}
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert "core_to_core" in {family for family, _ in cases}
+    for row in ds.rows:
+        assert row["memlab_samples"] >= 1 and row["bare_samples"] >= 1, row["case"]
+        assert row["memlab_median"] > 0 and row["bare_median"] > 0, row["case"]
+        assert row["ratio_low"] <= row["ratio"] <= row["ratio_high"], row["case"]
+        assert row["load_average_min"] <= row["load_average_max"]
+
+
+def test_every_family_and_level_is_covered(tiny):
+    _, ds = tiny
+    names = [row["case"] for row in ds.rows]
+    for op in ("read", "write", "copy"):
+        for level in ("L1d/2", "L2/2", "beyond LLC"):
+            assert sum(op in n and level in n for n in names if n.startswith(op)) >= 1, (op, level)
+    assert sum("vs two mappings" in n for n in names) == 3
+    rungs = [name for name, _ in parity.pipe.RUNGS]
+    assert all(any(n.startswith(rung + ",") for n in names) for rung in rungs)
+    assert any(n.startswith("spawn") for n in names) and any(n.startswith("execl") for n in names)
+    assert sum(row["family"] == "clear" for row in ds.rows) == 2 * len(parity.clear.METHODS)
+
+
+def test_on_cpu_ratio_is_present_exactly_where_both_sides_report_cpu_time(tiny):
+    _, ds = tiny
+    for row in ds.rows:
+        has_cpu = row["family"] not in ("pipe", "core_to_core")
+        assert math.isfinite(row["on_cpu_ratio"]) == has_cpu, row["case"]
+
+
+def test_rows_and_table_name_the_host(tiny):
+    stdout, ds = tiny
+    facts: dict = {}
+    parity.machine.collect_cpu(facts)
+    for row in ds.rows:
+        assert row["cpu_vendor"] == facts.get("cpu_vendor")
+        assert row["cpu_family"] == facts.get("cpu_family")
+        assert row["cpu_model_number"] == facts.get("cpu_model_number")
+    lines = stdout.splitlines()
+    assert lines[0].startswith("Host: ") and f"family {facts.get('cpu_family')}" in lines[0]
+    table = [line for line in lines if line.startswith("|")]
+    assert len(table) == len(ds) + 2
+    assert {line.count("|") for line in table} == {10}
+    assert ds.metadata["experiment"] == "parity" and ds.metadata["mode"] == "tiny"
+
+
+def test_speed_ratio_is_memlab_over_bare_for_rates_and_inverted_for_times():
+    assert parity.speed_ratio([9.0, 9.0, 9.0], [10.0, 10.0, 10.0], lower_is_better=False)[0] == pytest.approx(0.9)
+    # 11 ns against 10 ns: memlab is slower, its speed 10/11 of the bare program's
+    ratio, low, high = parity.speed_ratio([11.0, 11.0, 11.0], [10.0, 10.0, 10.0], lower_is_better=True)
+    assert ratio == pytest.approx(10 / 11) and low == pytest.approx(10 / 11) and high == pytest.approx(10 / 11)
+    ratio, low, high = parity.speed_ratio([1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0, 3.0, 3.0, 4.0], False)
+    assert ratio == pytest.approx(1.0) and low < 1.0 < high
+    assert all(math.isnan(v) for v in parity.speed_ratio([], [1.0], False))
+
+
+def test_bare_programs_compile_without_warnings(tmp_path):
+    needs_compiler()
+    for name in parity.PROGRAMS:
+        done = subprocess.run(parity.compile_command(name, tmp_path), capture_output=True, text=True)
+        assert done.returncode == 0 and "warning" not in done.stderr, (name, done.stderr)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rounds", "0"], "--rounds=0 is outside 1 to 100"),
+    (["--families", "chase,disk"], "disk not among"),
+    (["--cpu", "4096"], "--cpu=4096 is not among the CPUs"),
+    (["--quick", "--tiny"], "not allowed with argument"),
+])
+def test_bad_input_exits_2_with_one_line(args, message):
+    done = run_script(*args, timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr and done.stdout == ""
+
+
+def test_bandwidth_bare_copies_between_two_mappings_and_offset_halves(tmp_path):
+    """The new layouts of bandwidth_bare: every one runs and reports positive rates."""
+    needs_compiler()
+    binary = parity.compile_programs(tmp_path, ["bandwidth_bare"])["bandwidth_bare"]
+    for layout in ("halves", "apart", "offset=4160"):
+        wall, on_cpu = parity.bandwidth_bare_samples(binary, "copy", "scalar", 1 << 16, 2, 1.0, None, "4k", layout)
+        assert len(wall) == 2 and all(v > 0 for v in wall + on_cpu), layout
+    refused = subprocess.run([binary, "copy", "scalar", "65536", "1", "1", "4k", "offset=3"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "offset" in refused.stderr
+
+
+DRIVERS = ("chase_vs_bare", "bandwidth_vs_bare", "core_to_core_vs_bare", "pipes_standalone", "unixbench_vs_c")
+
+
+@pytest.mark.parametrize("name", DRIVERS)
+def test_each_older_driver_runs_its_programs_through_parity(name, monkeypatch):
+    """The drivers import their compiling and running from parity.py (as `python experiments/<name>.py`
+    does, with experiments/ on the path) and compile only what parity.py's table lists."""
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    had_parity = "parity" in sys.modules
+    try:
+        spec = importlib.util.spec_from_file_location(f"experiment_{name}", EXPERIMENTS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        shared = sys.modules["parity"]
+        assert callable(module.main)
+        assert shared.compile_programs in vars(module).values()
+    finally:
+        if not had_parity:
+            sys.modules.pop("parity", None)

@@ -534,6 +534,11 @@ def _badge(status: str) -> str:
 
 
 def _number_text(value: float | None) -> str:
+    """A measured number as the report's tables write it; "-" where there is none.
+
+    >>> _number_text(None), _number_text(float("nan")), _number_text(1.5)
+    ('-', '-', '1.500')
+    """
     return "-" if value is None or not math.isfinite(value) else format_number(value)
 
 

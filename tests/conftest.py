@@ -73,9 +73,13 @@ def measure_expecting_ctrl_c(kernel, after_s: float, target_ns: int = 60 * 10**9
                 f"{after_s} s into it", pytrace=False)
 
 
-def memlab_thread_count() -> int:
-    """How many of this process's threads memlab's core started (they carry its name)."""
-    return len(process_guard.memlab_threads())
+def memlab_thread_count(settle: bool = True) -> int:
+    """How many of this process's threads memlab's core started (they carry its name).
+
+    ``settle``: give threads that were just joined up to 2 s to leave /proc (pthread_join
+    returns when a thread's exit wakes it, a moment before the kernel removes the thread from
+    /proc/self/task): a thread still running after that counts."""
+    return process_guard.memlab_thread_count(settle)
 
 
 def experiment(name: str) -> ModuleType:

@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -126,6 +127,22 @@ def memlab_threads() -> frozenset[int]:
         if _read(f"/proc/self/task/{tid}/comm").strip() == _core.THREAD_NAME:
             tids.add(int(tid))
     return frozenset(tids)
+
+
+SETTLE_S = 2.0
+"""How long a thread that was just joined may take to leave /proc/self/task."""
+
+
+def memlab_thread_count(settle: bool = True) -> int:
+    """memlab's threads now; with ``settle``, after giving just-joined threads up to
+    SETTLE_S to leave /proc (pthread_join returns a moment before the kernel removes the
+    thread: only a thread that is still there after that counts)."""
+    count = len(memlab_threads())
+    deadline = time.monotonic() + SETTLE_S
+    while settle and count and time.monotonic() < deadline:
+        time.sleep(0.01)
+        count = len(memlab_threads())
+    return count
 
 
 def descriptors() -> dict[int, str]:
@@ -312,6 +329,9 @@ def _leaves_the_process_as_it_found_it(request):
     tracker_before = _resource_tracker_fd()
     yield
     after = snapshot()
+    if after.memlab_threads - before.memlab_threads:  # a thread just joined may still be in /proc
+        memlab_thread_count(settle=True)
+        after = snapshot()
     explained = _resource_tracker_fd() - tracker_before
     changed = differences(before, after, allowed, explained_fds=explained)
     if changed:  # only then look for what a library keeps open for the life of the process

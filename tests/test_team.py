@@ -123,6 +123,11 @@ NPROC = textwrap.dedent("""
         print("measured")
     except (MemoryError, OSError) as error:
         print("refused:", error)
+    # a thread just joined leaves /proc/self/task a moment after pthread_join returns
+    import time
+    deadline = time.monotonic() + 2
+    while len(os.listdir("/proc/self/task")) > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     print("threads after:", len(os.listdir("/proc/self/task")))
     kernel.close()
 """)

@@ -41,7 +41,7 @@ CASES = {
     "bandwidth": ("bandwidth", lambda: dict(
         working_set_bytes=1 << 16, op="read", width="auto", stores="normal", threads=2,
         cpus=array.array("i", [-1, -1]), shared=True, pages="4k", strict_pages=False,
-        background_op="none", background_working_set_bytes=4096, check=False), "", "worker 1 of 2"),
+        background_op="none", background_working_set_bytes=4096, check=False), "", "worker 1 of 2 (unpinned): "),
     "loaded": ("loaded", lambda: dict(
         working_set_bytes=1 << 16, pages="4k", load_threads=2, load_op="read", load_working_set_bytes=1 << 16,
         delay_ns=0, load_chunk_bytes=0, cpus=array.array("i", [-1, -1, -1])), "load_", "worker 1 of 2"),
@@ -50,7 +50,7 @@ CASES = {
     "share": ("share", lambda: dict(threads=2, disp_longs=8, atomic=True, atomic_op="lock_add", increments=0,
                                     cpus=array.array("i", [-1, -1])), "", "thread 1 of 2"),
     "core_to_core": ("core_to_core", lambda: dict(cpu_a=CPUS[0], cpu_b=CPUS[-1], method="cas", lines=4), "",
-                     "the cpu_a thread"),
+                     f"the cpu_a thread on CPU {CPUS[0]}: " if CPUS else "the cpu_a thread"),
 }
 
 

@@ -20,7 +20,10 @@ static void worker_loop(ml_bw_worker *w)
     const char *src = w->src;
     uint64_t done = 0, busy = 0, sum = 0, chunks = 0;
     for (;;) {
-        if (w->team && ml_team_stopping(w->team))
+        /* Every worker moves at least one chunk: a worker the scheduler starts only after a
+         * short sample's stop (a loaded machine, a 1 ns target) would otherwise report no
+         * bytes, and the sample no rate at all. One chunk is bounded by chunk_ns. */
+        if (chunks && w->team && ml_team_stopping(w->team))
             break;
         uint64_t want = w->chunk_bytes;
         if (!want)

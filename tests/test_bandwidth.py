@@ -468,6 +468,17 @@ def test_ctrl_c_stops_every_thread_promptly():
 # A worker that cannot start leaves no thread behind: tests/test_team.py, for every team.
 
 
+def test_a_sample_shorter_than_a_thread_start_still_has_a_rate():
+    # A 1 ns target: the team is told to stop before the scheduler has run its workers (on a
+    # loaded machine that happens at 30 ms too); every worker still moves one chunk, so the
+    # sample has bytes and a rate instead of no units (a KeyError on bytes_per_cycle later).
+    threads = min(2, len(CPUS))
+    with _core.Kernel("bandwidth", core_config(op="write", working_set_bytes=1 << 20, threads=threads,
+                                               cpus=array.array("i", [-1] * threads))) as kernel:
+        samples = [kernel.measure(target_ns=1, counters=False) for _ in range(50)]
+    assert all(s["units"] > 0 and s["bytes"] > 0 for s in samples)
+
+
 # ---- the machine code of the kernels --------------------------------------------------
 
 REGISTER = {"scalar": None, "sse2": "xmm", "avx2": "ymm", "avx512": "zmm"}

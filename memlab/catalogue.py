@@ -43,7 +43,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from memlab import chase_analysis, share, system
+from memlab import chase_analysis, hierarchy, share, system
 from memlab.chart import cache_sizes_of
 from memlab.chase_analysis import associativity, counter_ratios
 from memlab.dataset import Dataset
@@ -363,7 +363,16 @@ def curve(ds: Dataset, metric: str, x: str = "working_set_bytes", **match: Any) 
 
 
 def caches(ds: Dataset) -> dict[str, int]:
-    """Data cache sizes of the dataset's machine (``L1d``, ``L2``, ...; NotMeasurable without L1d and L2)."""
+    """Data cache sizes of the dataset's machine (``L1d``, ``L2``, ...; NotMeasurable without L1d and L2):
+    the edges measured on this machine's latency curve where ``memlab reproduce`` attached them
+    (:func:`memlab.hierarchy.attach`), else the sizes sysfs reports."""
+    measured = hierarchy.attached(ds.metadata)
+    if measured is not None:
+        sizes = hierarchy.cache_sizes_measured(measured[0])
+        if "L1d" not in sizes or "L2" not in sizes:
+            raise NotMeasurable(f"this machine's latency curve shows no L1d and L2 edges "
+                                f"({hierarchy.summary(measured[0])})")
+        return sizes
     sizes, _ = cache_sizes_of(ds)
     if "L1d" not in sizes or "L2" not in sizes:
         raise NotMeasurable("the machine's L1d and L2 sizes are unknown (no cache facts in sysfs)")
@@ -373,7 +382,12 @@ def caches(ds: Dataset) -> dict[str, int]:
 def region(ds: Dataset, points: Mapping[float, float], where: str) -> dict[float, float]:
     """The points of a working-set curve in a cache region of the dataset's machine.
 
-    ``where``: ``l1`` (4 KiB to half the L1d), ``l2`` (twice the L1d to half
+    Where ``memlab reproduce`` attached this machine's measured hierarchy, the
+    regions of :func:`memlab.hierarchy.regions` (from the edges of its own
+    latency curve; "beyond the last cache" is four times the measured last
+    cache and more), and a region without a point says where the sweep stops
+    and the last cache ends. Else from the sizes sysfs reports: ``where``:
+    ``l1`` (4 KiB to half the L1d), ``l2`` (twice the L1d to half
     the L2), ``l3`` (four times the L2 to half the L3), ``beyond_l2`` (four
     times the L2 and more) or ``beyond_llc`` (twice the largest data cache and
     more: main memory).
@@ -383,6 +397,11 @@ def region(ds: Dataset, points: Mapping[float, float], where: str) -> dict[float
     >>> region(ds, {8192: 1.0, 1 << 19: 2.0, 1 << 22: 3.0}, "beyond_llc")
     {4194304: 3.0}
     """
+    if hierarchy.attached(ds.metadata) is not None:
+        found, why = hierarchy.points_in(ds.metadata, points, where)
+        if not found:
+            raise NotMeasurable(why)
+        return found
     sizes = caches(ds)
     l1, l2 = sizes["L1d"], sizes["L2"]
     llc = max(size for name, size in sizes.items() if not name.endswith("i"))

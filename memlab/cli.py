@@ -360,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--out", help="folder for the datasets, report.html and verdicts.json")
     repro.add_argument("--list", action="store_true", help="list the items with their estimated time")
     repro.add_argument("--check", action="store_true", help="exit 1 when a claim is not reproduced")
+    repro.add_argument("--remeasure", action="store_true",
+                       help="measure this machine's caches again instead of using the ones kept in --out "
+                            "(hierarchy.json; measured anyway when the machine's fingerprint changed)")
     _progress_options(repro)
     repro.set_defaults(handler=cmd_reproduce)
     return parser
@@ -920,7 +923,7 @@ def cmd_tour(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    """``memlab reproduce [ITEM ...] [--quick] --out DIR [--list] [--check]``."""
+    """``memlab reproduce [ITEM ...] [--quick] --out DIR [--list] [--check] [--remeasure]``."""
     chosen = catalogue.select(args.items)
     if args.list:
         print(listing(chosen, quick=args.quick, out=args.out))
@@ -930,7 +933,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     check_output_directory(args.out, "--out")
     result = reproduce(
         [i.key for i in chosen], quick=args.quick, out=args.out, progress=not args.no_progress,
-        command=_command_line(args), say=lambda text: print(text, file=sys.stderr),
+        command=_command_line(args), say=lambda text: print(text, file=sys.stderr), remeasure=args.remeasure,
     )
     for judged in result.items:
         counts = judged.counts()

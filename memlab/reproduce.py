@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memlab import catalogue
+from memlab import catalogue, hierarchy
 from memlab.catalogue import (
     NOT_MEASURABLE,
     NOT_REPRODUCED,
@@ -40,12 +40,14 @@ from memlab.catalogue import (
 from memlab.dataset import Dataset, paths_for
 from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Sweep, as_sweeps
+from memlab.hierarchy import Hierarchy
+from memlab.machine import collect_meminfo
 from memlab.reasons import Context, explain
 from memlab.registry import family as get_family
 from memlab.measure import cpu_seconds
 from memlab.report import ReportItem, anchor, escape, html_table, reason_html, write_report
 from memlab.runner import Run, estimate_seconds, eta_bar, progress_bar, progress_enabled
-from memlab.units import format_duration, format_number
+from memlab.units import format_bytes, format_duration, format_number
 
 __all__ = [
     "ItemResult",
@@ -55,6 +57,7 @@ __all__ = [
     "judge",
     "listing",
     "plan",
+    "region_points",
     "reproduce",
     "write_results",
 ]
@@ -189,6 +192,9 @@ class ReproduceResult:
     seconds: float = 0.0
     interrupted: bool = False
     phases: dict[str, PhaseTime] = field(default_factory=dict)
+    hierarchy: Hierarchy | None = None
+    hierarchy_note: str = ""
+    available_bytes: int | None = None
 
     def timing(self) -> str:
         """The run's wall time split into its phases, with CPU time: what ``memlab reproduce``
@@ -238,10 +244,47 @@ def _task_key(sweep: Sweep) -> tuple:
             repr(sorted(sweep.options.items())))
 
 
-def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike) -> list[Task]:
+def _working_set_sweep(sweep: Sweep) -> bool:
+    return any("working_set_bytes" in point for point in sweep.points)
+
+
+def region_points(sweep: Sweep, found: Hierarchy, available_bytes: int | None = None,
+                  full: Sweep | None = None) -> Sweep:
+    """``sweep`` with a point in each region of the measured hierarchy (in the L1d, in the L2, in
+    a last cache beyond the L2, beyond the last cache) for every series that has none there
+    (:func:`memlab.hierarchy.with_region_points`). ``full``: the full sweep a quick one was cut
+    from: the sizes come from it, and a region it stops short of gets none (fig. 6.5's sets end
+    below 1 MiB; the claims then say where the sweep stops). A size the family refuses is left
+    out. A sweep without working sets is returned as it is.
+
+    >>> found = hierarchy.from_curve([{"working_set_bytes": 1 << k, "ns_per_element": 1.0 if k < 15 else
+    ...     4.0 if k < 20 else 80.0} for k in range(12, 27)], {"caches": []})
+    >>> sweep = Sweep("s", "chase", [{"working_set_bytes": 8192, "order": "random"}])
+    >>> [p["working_set_bytes"] >> 10 for p in region_points(sweep, found, 1 << 34).points]
+    [8, 128, 2048]
+    """
+    if not _working_set_sweep(sweep):
+        return sweep
+    family = get_family(sweep.family)
+
+    def accepted(point: dict[str, Any]) -> bool:
+        try:
+            family.params(point)
+        except (ValueError, TypeError):
+            return False
+        return True
+
+    points = hierarchy.with_region_points(sweep.points, hierarchy.regions(found, available_bytes), accept=accepted,
+                                          full_points=None if full is None or full is sweep else full.points)
+    return sweep if len(points) == len(sweep.points) else dataclasses.replace(sweep, points=points)
+
+
+def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike, *, measured: Hierarchy | None = None,
+         available_bytes: int | None = None) -> list[Task]:
     """One :class:`Task` per distinct sweep of ``items`` (sweeps measuring the same points are one),
     in catalogue order, with its file and its estimated seconds. A sweep this machine cannot build
-    becomes a task with ``unmeasurable`` set."""
+    becomes a task with ``unmeasurable`` set. With this machine's ``measured`` hierarchy, every
+    working-set sweep gets a point in each region it lacks (:func:`region_points`)."""
     out = Path(out)
     tasks: dict[tuple, Task] = {}
     names: dict[str, tuple] = {}
@@ -251,6 +294,9 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike) -> list[Tas
         except (ValueError, NotMeasurable) as error:  # a placement it cannot give, unknown cache sizes
             tasks[("unmeasurable", entry.key)] = Task(None, None, [entry], unmeasurable=str(error))
             continue
+        if measured is not None:
+            full = _named_sweep(entry.sweep) if quick else None
+            sweep = region_points(sweep, measured, available_bytes, full)
         key = _task_key(sweep)
         if key in tasks:
             tasks[key].items.append(entry)
@@ -293,11 +339,12 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
     items = list(items) if items is not None else catalogue.select()
     folder = Path(out) if out is not None else Path(".memlab-reproduce-nowhere")
     times = _times(folder) if out is not None else {}
+    kept = hierarchy.load(folder) if out is not None else None
     totals = {}
     for mode in (False, True):
         totals[mode] = sum(_point_seconds(task, times) * len(task.sweep.points)
-                           for task in plan(items, mode, folder) if task.sweep is not None)
-    tasks = plan(items, quick, folder)
+                           for task in plan(items, mode, folder, measured=kept) if task.sweep is not None)
+    tasks = plan(items, quick, folder, measured=kept)
     lines = [f"{'item':<20} {'source':<44} {'sweep':<34} {'time':>9}" + ("  on disk" if out is not None else "")]
     for task in tasks:
         for position, entry in enumerate(task.items):
@@ -327,11 +374,16 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
 
 
 def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reason: str = "",
-          compare_with: Sequence[Dataset | str | os.PathLike | None] = ()) -> ItemResult:
+          compare_with: Sequence[Dataset | str | os.PathLike | None] = (), measured: Hierarchy | None = None,
+          available_bytes: int | None = None) -> ItemResult:
     """Judge ``item`` (or its key) on a dataset of its sweep: this machine's numbers and a verdict
     per claim. Without a dataset every claim is not measurable, for ``reason``. ``compare_with``:
     datasets of the items in ``item.compare_with`` (figure 3.26's one thread for figure 3.27),
     whose rows the claims read beside the item's own (the report still shows the item's own).
+    ``measured``: the machine's measured hierarchy (:mod:`memlab.hierarchy`), attached to the
+    dataset's metadata so that the claims' regions come from its edges (default: sysfs's sizes,
+    or a hierarchy the dataset already carries); ``available_bytes``: the memory available for
+    the cap of "beyond the last cache" (default: as when it was measured).
 
     >>> print(judge("pipes-touch", None, reason="not run").verdicts[0].detail)
     not run
@@ -341,6 +393,8 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
     if dataset is not None and not isinstance(dataset, Dataset):
         path = Path(dataset)
         dataset = Dataset.load(dataset)
+    if dataset is not None and measured is not None:
+        dataset.metadata["hierarchy"] = hierarchy.attach(measured, available_bytes)
     if dataset is None:
         why = reason or "the sweep was not run"
         numbers = [(n, None, why) for n in entry.numbers]
@@ -418,6 +472,7 @@ def reproduce(
     progress: bool = True,
     command: str | None = None,
     say: Callable[[str], None] | None = None,
+    remeasure: bool = False,
 ) -> ReproduceResult:
     """Run the catalogue's items (all, or those named: item keys, sources, families) into ``out``,
     judge every claim and write ``out/report.html`` and ``out/verdicts.json``.
@@ -426,6 +481,11 @@ def reproduce(
     fails is recorded (its items judged on the rows it wrote) and the run goes
     on; Ctrl-C stops it, and the report still shows what was measured. ``progress``: bars
     when stderr is a terminal or in Jupyter, none in logs (:func:`memlab.sweep.progress_enabled`).
+
+    When a chosen item's sweep has working sets, this machine's cache hierarchy comes first
+    (:func:`memlab.hierarchy.obtain`: kept in ``out/hierarchy.json`` under the machine's
+    fingerprint, measured when there is none for it or with ``remeasure``): every working-set
+    sweep gets a point in each region it lacks and every dataset judged carries it.
 
     >>> result = reproduce(["table6.1"], quick=True, out="/tmp/r", progress=False)   # doctest: +SKIP
     >>> result.report                                                                 # doctest: +SKIP
@@ -437,6 +497,16 @@ def reproduce(
     result = ReproduceResult(out=out, quick=quick)
     measuring = _Stopwatch()
     result.tasks = plan(chosen, quick, out)
+    available = None
+    if any(task.sweep is not None and _working_set_sweep(task.sweep) for task in result.tasks):
+        result.hierarchy, result.hierarchy_note = _obtain_hierarchy(out, remeasure, progress)
+        if say is not None:
+            say(f"memlab reproduce: caches: {result.hierarchy_note}")
+        if result.hierarchy is not None:
+            facts: dict[str, Any] = {}
+            collect_meminfo(facts)
+            available = result.available_bytes = facts.get("memory_available_bytes")
+            result.tasks = plan(chosen, quick, out, measured=result.hierarchy, available_bytes=available)
     times = _times(out)
     runnable = [t for t in result.tasks if t.sweep is not None]
     total = sum(_point_seconds(t, times) * len(_pending_points(t)) for t in runnable)
@@ -476,7 +546,8 @@ def reproduce(
                 why = task.unmeasurable or task.error or "the sweep was not run"
                 judged = judge(entry, None, reason=why)
             else:
-                judged = judge(entry, dataset, compare_with=[datasets.get(key) for key in entry.compare_with])
+                judged = judge(entry, dataset, compare_with=[datasets.get(key) for key in entry.compare_with],
+                               measured=result.hierarchy, available_bytes=available)
                 judged.path = task.path
             judged.error = task.error
             judged.warnings = list(task.warnings)
@@ -485,6 +556,31 @@ def reproduce(
     result.items.sort(key=lambda r: order[r.item.key])
     write_results(result, command, progress=progress, reporting=reporting)
     return result
+
+
+def _obtain_hierarchy(out: Path, remeasure: bool, progress: bool) -> tuple[Hierarchy | None, str]:
+    """This machine's measured hierarchy (kept or measured now, with a bar over the curve's points)
+    and a line saying what it is; None with the reason when it cannot be had or shows no L1d and L2
+    edges (the regions then come from sysfs's sizes)."""
+    bar = None
+
+    def on_point(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = progress_bar(total, "caches of this machine", enabled=progress)
+        bar.update(1)
+
+    try:
+        found, why = hierarchy.obtain(out, remeasure=remeasure, on_point=on_point)
+    except (OSError, MemoryError, TimeoutError, ValueError, RuntimeError) as error:
+        return None, f"could not be measured ({type(error).__name__}: {error}); the regions come from sysfs's sizes"
+    finally:
+        if bar is not None:
+            bar.close()
+    if found.l1d_bytes is None or found.l2_bytes is None:
+        return None, f"{hierarchy.summary(found)}: no L1d and L2 edges, so the regions come from sysfs's sizes"
+    took = f", {format_duration(found.seconds)}" if why.startswith("measured") and found.seconds else ""
+    return found, f"{hierarchy.summary(found)} ({why}{took})"
 
 
 def write_results(result: ReproduceResult, command: str | None = None, *, progress: bool = False,
@@ -519,6 +615,9 @@ def _write_verdicts(result: ReproduceResult) -> None:
         "phases": {name: phase.to_dict() for name, phase in result.phases.items()},
         "interrupted": result.interrupted,
         "counts": {status: result.count(status) for status in VERDICTS},
+        "hierarchy": ({"note": result.hierarchy_note, **hierarchy.attach(result.hierarchy, result.available_bytes)}
+                      if result.hierarchy is not None else {"note": result.hierarchy_note} if result.hierarchy_note
+                      else None),
         "items": [r.to_dict() for r in result.items],
     }
     atomic_write(result.out / VERDICTS_FILE, json.dumps(data, indent=1, default=str))
@@ -617,5 +716,32 @@ def _summary_html(result: ReproduceResult) -> str:
                  escape(judged.item.title)]
         cells += [str(each[status]) if each[status] else "" for status in VERDICTS]
         rows.append(cells)
-    return (f"<p>Claims: {head}</p>"
+    return (f"<p>Claims: {head}</p>" + _hierarchy_html(result)
             + html_table(["item", "source", "title", *VERDICTS], rows, html_cells=True, wrap=(2,)))
+
+
+def _region_text(low: float, high: float) -> str:
+    """A region's bounds as the report writes them.
+
+    >>> _region_text(4096, 16384.0), _region_text(1 << 22, math.inf)
+    ('4 KiB to 16 KiB', '4 MiB and more')
+    """
+    if high == math.inf:
+        return f"{format_bytes(low)} and more"
+    return f"{format_bytes(low)} to {format_bytes(high)}"
+
+
+def _hierarchy_html(result: ReproduceResult) -> str:
+    """The caches measured here and the regions the claims were judged in (docs/reproduce.md, "Regions")."""
+    if not result.hierarchy_note:
+        return ""
+    text = f"<p><b>Caches:</b> {escape(result.hierarchy_note)}."
+    if result.hierarchy is not None:
+        bounds = hierarchy.regions(result.hierarchy, result.available_bytes)
+        listed = "; ".join(f"{hierarchy.REGION_NAMES[name]} {_region_text(*bounds[name])}"
+                           for name in hierarchy.REGION_NAMES if name in bounds)
+        text += f"<br><b>Regions the claims are judged in:</b> {escape(listed)}."
+        capped = hierarchy.cap_note(result.hierarchy, result.available_bytes)
+        if capped:
+            text += f" {escape(capped[0].upper() + capped[1:])}."
+    return text + "</p>"

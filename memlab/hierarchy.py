@@ -311,11 +311,12 @@ def load(out: str | os.PathLike, fingerprint_id: str | None = None) -> Hierarchy
 
 
 def obtain(out: str | os.PathLike, *, remeasure: bool = False,
-           measure: Callable[..., Hierarchy] = measure,
+           measuring: Callable[..., Hierarchy] | None = None,
            on_point: Callable[[int, int], None] | None = None) -> tuple[Hierarchy, str]:
     """The hierarchy of this machine for the output folder ``out``: the one kept there when it was
     measured on a machine of this fingerprint, else measured now and kept (``hierarchy.json``).
-    ``remeasure``: measure even so. Returns it and why it was or was not measured.
+    ``remeasure``: measure even so. ``measuring``: what measures (default :func:`measure`), called
+    with ``on_point``. Returns the hierarchy and why it was or was not measured.
 
     >>> found, why = obtain("r")       # doctest: +SKIP
     >>> why                            # doctest: +SKIP
@@ -330,7 +331,7 @@ def obtain(out: str | os.PathLike, *, remeasure: bool = False,
         why = "measured: the machine's fingerprint differs from the one kept" if path.exists() else "measured"
     else:
         why = "measured again (--remeasure)"
-    found = measure(on_point=on_point)
+    found = (measuring or measure)(on_point=on_point)
     atomic_write(path, json.dumps({"format": FORMAT, "fingerprint_id": current, "hierarchy": found.to_dict()},
                                   indent=1))
     return found, why

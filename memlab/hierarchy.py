@@ -352,7 +352,8 @@ def regions(found: Hierarchy, available_bytes: int | None = None) -> dict[str, t
       the memory available (:func:`memory_cap_bytes`; ``available_bytes`` default: as when
       measured; :func:`cap_note` says when it is capped).
 
-    A region the curve cannot give (no L2 plateau, no cache beyond the L2) is absent.
+    A region the curve cannot give (no L2 plateau, no cache beyond the L2, edges too close for a
+    region between them) is absent.
 
     >>> found = Hierarchy((Level("L1d", 32768, 49152, 1.0, None, "L1d", 49152),
     ...                    Level("L2", 1 << 20, 3 << 19, 4.0, None, "L2", 2 << 20)), 90.0, ())
@@ -375,7 +376,7 @@ def regions(found: Hierarchy, available_bytes: int | None = None) -> dict[str, t
         low = 4 * last.edge_bytes
         cap = memory_cap_bytes(found.memory_available_bytes if available_bytes is None else available_bytes)
         bounds["beyond_llc"] = (low if cap is None else min(low, cap), math.inf)
-    return bounds
+    return {name: (low, high) for name, (low, high) in bounds.items() if low <= high}
 
 
 def cap_note(found: Hierarchy, available_bytes: int | None = None) -> str:

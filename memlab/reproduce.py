@@ -253,9 +253,10 @@ def region_points(sweep: Sweep, found: Hierarchy, available_bytes: int | None = 
     """``sweep`` with a point in each region of the measured hierarchy (in the L1d, in the L2, in
     a last cache beyond the L2, beyond the last cache) for every series that has none there
     (:func:`memlab.hierarchy.with_region_points`). ``full``: the full sweep a quick one was cut
-    from: the sizes come from it, and a region it stops short of gets none (fig. 6.5's sets end
-    below 1 MiB; the claims then say where the sweep stops). A size the family refuses is left
-    out. A sweep without working sets is returned as it is.
+    from (for a full sweep, itself): the sizes come from it, and a region it stops short of gets
+    none (fig. 6.5's sets end below 1 MiB, and its elements may lie 128 lines apart; the claims
+    then say where the sweep stops). Without ``full``, powers of two inside each region. A size
+    the family refuses is left out. A sweep without working sets is returned as it is.
 
     >>> found = hierarchy.from_curve([{"working_set_bytes": 1 << k, "ns_per_element": 1.0 if k < 15 else
     ...     4.0 if k < 20 else 80.0} for k in range(12, 27)], {"caches": []})
@@ -275,7 +276,7 @@ def region_points(sweep: Sweep, found: Hierarchy, available_bytes: int | None = 
         return True
 
     points = hierarchy.with_region_points(sweep.points, hierarchy.regions(found, available_bytes), accept=accepted,
-                                          full_points=None if full is None or full is sweep else full.points)
+                                          full_points=None if full is None else full.points)
     return sweep if len(points) == len(sweep.points) else dataclasses.replace(sweep, points=points)
 
 
@@ -295,7 +296,7 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike, *, measured
             tasks[("unmeasurable", entry.key)] = Task(None, None, [entry], unmeasurable=str(error))
             continue
         if measured is not None:
-            full = _named_sweep(entry.sweep) if quick else None
+            full = _named_sweep(entry.sweep) if quick else sweep  # a full sweep: its own sizes' reach
             sweep = region_points(sweep, measured, available_bytes, full)
         key = _task_key(sweep)
         if key in tasks:

@@ -213,6 +213,14 @@ def test_regions_come_from_the_measured_edges():
     assert "l3" not in two and two["beyond_llc"] == (3200 * KiB, math.inf)
 
 
+def test_edges_too_close_for_a_region_between_them_give_none():
+    bounds = hierarchy.regions(synthetic(l1=32 * KiB, l2=48 * KiB, l3=None), 16 << 30)
+    assert "l2" not in bounds and bounds["l1"] == (4096, 16 * KiB)
+    ds = Dataset([], {"hierarchy": hierarchy.attach(synthetic(l1=32 * KiB, l2=48 * KiB, l3=None), 16 << 30)})
+    with pytest.raises(NotMeasurable, match="no region in the L2"):
+        catalogue.region(ds, {40 * KiB: 1.0}, "l2")
+
+
 def test_beyond_the_last_cache_is_capped_by_free_memory_and_says_so():
     found = synthetic(l3=512 * MiB)
     assert hierarchy.regions(found, 64 << 30)["beyond_llc"] == (2048 * MiB, math.inf)
@@ -308,6 +316,16 @@ def test_a_size_the_family_refuses_is_not_added():
         sweep.points
 
 
+def test_a_full_sweep_gets_points_only_within_its_own_reach():
+    found = synthetic(l1=32 * KiB, l2=1 * MiB, l3=32 * MiB)
+    items = catalogue.select(["fig6.5", "fig3.10"])
+    plain = {t.name: t for t in reproducing.plan(items, False, "/nowhere")}
+    planned = {t.name: t for t in reproducing.plan(items, False, "/nowhere", measured=found, available_bytes=16 << 30)}
+    for name, task in planned.items():
+        largest = max(p["working_set_bytes"] for p in plain[name].sweep.points)
+        assert max(p["working_set_bytes"] for p in task.sweep.points) == largest, name
+
+
 def test_a_sweep_without_working_sets_is_left_alone():
     sweep = Sweep("q", "calibrate", [{}], repeat=1)
     assert reproducing.region_points(sweep, synthetic(), 16 << 30) is sweep
@@ -370,6 +388,7 @@ def test_reproduce_measures_the_hierarchy_once_and_reaches_its_regions(chase_cat
     assert claims[1]["status"] == catalogue.REPRODUCED and "65536" in claims[1]["detail"]
     assert "caches: measured here" in capsys.readouterr().err
     assert "Regions the claims are judged in" in (tmp_path / "report.html").read_text()
+    assert "3/3 points" in reproducing.listing(catalogue.select(["walk"]), quick=True, out=tmp_path)
     assert cli.main(["reproduce", "walk", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     assert chase_catalogue.calls == 1
     assert cli.main(["reproduce", "walk", "--quick", "--out", str(tmp_path), "--no-progress", "--remeasure"]) == 0

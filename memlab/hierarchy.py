@@ -8,7 +8,8 @@ machine's own latency curve: a random pointer chase over 64-byte elements
 (NPAD=7, one cache line each; huge pages where the kernel grants them, so
 that TLB misses add no steps) from 4 KiB to beyond the last cache, three
 working sets per doubling, read by :func:`memlab.chase_analysis.cache_levels`
-(the one plateau detector). The last plateau is main memory; the first is
+(the one plateau detector; neighbouring plateaus at least :data:`MIN_RATIO`
+apart). The last plateau is main memory; the first is
 the L1d, the second the L2, the one before memory the last cache.
 Consecutive plateaus that sysfs places in one cache (a random walk's
 latency climbs in steps inside a large L2) are one level. A level's *edge*
@@ -55,6 +56,7 @@ __all__ = [
     "FORMAT",
     "Hierarchy",
     "Level",
+    "MIN_RATIO",
     "REGION_NAMES",
     "attach",
     "attached",
@@ -84,6 +86,13 @@ FORMAT = 1
 CURVE = {"npad": 7, "order": "random", "pages": "thp"}
 #: Working sets per doubling on the curve (an edge is known to within 2^(1/3), 26%).
 PER_DOUBLING = 3
+#: Neighbouring plateaus differ at least this much in latency (cache_levels' ``min_ratio``): a
+#: cache level is two to eight times slower than the one before it and main memory several times
+#: slower than the last cache, while the climb of a walk through memory as page walks get longer
+#: (150 -> 200 ns on a VM whose host maps it with small pages) and a set half in one level, half in
+#: the next, are not levels. With cache_levels' 1.4, one curve of three on a Zen 5 guest showed such
+#: a set (1.6 MiB at 112 ns, between the L2's 22 and memory's 158) as an L3.
+MIN_RATIO = 2.0
 SMALLEST_BYTES = 4096
 #: The curve goes to four times the last cache sysfs reports, between these two sizes.
 TOP_MIN_BYTES = 64 << 20
@@ -196,7 +205,7 @@ def from_curve(rows: Sequence[Mapping[str, Any]], facts: Mapping[str, Any], **ab
     ['L1d']
     """
     metadata = {"machine": {"caches": list(facts.get("caches") or [])}}
-    levels = cache_levels(Dataset([dict(row) for row in rows], metadata))
+    levels = cache_levels(Dataset([dict(row) for row in rows], metadata), min_ratio=MIN_RATIO)
     metric = "cpu_ns_per_element" if all(row.get("cpu_ns_per_element") not in (None, "") for row in rows) \
         else "ns_per_element"
     curve = tuple(sorted((int(row["working_set_bytes"]), float(row[metric])) for row in rows

@@ -92,6 +92,15 @@ def test_steps_inside_one_sysfs_cache_are_one_level():
     assert found.caches[1].latency_ns == 4.0
 
 
+def test_a_climb_inside_main_memory_is_not_a_cache():
+    """Page walks lengthen as a walk through memory grows (150 ns, then 200 ns past 32 MiB on a VM
+    whose host maps it with small pages): 1.33x is not a cache level; the step into memory is."""
+    rows = curve([(48 * KiB, 1.0), (1 * MiB, 4.0), (32 * MiB, 150.0), (math.inf, 200.0)], top=256 * MiB)
+    found = hierarchy.from_curve(rows, sysfs(l3=480 * MiB))
+    assert [level.name for level in found.caches] == ["L1d", "L2"]
+    assert 150.0 <= found.memory_latency_ns <= 200.0
+
+
 def test_without_sysfs_sizes_every_plateau_is_a_level():
     rows = curve([(32 * KiB, 1.0), (512 * KiB, 4.0), (8 * MiB, 12.0), (math.inf, 90.0)], top=64 * MiB)
     found = hierarchy.from_curve(rows, {})

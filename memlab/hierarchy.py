@@ -214,7 +214,8 @@ def from_curve(rows: Sequence[Mapping[str, Any]], facts: Mapping[str, Any], **ab
     for level in levels[:-1]:
         sysfs_name = level["level"] if level["level"] != "memory" else None
         if plateaus and sysfs_name is not None and plateaus[-1]["level"] == level["level"]:
-            plateaus[-1] = dict(level, latency_ns=plateaus[-1]["latency_ns"])  # one cache, the first plateau's latency
+            first = plateaus[-1]  # one cache: its edge from the last plateau, its latency from the first
+            plateaus[-1] = dict(level, latency_ns=first["latency_ns"], latency_cycles=first["latency_cycles"])
             continue
         plateaus.append(dict(level))
     names = ["L1d"] + [f"L{number}" for number in range(2, len(plateaus) + 1)]

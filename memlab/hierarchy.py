@@ -358,7 +358,8 @@ def regions(found: Hierarchy, available_bytes: int | None = None) -> dict[str, t
       lines there) to the L2 edge;
     - ``l3``, in a last cache beyond the L2: twice the L2 edge to the last cache's edge;
     - ``beyond_l2``: four times the L2 edge and more;
-    - ``beyond_llc``, beyond the last cache: four times the last cache's edge and more, capped by
+    - ``beyond_llc``, beyond the last cache: four times the last cache's edge (and of the largest
+      data cache sysfs reports, which a loaded curve can hide) and more, capped by
       the memory available (:func:`memory_cap_bytes`; ``available_bytes`` default: as when
       measured; :func:`cap_note` says when it is capped).
 
@@ -383,7 +384,10 @@ def regions(found: Hierarchy, available_bytes: int | None = None) -> dict[str, t
     if l2:
         bounds["beyond_l2"] = (4 * l2, math.inf)
     if last is not None:
-        low = 4 * last.edge_bytes
+        # Never inside a cache sysfs reports: a curve measured while other jobs shared the L3
+        # (load 10 and more here) can hide it, and main memory is then claimed at 4 MiB inside
+        # a 32 MiB L3. Beyond the last cache is beyond both.
+        low = 4 * max([last.edge_bytes, *(size for name, size in found.sysfs.items() if not name.endswith("i"))])
         cap = memory_cap_bytes(found.memory_available_bytes if available_bytes is None else available_bytes)
         bounds["beyond_llc"] = (low if cap is None else min(low, cap), math.inf)
     return {name: (low, high) for name, (low, high) in bounds.items() if low <= high}

@@ -7,6 +7,7 @@ short real curve and asserts only its shape, never what this CPU's caches are.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
@@ -220,6 +221,15 @@ def test_regions_come_from_the_measured_edges():
     assert hierarchy.cap_note(synthetic(l3=24 * MiB), 16 << 30) == ""
     two = hierarchy.regions(synthetic(l1=40 * KiB, l2=800 * KiB, l3=None), 16 << 30)
     assert "l3" not in two and two["beyond_llc"] == (3200 * KiB, math.inf)
+
+
+def test_beyond_the_last_cache_is_also_beyond_every_cache_sysfs_reports():
+    # A curve measured while other jobs shared the L3 can hide it: memory must then still be
+    # judged beyond the L3 that sysfs reports, not at 4x the L2.
+    hidden = dataclasses.replace(synthetic(l1=48 * KiB, l2=1 * MiB, l3=None),
+                                 sysfs={"L1d": 48 * KiB, "L1i": 32 * KiB, "L2": 1 * MiB, "L3": 32 * MiB})
+    assert hierarchy.regions(hidden, 64 << 30)["beyond_llc"] == (128 * MiB, math.inf)
+    assert hierarchy.regions(hidden, 64 << 30)["beyond_l2"] == (4 * MiB, math.inf)  # the measured L2 still rules
 
 
 def test_edges_too_close_for_a_region_between_them_give_none():

@@ -59,6 +59,10 @@ def test_thin_sweep_keeps_every_pair_at_fewer_sizes():
         (word, size) for word in (0, 7) for size in sizes)
     assert (small.repeat, small.warmup, small.target_seconds) == (1, 0, notebooks.REDUCED_TARGET_SECONDS)
     assert sweep.points == grid(pointer_word=[0, 7], working_set_bytes=[1 << k for k in range(10, 20)])
+    variants = Sweep("v", "matrix", grid(variant=list("abcdefg"), n=[128, 1000]))
+    assert notebooks.thin_sweep(variants, values=3).points == variants.points  # names are never thinned
+    flags = Sweep("f", "chase", grid(check=[False, True], npad=[0, 1, 3, 7, 15]))
+    assert [p["npad"] for p in notebooks.thin_sweep(flags, values=3).points] == [0, 3, 15, 0, 3, 15]
     short = Sweep("t", "calibrate", [{"budget_ns": 10**7}, {"budget_ns": 2 * 10**7}])
     assert notebooks.thin_sweep(short, values=3).points == short.points
     with pytest.raises(ValueError, match="values=1 is below the minimum 2"):

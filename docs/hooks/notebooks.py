@@ -12,10 +12,11 @@ How much each notebook measures (``MEMLAB_DOCS_NOTEBOOKS``):
 
 - ``reduced`` (the default): every sweep a notebook runs through
   ``memlab.sweep.run_sweep`` is first thinned by :func:`thin_sweep`: its x axis
-  (the parameter of most values) to :data:`REDUCED_VALUES` values with every
+  (the numeric parameter of most values) to :data:`REDUCED_VALUES` values with every
   combination of the others at each, one sample of at most 20 ms per point and no
-  progress bar, so the whole site builds in a minute or two on a loaded 2-core VM; the
-  page says so above its first cell.
+  progress bar; the page says so above its first cell. The six notebooks then take
+  about three minutes on a 2-vCPU VM at load 8-9 (the chase notebook 76 s against 139 s
+  as stored, matrix 23 s against 29 s).
 - ``quick``: the notebooks as they are stored (their quick sweeps, minutes).
 
 ``MEMLAB_DOCS_ONLY_NOTEBOOKS=matrix,pipes`` executes only those notebooks and
@@ -69,9 +70,10 @@ REDUCED_TARGET_SECONDS = 0.02
 
 
 def thin_sweep(sweep, values: int = REDUCED_VALUES, target_seconds: float = REDUCED_TARGET_SECONDS):
-    """A small copy of ``sweep`` that keeps its curves: of the parameter with the most distinct
-    values (the x axis: a working set, a size) at most ``values`` values spread over it, the ends
-    kept, with every combination of the other parameters at each; one sample of at most
+    """A small copy of ``sweep`` that keeps its curves: of the numeric parameter with the most
+    distinct values (the x axis: a working set, a size) at most ``values`` values spread over it,
+    the ends kept, with every combination of the other parameters at each (a parameter of names,
+    a variant or an order, is never thinned: a figure's bars stay whole); one sample of at most
     ``target_seconds`` per point, no warm-up.
 
     Unlike ``memlab.tour.reduce_sweep``, which keeps a few points of the whole list, the pairs a
@@ -92,10 +94,12 @@ def thin_sweep(sweep, values: int = REDUCED_VALUES, target_seconds: float = REDU
             seen = distinct.setdefault(name, [])
             if value not in seen:
                 seen.append(value)
+    numeric = {name: seen for name, seen in distinct.items()
+               if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seen)}
     points = sweep.points
-    if distinct:
-        axis = max(distinct, key=lambda name: len(distinct[name]))
-        axis_values = distinct[axis]
+    if numeric:
+        axis = max(numeric, key=lambda name: len(numeric[name]))
+        axis_values = numeric[axis]
         if len(axis_values) > values:
             last = len(axis_values) - 1
             kept = [axis_values[round(i * last / (values - 1))] for i in range(values)]

@@ -7,6 +7,9 @@
   ``../notebooks/chase.ipynb``) points at a copy of that file in the site, under
   ``repo/``: the site stays whole without the network, and ``--strict`` still
   fails on a link whose file does not exist.
+- A link to a notebook (``../notebooks/chase.ipynb``) points at its executed page
+  (``notebooks/chase.md``, docs/hooks/notebooks.py), which links to the file; at
+  the copy of the file when the build left the page out.
 - Doctest lines in docstrings and pages (``>>> ...`` and their output, up to a
   blank line) are shown as Python code, not read as Markdown (where ``[1]``
   would be a reference link).
@@ -26,6 +29,8 @@ _LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?(\))")
 _EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
 #: Where copies of the tree's files outside docs/ live in the site.
 REPO_FOLDER = "repo"
+#: The tree's notebooks, executed into pages of the site's folder of the same name.
+NOTEBOOKS_FOLDER = "notebooks"
 
 
 def _root(config) -> Path:
@@ -52,17 +57,25 @@ def _outside_target(page_uri: str, link: str, root: Path, docs: Path) -> str | N
         return None
 
 
-def _rewrite(markdown: str, page_uri: str, root: Path, docs: Path, found: set[str] | None = None) -> str:
+def _is_notebook(tree_path: str) -> bool:
+    return tree_path.startswith(f"{NOTEBOOKS_FOLDER}/") and tree_path.endswith(".ipynb")
+
+
+def _rewrite(markdown: str, page_uri: str, root: Path, docs: Path, found: set[str] | None = None,
+             pages: set[str] = frozenset()) -> str:
     def replace(match: re.Match) -> str:
         link = match.group(2)
         if page_uri == "index.md" and link.startswith("docs/"):
             link = link[len("docs/"):]
         else:
             outside = _outside_target(page_uri, link, root, docs)
-            if outside is not None and (root / outside).is_file():
+            depth = page_uri.count("/")
+            notebook_page = outside.removesuffix(".ipynb") + ".md" if outside is not None else ""
+            if outside is not None and _is_notebook(outside) and notebook_page in pages:
+                link = "../" * depth + notebook_page
+            elif outside is not None and (root / outside).is_file():
                 if found is not None:
                     found.add(outside)
-                depth = page_uri.count("/")
                 link = "../" * depth + f"{REPO_FOLDER}/{outside}"
         return match.group(1) + link + (match.group(3) or "") + match.group(4)
 
@@ -91,7 +104,8 @@ def on_files(files: Files, config) -> Files:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    return _rewrite(markdown, page.file.src_uri, _root(config), _docs(config))
+    pages = {file.src_uri for file in files.documentation_pages()}
+    return _rewrite(markdown, page.file.src_uri, _root(config), _docs(config), pages=pages)
 
 
 class DoctestBlocks(Preprocessor):

@@ -408,9 +408,10 @@ def _run_task(task: Task, out: Path, bar: Any, times: dict[str, float]) -> None:
         _record_time(out, task, measured, task.ran_seconds)
         bar.update(per_point * max(0, len(pending) - measured))
         if task.warnings:
-            points = sum(1 for w in task.warnings if "machine check" not in w)
-            line = (f"reproduce: {task.name}: {len(task.warnings)} warning(s), the first: "
-                    f"{task.warnings[0].removeprefix(WARNING_PREFIX)}")
+            disturbed = [w for w in task.warnings if "machine check" not in w]
+            points = len(disturbed)
+            line = (f"reproduce: {task.name}: {len(task.warnings)} warning(s), the first"
+                    f"{' disturbed point' if points else ''}: {(disturbed or task.warnings)[0].removeprefix(WARNING_PREFIX)}")
             if points:
                 memlab_warn(line, ConditionsWarning, count=points)
             else:

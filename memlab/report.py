@@ -308,7 +308,8 @@ def _unstable_note(ds: Dataset) -> str:
         return ""
     listed = "; ".join(f"{words} ({spread:.2f}x)" for words, spread in found[:12])
     more = f" and {len(found) - 12} more" if len(found) > 12 else ""
-    return (f"<p class=warn><span class=badge>unstable</span> {len(found)} of {len(ds)} points: their runs "
+    points = len(point_runs(ds.rows, ds.param_names))
+    return (f"<p class=warn><span class=badge>unstable</span> {len(found)} of {points} points: their runs "
             f"disagree by more than {UNSTABLE_RUN_SPREAD:.2f}x (largest run median / smallest): "
             f"{_escape(listed)}{more}.</p>")
 

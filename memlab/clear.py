@@ -539,14 +539,14 @@ def _every_bar(ds: Dataset) -> str:
 
     >>> _every_bar(Dataset([{"order": "sequential", "method": "rep_stosb", "pages": "thp",
     ...                      "region_bytes": 256 << 20, "extent_bytes": e} for e in (4096, 2 << 20)]))
-    '\\nevery bar: order=sequential, method=rep_stosb, pages=thp, region_bytes=256 MiB'
+    '\\nevery bar: order=sequential, method=rep_stosb,\\npages=thp, region_bytes=256 MiB'
     """
     shared = []
     for name in ("order", "method", "pages", "region_bytes"):
         values = {repr(row.get(name)) for row in ds.rows}
         if len(values) == 1 and ds.rows and ds.rows[0].get(name) is not None:
             shared.append(f"{name}={format_param(name, ds.rows[0][name])}")
-    return f"\nevery bar: {', '.join(shared)}" if shared else ""
+    return "\n" + textwrap.fill(f"every bar: {', '.join(shared)}", 56) if shared else ""  # a 6 in figure's width
 
 
 def patch_label(row: Mapping[str, Any]) -> tuple[str, str]:

@@ -1034,7 +1034,8 @@ def _dispatch(argv: list[str], script: SweepFactory | None) -> int:
             return args.handler(args)
         with FlagTally(quiet=getattr(args, "quiet", False)) as tally:
             status = args.handler(args)
-        print(tally.summary(f"memlab {args.command}"), file=sys.stderr)
+        if status != EXIT_STATUS["usage"]:  # a refused argument measured nothing: its error line stays last
+            print(tally.summary(f"memlab {args.command}"), file=sys.stderr)
         return status
     except (UsageError, ValueError) as error:
         return _usage(str(error))

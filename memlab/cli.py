@@ -1075,7 +1075,7 @@ class FlagTally:
     >>> with FlagTally(quiet=True) as tally:
     ...     memlab_warn("chase n=1: on CPU 40% of its wall time (below 90%)", ConditionsWarning)
     >>> tally.summary("memlab sweep")
-    'memlab sweep: flagged 1 point measured under disturbed conditions (too little CPU time or too much steal; the rows say which)'
+    'memlab sweep: flagged 1 point measured with too little CPU time or too much steal (the rows say which)'
     """
 
     def __init__(self, quiet: bool = False) -> None:
@@ -1111,11 +1111,9 @@ class FlagTally:
         parts = []
         if self.counts.get(ConditionsWarning):
             parts.append(counted(self.counts[ConditionsWarning], "point", "points")
-                         + " measured under disturbed conditions (too little CPU time or too much steal; "
-                           "the rows say which)")
+                         + " measured with too little CPU time or too much steal (the rows say which)")
         if self.counts.get(MachineWarning):
-            parts.append(counted(self.counts[MachineWarning], "machine check warning", "machine check warnings")
-                         + " (memlab check)")
+            parts.append(counted(self.counts[MachineWarning], "machine check warning", "machine check warnings"))
         if self.counts.get(MemlabWarning):
             parts.append(counted(self.counts[MemlabWarning], "other warning", "other warnings"))
         return f"{command}: " + (("flagged " + "; ".join(parts)) if parts else "nothing flagged")

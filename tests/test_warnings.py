@@ -119,15 +119,15 @@ def test_the_tally_prints_each_line_counts_them_and_restores_the_warnings_state(
     assert err.count("memlab: warning: chase n=1: on CPU 40%") == 2  # each one, no "once" filter
     assert "memlab: warning: the machine check found load" in err
     assert tally.summary("memlab sweep") == (
-        "memlab sweep: flagged 7 points measured under disturbed conditions (too little CPU time or too much "
-        "steal; the rows say which); 1 machine check warning (memlab check)")
+        "memlab sweep: flagged 7 points measured with too little CPU time or too much steal (the rows say "
+        "which); 1 machine check warning")
     assert warnings.filters == filters and warnings.showwarning is shown
     with cli.FlagTally(quiet=True) as quiet:
         conditions.warn("chase n=1: on CPU 40%", ConditionsWarning)
         conditions.warn("the machine check found load", MachineWarning)
     err = capsys.readouterr().err
     assert "on CPU 40%" not in err and "the machine check found load" in err
-    assert quiet.summary("memlab run").startswith("memlab run: flagged 1 point measured")
+    assert quiet.summary("memlab run").startswith("memlab run: flagged 1 point measured with too little")
     with cli.FlagTally() as nothing:
         pass
     assert nothing.summary("memlab tour") == "memlab tour: nothing flagged"
@@ -155,11 +155,11 @@ def test_run_and_sweep_end_with_one_summary_line_and_quiet_keeps_only_it(tmp_pat
     assert cli.main(["run", "calibrate", "budget_ns=2000000", "--repeat", "1"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert "memlab: warning: calibrate: on CPU 10% of its wall time (below 90%)" in err
-    assert err[-1].startswith("memlab run: flagged 1 point measured under disturbed conditions")
+    assert err[-1].startswith("memlab run: flagged 1 point measured with too little CPU time")
     assert cli.main(["run", "calibrate", "budget_ns=2000000", "--repeat", "1", "--quiet"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert not any("on CPU 10%" in line for line in err)
-    assert err[-1].startswith("memlab run: flagged 1 point measured under disturbed conditions")
+    assert err[-1].startswith("memlab run: flagged 1 point measured with too little CPU time")
     script = tmp_path / "two.py"
     script.write_text("from memlab.sweep import Sweep\n\n\ndef sweep(quick=False):\n"
                       "    return Sweep('two', 'calibrate', [{'budget_ns': 2000000}, {'budget_ns': 3000000}], "
@@ -167,8 +167,8 @@ def test_run_and_sweep_end_with_one_summary_line_and_quiet_keeps_only_it(tmp_pat
     assert cli.main(["sweep", str(script), "--out", str(tmp_path / "two.csv"), "--no-progress"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert sum("on CPU 10% of its wall time" in line for line in err) == 2, err
-    assert err[-1].startswith("memlab sweep: flagged 2 points measured under disturbed conditions"), err
+    assert err[-1].startswith("memlab sweep: flagged 2 points measured with too little CPU time"), err
     assert cli.main(["sweep", str(script), "--out", str(tmp_path / "quiet.csv"), "--quiet"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert not any("on CPU 10%" in line for line in err), err
-    assert err[-1].startswith("memlab sweep: flagged 2 points measured under disturbed conditions"), err
+    assert err[-1].startswith("memlab sweep: flagged 2 points measured with too little CPU time"), err

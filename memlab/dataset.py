@@ -87,6 +87,7 @@ __all__ = [
     "point_runs",
     "primary_metric",
     "renamed_column",
+    "row_warning",
     "sidecar_document",
     "run_index",
     "statistic_column",

@@ -37,7 +37,6 @@ import numpy as np
 
 from memlab.chart import default_machine, machine_entries, machine_labels
 from memlab.machine import FINGERPRINT_FACTS, fingerprint
-from memlab.display import table_html
 from memlab.dataset import (
     SAMPLES,
     MACHINE_PARAM,
@@ -50,6 +49,7 @@ from memlab.dataset import (
     statistic_column,
 )
 from memlab.dataset import param_names as schema_param_names
+from memlab.display import table_html
 from memlab.significance import (
     INCONCLUSIVE,
     UNSTABLE_RUN_SPREAD,

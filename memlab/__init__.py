@@ -14,6 +14,7 @@ from memlab.dataset import Dataset
 # (or importlib) to reach the module's other names.
 from memlab.compare import compare, compare_machines
 from memlab.check import check
+from memlab.conditions import ConditionsWarning, MachineWarning, MemlabWarning
 from memlab.grid import Sweep, grid, zipped
 from memlab.measure import Measurement, core_ghz
 from memlab.registry import FAMILY_MODULES, all_families
@@ -23,9 +24,12 @@ from memlab.reproduce import reproduce
 from memlab.sweep import run_sweep
 
 __all__ = [
+    "ConditionsWarning",
     "Dataset",
     "FAMILY_MODULES",
+    "MachineWarning",
     "Measurement",
+    "MemlabWarning",
     "Sweep",
     "__version__",
     "all_families",

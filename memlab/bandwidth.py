@@ -60,7 +60,7 @@ import numpy as np
 from memlab import chart, machine, machine_model
 from memlab._core import Kernel
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
+from memlab.family import Family, OnCpu, check_bool, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 from memlab.placement import PLACEMENTS as _EVERY_PLACEMENT, choose, cpu_not_applicable
@@ -599,6 +599,17 @@ def _named(name: str, fn, quick: bool):
     return factory
 
 
+def workers_on_cpu(params: BandwidthParams) -> tuple[OnCpu, ...]:
+    """Every worker thread moves bytes throughout; the calling thread only waits for them
+    (``Family.on_cpu``).
+
+    >>> sum(part.fraction for part in workers_on_cpu(BandwidthParams(threads=2)))
+    2.0
+    """
+    return (*(OnCpu(f"worker thread {index}", 1.0) for index in range(params.threads)),
+            OnCpu("the calling thread (waits for the workers)", 0.0))
+
+
 FAMILY = Family(
     name="bandwidth",
     params_type=BandwidthParams,
@@ -620,4 +631,5 @@ FAMILY = Family(
     default_warmup=1,
     default_target_seconds=0.1,
     one_cpu="workers",
+    on_cpu=workers_on_cpu,
 )

@@ -35,7 +35,7 @@ import numpy
 from memlab import placement, twins
 from memlab._core import Kernel
 from memlab.chase_analysis import cache_levels, caption, figure, format_cache_levels
-from memlab.family import Family, check_bool, check_choice, check_cpu, check_int, coerce_fields
+from memlab.family import Family, OnCpu, check_bool, check_choice, check_cpu, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.machine import cache_sizes, numa_nodes, smt_siblings
 from memlab.measure import Measurement
@@ -858,6 +858,18 @@ def _named(fn, quick: bool):
     return factory
 
 
+def walkers_on_cpu(params: ChaseParams) -> tuple[OnCpu, ...]:
+    """Every walking thread walks throughout; the helper thread waits whenever it is
+    ``helper_distance`` elements ahead, so it is not counted on (``Family.on_cpu``).
+
+    >>> [part.fraction for part in walkers_on_cpu(ChaseParams(threads=1))]
+    [1.0]
+    """
+    walkers = tuple(OnCpu(f"walking thread {index}", 1.0) for index in range(params.threads))
+    return walkers + ((OnCpu("the helper thread (waits when it is far enough ahead)", 0.0),)
+                      if params.helper_thread else ())
+
+
 FAMILY = Family(
     name="chase",
     params_type=ChaseParams,
@@ -878,5 +890,6 @@ FAMILY = Family(
     figure=figure,
     caption=caption,
     report_columns=("cycles_per_element",),
-    one_cpu="workers",  # cpu= is walk_cpu=: the walking thread pins itself for each sample
+    one_cpu="workers",  # cpu= is walk_cpu=: the walking thread pins itself for each sample,
+    on_cpu=walkers_on_cpu,
 )

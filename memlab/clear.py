@@ -412,7 +412,7 @@ def order_sweep(quick: bool = False, name: str | None = None) -> Sweep:
     points += grid(region_bytes=[1 * GiB], pages=["thp", "4k"], order=["sequential"], method=list(METHODS),
                    extent_bytes=large)
     return Sweep(name=name or "clear_order", family="clear_order", points=points, repeat=5, warmup=1,
-                 target_seconds=0.2, description="user-space re-clearing of 1 GiB: order x method x extent")
+                 target_seconds=0.2, description="user-space re-clearing of a faulted region: order x method x extent")
 
 
 # (label, order, extent_bytes, baseline_order, baseline_extent_bytes): the
@@ -529,7 +529,24 @@ def order_figure(data: Dataset | str, metric: str = "GB_per_s"):
         return patch_figure(ds)
     return chart.bars_figure(ds, metric, category=["order", "target_subpage"], series=["method"],
                              facet=["extent_bytes", "pages", "pages_obtained", "region_bytes"],
-                             title="clearing: GB/s by order x method")
+                             title="clearing: GB/s by order x method" + _every_bar(ds))
+
+
+def _every_bar(ds: Dataset) -> str:
+    """What every bar of the order figure shares, as a line under its title: a legend or an axis
+    only names what varies, so a quick sweep of one order and one method (the extent batching)
+    would not say which it measured, nor the region's size.
+
+    >>> _every_bar(Dataset([{"order": "sequential", "method": "rep_stosb", "pages": "thp",
+    ...                      "region_bytes": 256 << 20, "extent_bytes": e} for e in (4096, 2 << 20)]))
+    '\\nevery bar: order=sequential, method=rep_stosb,\\npages=thp, region_bytes=256 MiB'
+    """
+    shared = []
+    for name in ("order", "method", "pages", "region_bytes"):
+        values = {repr(row.get(name)) for row in ds.rows}
+        if len(values) == 1 and ds.rows and ds.rows[0].get(name) is not None:
+            shared.append(f"{name}={format_param(name, ds.rows[0][name])}")
+    return "\n" + textwrap.fill(f"every bar: {', '.join(shared)}", 56) if shared else ""  # a 6 in figure's width
 
 
 def patch_label(row: Mapping[str, Any]) -> tuple[str, str]:

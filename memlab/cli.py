@@ -35,8 +35,11 @@ import signal
 import sys
 import textwrap
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from tqdm import tqdm
 
 from memlab import catalogue, export, machine, machine_model, measure, plot, registry
 from memlab._core import build_info
@@ -45,6 +48,8 @@ from memlab.chart import outcome_note, require_matplotlib
 from memlab.check import TUNABLE_SETTINGS, reset, tune
 from memlab.check import check as machine_check
 from memlab.compare import compare, compare_machines, load_dataset, parse_fraction
+from memlab.conditions import WARNING_PREFIX, ConditionsWarning, MachineWarning, MemlabWarning
+from memlab.conditions import warn as memlab_warn
 from memlab.dataset import Dataset, DuplicatePointError, check_compatible, machine_key, paths_for
 from memlab.family import Family, ParamSpec
 from memlab.files import atomic_write, check_output_directory, check_output_file, check_output_file_in_new_directory
@@ -388,6 +393,7 @@ def _run_parser(sub) -> None:
                             help="parameters (listed below); the others keep their defaults")
         _measure_options(parser, "write the dataset here (.csv)")
         parser.add_argument("--json", action="store_true", help="print the row as JSON")
+        _quiet_option(parser)
         parser.set_defaults(handler=cmd_run)
 
 
@@ -424,8 +430,15 @@ def params_help(fam: Family, width: int | None = None) -> str:
 
 
 def _progress_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--no-progress", "--quiet", "-q", dest="no_progress", action="store_true",
+    parser.add_argument("--no-progress", dest="no_progress", action="store_true",
                         help="no progress bar (it is also off when stderr is not a terminal or notebook)")
+    _quiet_option(parser)
+
+
+def _quiet_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress bar and no warning line per disturbed point; the summary line of "
+                             "what was flagged stays")
 
 
 def _measure_options(parser: argparse.ArgumentParser, out_help: str) -> None:
@@ -557,8 +570,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.out:
             print(f"1 row -> {paths_for(args.out)[0]}")
     if measurement.conditions_warning:
-        print(f"memlab: warning: {measurement.family}: {measurement.conditions_warning}",
-              file=sys.stderr)
+        memlab_warn(f"{measurement.family}: {measurement.conditions_warning}", ConditionsWarning)
     return 0
 
 
@@ -1018,8 +1030,16 @@ def _dispatch(argv: list[str], script: SweepFactory | None) -> int:
         return _usage("name a command (listed above); `memlab COMMAND --help` says what it takes")
     args.argv = argv
     args.script = script
+    if getattr(args, "quiet", False):
+        args.no_progress = True
     try:
-        return args.handler(args)
+        if args.command not in FLAGGING_COMMANDS:
+            return args.handler(args)
+        with FlagTally(quiet=getattr(args, "quiet", False)) as tally:
+            status = args.handler(args)
+        if status != EXIT_STATUS["usage"]:  # a refused argument measured nothing: its error line stays last
+            print(tally.summary(f"memlab {args.command}"), file=sys.stderr)
+        return status
     except (UsageError, ValueError) as error:
         return _usage(str(error))
     except BrokenPipeError:
@@ -1041,6 +1061,65 @@ def _dispatch(argv: list[str], script: SweepFactory | None) -> int:
         print(f"memlab {args.command}: internal error, a bug in memlab: {type(error).__name__}: {error} "
               "(MEMLAB_DEBUG=1 shows the traceback)", file=sys.stderr)
         return EXIT_STATUS["failed"]
+
+
+#: The commands that end with one line of what was flagged (:class:`FlagTally`).
+FLAGGING_COMMANDS = ("run", "sweep", "tour", "reproduce")
+
+
+class FlagTally:
+    """What a command's measurements flagged: memlab's warnings (:class:`memlab.conditions.MemlabWarning`)
+    printed one line each as they come (above the progress bars; ``quiet``: the per-point
+    :class:`~memlab.conditions.ConditionsWarning` lines left out), counted by category, and
+    :meth:`summary`, the command's last line. Other warnings are shown as Python shows them; a
+    ``-W`` filter or ``PYTHONWARNINGS`` still applies to memlab's. The warning filters and the
+    display function are restored on exit.
+
+    >>> with FlagTally(quiet=True) as tally:
+    ...     memlab_warn("chase n=1: on CPU 40% of its wall time (below 90%)", ConditionsWarning)
+    >>> tally.summary("memlab sweep")
+    'memlab sweep: flagged 1 point measured with too little CPU time or too much steal (the rows say which)'
+    """
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.counts: dict[type, int] = {}
+        self._context = warnings.catch_warnings()
+
+    def __enter__(self) -> "FlagTally":
+        self._context.__enter__()
+        warnings.filterwarnings("always", category=MemlabWarning, append=True)  # after -W's: theirs win
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, MemlabWarning):
+                return shown(message, category, filename, lineno, file, line)
+            key = next(c for c in (ConditionsWarning, MachineWarning, MemlabWarning) if issubclass(category, c))
+            self.counts[key] = self.counts.get(key, 0) + int(getattr(message, "count", 1))
+            if not (self.quiet and key is ConditionsWarning):
+                tqdm.write(f"{WARNING_PREFIX}{message}", file=sys.stderr)
+
+        warnings.showwarning = show
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._context.__exit__(*exc_info)
+
+    def summary(self, command: str) -> str:
+        """One line: how many points were measured under disturbed conditions, how many machine
+        check findings and other warnings there were; "nothing flagged" when none."""
+        def counted(n: int, one: str, many: str) -> str:
+            return f"{n} {one if n == 1 else many}"
+
+        parts = []
+        if self.counts.get(ConditionsWarning):
+            parts.append(counted(self.counts[ConditionsWarning], "point", "points")
+                         + " measured with too little CPU time or too much steal (the rows say which)")
+        if self.counts.get(MachineWarning):
+            parts.append(counted(self.counts[MachineWarning], "machine check warning", "machine check warnings"))
+        if self.counts.get(MemlabWarning):
+            parts.append(counted(self.counts[MemlabWarning], "other warning", "other warnings"))
+        return f"{command}: " + (("flagged " + "; ".join(parts)) if parts else "nothing flagged")
 
 
 class _sigint_ignored:

@@ -49,6 +49,7 @@ from memlab.dataset import (
     statistic_column,
 )
 from memlab.dataset import param_names as schema_param_names
+from memlab.display import table_html
 from memlab.significance import (
     INCONCLUSIVE,
     UNSTABLE_RUN_SPREAD,
@@ -375,6 +376,27 @@ class Comparison:
 
     def __str__(self) -> str:
         return self.format()
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: the summary line, then one row per point (the parameters that
+        vary, both medians, the ratio and its interval, the runs, the verdict and its reason);
+        machine differences, warnings and unstable points as flags."""
+        shown = self.varying_params()
+        header = [*shown, "baseline", "candidate", "ratio", f"{self.confidence:.0%} CI", "runs", "verdict"]
+        rows = []
+        for point in self.points:
+            rows.append([*(format_plain(point.params.get(name, "")) for name in shown),
+                         _cell(point.baseline_median), _cell(point.candidate_median), _cell(point.ratio, "{:.3f}"),
+                         f"{_cell(point.ci_low, '{:.3f}')} … {_cell(point.ci_high, '{:.3f}')}",
+                         f"{point.baseline_runs}/{point.candidate_runs}", f"{point.verdict}: {point.reason}"])
+        flags = [*self.machine_notes(), *self.warnings]
+        unstable = [p for p in self.points if p.unstable]
+        if unstable:
+            flags.append(f"{len(unstable)} of {len(self.points)} points unstable (runs disagree; "
+                         f"first: {unstable[0].label})")
+        heading = f"compare {self.metric} ({self.better} is better): {self.summary()}"
+        return table_html(heading, header, rows, flags=flags,
+                          flagged=[p.verdict in ("regression", "inconclusive") for p in self.points])
 
     def varying_params(self) -> list[str]:
         """The parameter names whose value differs between the compared points (the table's columns)."""

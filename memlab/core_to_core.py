@@ -39,7 +39,7 @@ from typing import Any
 
 from memlab import chart, placement
 from memlab.dataset import Dataset
-from memlab.family import Family, check_choice, check_int, coerce_fields
+from memlab.family import Family, OnCpu, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep
 from memlab.measure import Measurement
 from memlab.units import metric_label
@@ -225,6 +225,11 @@ def _quick_sweep() -> Sweep:
     return _pair_sweep("quick", ("cas",), cpus, 3, 0.05, "the first two CPUs, both directions")
 
 
+def bouncers_on_cpu(params: CoreToCoreParams) -> tuple[OnCpu, OnCpu]:
+    """Both threads spin on the line throughout (``Family.on_cpu``)."""
+    return (OnCpu(f"thread A on CPU {params.cpu_a} (spins)", 1.0), OnCpu(f"thread B on CPU {params.cpu_b} (spins)", 1.0))
+
+
 FAMILY = Family(
     name="core_to_core",
     params_type=CoreToCoreParams,
@@ -244,4 +249,5 @@ FAMILY = Family(
     report_columns=("one_way_ns", "fastest_chunk_round_trip_ns", "shared_cache_level"),
     one_cpu="refused",
     one_cpu_refusal="cpu_a and cpu_b place its two threads (the calling thread only waits)",
+    on_cpu=bouncers_on_cpu,
 )

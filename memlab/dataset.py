@@ -31,6 +31,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from memlab.conditions import conditions_warning
+from memlab.display import table_html
 from memlab.files import (
     atomic_write,
     check_output_file,
@@ -44,7 +46,7 @@ from memlab.table import is_numbers as _is_numbers
 from memlab.table import is_object as _is_object
 from memlab.table import is_text as _is_text
 from memlab.table import guess as _guess
-from memlab.units import is_missing, unit_of
+from memlab.units import column_unit, format_number, format_param, is_missing, unit_of
 
 __all__ = [
     "BOOKKEEPING_COLUMNS",
@@ -85,6 +87,7 @@ __all__ = [
     "point_runs",
     "primary_metric",
     "renamed_column",
+    "row_warning",
     "sidecar_document",
     "run_index",
     "statistic_column",
@@ -370,6 +373,28 @@ def counter_column(counter: str) -> str:
 def context_column(key: str) -> str:
     """The column of a fact about one point's run: ``context_<key>``."""
     return f"{CONTEXT_PREFIX}{key}"
+
+
+def row_warning(row: Mapping[str, Any]) -> str:
+    """Why a row's point was measured under disturbed conditions, in words ("" when it was not):
+    :func:`memlab.conditions.conditions_warning` of its ``context_on_cpu_fraction``,
+    ``context_steal_fraction`` and ``context_on_cpu_expected`` (1.0 in a dataset written before
+    families said what they expect).
+
+    >>> row_warning({"context_on_cpu_fraction": 0.5, "context_on_cpu_expected": 0.5})
+    ''
+    >>> row_warning({"context_on_cpu_fraction": 0.5})
+    'on CPU 50% of its wall time (below 90%)'
+    """
+    def number(key: str) -> float | None:
+        value = row.get(context_column(key))
+        return float(value) if _is_real(value) else None
+
+    return conditions_warning(number("on_cpu_fraction"), number("steal_fraction"), number("on_cpu_expected"))
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
 
 
 def _columns_of(rows: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -1402,6 +1427,43 @@ class Dataset:
         if isinstance(index, slice):
             return Dataset(self.rows[index], self.metadata)
         return self.rows[index]
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: the family, sweep and machine, then one line per point (the
+        parameters that vary, the primary metric's median with its min … max, the samples, flags)."""
+        meta = self.metadata
+        heading = " · ".join(str(meta[k]) for k in ("family", "sweep") if meta.get(k)) or "Dataset"
+        cpu = (meta.get("machine") or {}).get("cpu_model") if isinstance(meta.get("machine"), dict) else None
+        heading += f": {len(self.rows)} row{'s' if len(self.rows) != 1 else ''}" + (f", {cpu}" if cpu else "")
+        try:
+            metric = self.primary_metric()
+        except ValueError:
+            return table_html(heading, ["columns"], [[", ".join(self.columns) or "none"]])
+        params = self.param_names
+        shown = [n for n in params if len({repr(row.get(n)) for row in self.rows}) > 1] or params[:1]
+        unit, factor = column_unit(metric, [row.get(metric) for row in self.rows])
+
+        def scaled(value: Any) -> str:
+            return format_number(float(value) * factor if _is_real(value) else value)
+
+        rows, flagged, warnings = [], [], []
+        for row in self.rows:
+            low, high = row.get(f"{metric}_min"), row.get(f"{metric}_max")
+            warning = row_warning(row)
+            rows.append([*(format_param(n, row.get(n)) for n in shown), scaled(row.get(metric)),
+                         f"{scaled(low)} … {scaled(high)}" if low is not None else "-",
+                         format_number(row.get("repeat")), "⚠ " + warning if warning else ""])
+            flagged.append(bool(warning))
+            if warning:
+                warnings.append(warning)
+        fixed = [n for n in params if n not in shown]
+        if fixed and self.rows:
+            heading += "; every point: " + ", ".join(f"{n}={format_param(n, self.rows[0].get(n))}" for n in fixed[:6])
+            heading += " …" if len(fixed) > 6 else ""
+        flags = ([f"{len(warnings)} of {len(self.rows)} points measured under disturbed conditions "
+                  f"(first: {warnings[0]})"] if warnings else [])
+        return table_html(heading, [*shown, f"{unit} (median)", "min … max", "n", "flags"], rows,
+                          flags=flags, flagged=flagged)
 
     def __repr__(self) -> str:
         parts = [f"{len(self.rows)} rows", f"{len(self.columns)} columns"]

@@ -33,6 +33,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from memlab.conditions import ONE_BUSY_THREAD, OnCpu, expected_on_cpu
 from memlab.dataset import COLUMN_ALIASES, NEGATED_ALIASES, check_param_name
 from memlab.grid import Sweep
 from memlab.measure import Measurement, measure
@@ -41,6 +42,7 @@ from memlab.units import format_bytes, format_param, is_bytes_name, suggest, uni
 
 __all__ = [
     "Family",
+    "OnCpu",
     "ParamSpec",
     "describe_params",
     "check_bool",
@@ -112,6 +114,7 @@ class Family:
     table: Callable[[Any], tuple[list[str], list[list[str]]]] | None = None
     one_cpu: str = "caller"
     one_cpu_refusal: str = ""
+    on_cpu: Callable[[Any], Sequence[OnCpu]] | None = None
 
     def __post_init__(self) -> None:
         if self.one_cpu not in ONE_CPU:
@@ -155,6 +158,27 @@ class Family:
     def required_params(self) -> list[str]:
         """The parameters that always have a value (see :func:`required_params`)."""
         return required_params(self.params_type)
+
+    def on_cpu_parts(self, params: Any = None) -> tuple[OnCpu, ...]:
+        """The threads and processes of a point that should be on a CPU, with their shares
+        (``on_cpu(params)``; one busy thread for a family that does not say).
+
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class NoParams:
+        ...     pass
+        >>> [part.who for part in Family("f", NoParams).on_cpu_parts()]
+        ['the measuring thread']
+        """
+        if self.on_cpu is None:
+            return ONE_BUSY_THREAD
+        return tuple(self.on_cpu(self.params(params)))
+
+    def expected_on_cpu(self, params: Any = None, cpu: int | None = None) -> float:
+        """The on-CPU fraction a point should reach (:func:`memlab.conditions.expected_on_cpu` of
+        :meth:`on_cpu_parts`), at most the CPUs it may use: one with ``cpu``, else the caller's
+        affinity."""
+        cpus = 1 if cpu is not None else len(os.sched_getaffinity(0))
+        return expected_on_cpu(self.on_cpu_parts(params), cpus)
 
     def run(
         self,
@@ -214,6 +238,8 @@ class Family:
         )
         if workers_cpu is not None:
             measurement.context["cpu"] = workers_cpu
+        one = workers_cpu if workers_cpu is not None else cpu
+        measurement.context["on_cpu_expected"] = self.expected_on_cpu(checked, one)
         return measurement
 
     def sweep(self, name: str) -> Sweep | list[Sweep]:

@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 from memlab import chart, machine
 from memlab.dataset import Dataset
-from memlab.family import Family, check_choice, check_int, coerce_fields
+from memlab.family import Family, OnCpu, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 from memlab.placement import choose
@@ -356,6 +356,17 @@ def _quick_sweep() -> Sweep:
     return _curve("quick", ("read",), (0, 400000), 2, 0.05, working_set=64 << 20)
 
 
+def chaser_on_cpu(params: LoadedParams) -> tuple[OnCpu, ...]:
+    """The chasing thread walks throughout; a load thread rests ``delay_ns`` after each chunk (a
+    throttled one is nearly idle), so only an unthrottled one (``delay_ns=0``) is counted on
+    (``Family.on_cpu``)."""
+    if params.delay_ns == 0:
+        load = tuple(OnCpu(f"load thread {index} (unthrottled)", 1.0) for index in range(params.load_threads))
+    else:
+        load = tuple(OnCpu(f"load thread {index} (rests between chunks)", 0.0) for index in range(params.load_threads))
+    return (OnCpu("the chasing thread", 1.0), *load)
+
+
 FAMILY = Family(
     name="loaded",
     params_type=LoadedParams,
@@ -378,4 +389,5 @@ FAMILY = Family(
     report_columns=("load_traffic_GB_per_s", "on_cpu_ns_per_element", "load_cpu_fraction"),
     one_cpu="refused",
     one_cpu_refusal="the chaser and each load thread are placed on a core of their own",
+    on_cpu=chaser_on_cpu,
 )

@@ -765,10 +765,13 @@ class _MatrixFamily(Family):
             "counters": counters,
         }
         if isinstance(checked, MultiplyParams):
-            return self._run_multiply(checked, a, b, out, options)
-        if a is not None or b is not None:
-            raise ValueError("matrix_init takes no a or b")
-        return self._run_init(checked, out, options)
+            measurement = self._run_multiply(checked, a, b, out, options)
+        else:
+            if a is not None or b is not None:
+                raise ValueError("matrix_init takes no a or b")
+            measurement = self._run_init(checked, out, options)
+        measurement.context["on_cpu_expected"] = self.expected_on_cpu(checked, cpu)
+        return measurement
 
     def _run_multiply(self, params: MultiplyParams, a, b, out, options) -> Measurement:
         user_inputs = a is not None

@@ -29,6 +29,8 @@ from memlab.dataset import (
     metric_column,
     statistic_column,
 )
+from memlab.display import table_html
+from memlab.units import format_number, format_param
 
 __all__ = [
     "MAX_REPEAT",
@@ -84,10 +86,16 @@ class Measurement:
         return _float(self.context.get("steal_fraction"))
 
     @property
+    def on_cpu_expected(self) -> float:
+        """The on-CPU fraction its family expects of it (``Family.on_cpu``; 1.0 when not said)."""
+        value = _float(self.context.get("on_cpu_expected", 1.0))
+        return 1.0 if math.isnan(value) else value
+
+    @property
     def conditions_warning(self) -> str:
-        """Why this measurement's numbers are suspect ("" when they are not):
-        less than 90% of its wall time on CPU, or more than 2% steal."""
-        return conditions_warning(self.on_cpu_fraction, self.steal_fraction)
+        """Why this measurement's numbers are suspect ("" when they are not): on CPU below 90% of
+        what its family expects (:attr:`on_cpu_expected`), or more than 2% steal."""
+        return conditions_warning(self.on_cpu_fraction, self.steal_fraction, self.on_cpu_expected)
 
     @property
     def metric_names(self) -> list[str]:
@@ -143,6 +151,19 @@ class Measurement:
         for key, value in self.context.items():
             row[context_column(key)] = value
         return row
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: the parameters, then each metric's median with its min … max
+        over the kept samples (the primary first), and the conditions flag."""
+        params = ", ".join(f"{n}={format_param(n, v)}" for n, v in self.params.items())
+        heading = f"Measurement: {self.family}, {len(self.samples)} samples" + (f"; {params}" if params else "")
+        stats = self.stats
+        names = [self.primary_metric] * (self.primary_metric in stats) + [n for n in stats if n != self.primary_metric]
+        rows = [[name, format_number(stats[name]["median"]),
+                 f"{format_number(stats[name]['min'])} … {format_number(stats[name]['max'])}"] for name in names]
+        warning = self.conditions_warning
+        return table_html(heading, ["metric", "median", "min … max"], rows, flags=[warning] if warning else [],
+                          flagged=[bool(warning) and index == 0 for index in range(len(rows))])
 
     def __repr__(self) -> str:
         stat = self.stats.get(self.primary_metric)

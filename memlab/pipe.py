@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 from memlab import chart
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_cpu, check_int, check_number, coerce_fields
+from memlab.family import Family, OnCpu, check_bool, check_choice, check_cpu, check_int, check_number, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 from memlab.placement import choose
@@ -510,6 +510,33 @@ def _ladder_sweep():
     return ladder_sweep(quick=False)
 
 
+def _sides_on_cpu(busy_loop: bool, first_cpu: int | None, second_cpu: int | None,
+                  first: str, second: str, waits: tuple[str, str]) -> tuple[OnCpu, OnCpu]:
+    """Two processes that hand work to each other: spinning (``busy_loop``) each is on a CPU
+    throughout (half of it when both are pinned to one CPU); blocking, each waits for the other
+    by design, and together they keep at least half a CPU busy (a quarter each)."""
+    if not busy_loop:
+        return (OnCpu(f"the {first} (blocks {waits[0]})", 0.25), OnCpu(f"the {second} (blocks {waits[1]})", 0.25))
+    share = 0.5 if first_cpu is not None and first_cpu == second_cpu else 1.0
+    return (OnCpu(f"the {first} (spins)", share), OnCpu(f"the {second} (spins)", share))
+
+
+def transfer_on_cpu(params: PipeParams) -> tuple[OnCpu, OnCpu]:
+    """The writer and the reader process and their shares of the wall time on a CPU (``Family.on_cpu``).
+
+    >>> [part.fraction for part in transfer_on_cpu(PipeParams())]
+    [0.25, 0.25]
+    """
+    return _sides_on_cpu(params.busy_loop, params.writer_cpu, params.reader_cpu, "writer process",
+                         "reader process", ("on a full pipe", "waiting for data"))
+
+
+def latency_on_cpu(params: LatencyParams) -> tuple[OnCpu, OnCpu]:
+    """The ping and the pong process: one waits while the other answers (``Family.on_cpu``)."""
+    return _sides_on_cpu(params.busy_loop, params.ping_cpu, params.pong_cpu, "ping process", "pong process",
+                         ("waiting for the answer", "waiting for the message"))
+
+
 FAMILY = Family(
     name="pipe",
     params_type=PipeParams,
@@ -532,6 +559,7 @@ FAMILY = Family(
     caption="The ladder of 'Making Linux pipes fast': each rung adds one change (vmsplice, splice, "
             "huge pages, busy loop); the number over a bar is its speed-up over write/read.",
     report_columns=("writer_GiB_per_s", "verify_errors"),
+    on_cpu=transfer_on_cpu,
 )
 
 def latency_sweep(quick: bool = False) -> Sweep:
@@ -564,6 +592,7 @@ LATENCY = Family(
     figure=latency_figure,
     caption="One byte sent back and forth over two pipes (lmbench's lat_pipe): the cost of "
             "waking the other process, on two CPUs or one, blocking or busy-looping.",
+    on_cpu=latency_on_cpu,
 )
 
 FAMILIES = (FAMILY, LATENCY)

@@ -43,6 +43,7 @@ from typing import Any, Callable, Mapping
 import pytest
 
 from memlab.compare import DatasetReadError, compare, load_dataset, metadata_fingerprint, parse_fraction
+from memlab.conditions import MemlabWarning
 from memlab.dataset import RUN_COLUMN, Dataset, run_index
 from memlab.grid import Sweep
 from memlab.machine import collect, fingerprint, fingerprint_id
@@ -86,9 +87,9 @@ noise twice the threshold, 3 runs a side give a false verdict for 2-4% of points
 for under 2.5% (tests/test_compare.py, docs/regression.md)."""
 
 
-class MemlabRegressionWarning(UserWarning):
+class MemlabRegressionWarning(MemlabWarning):
     """A comparison the guard could not judge fully (noise, unmatched points,
-    different machine)."""
+    different machine); one of memlab's warnings (:class:`memlab.conditions.MemlabWarning`)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

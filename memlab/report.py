@@ -1,7 +1,8 @@
 """One self-contained HTML report of one or more datasets.
 
-The report holds, for every dataset, its standard figure (a PNG embedded as
-a ``data:`` URI, plus a narrow drawing with larger type that phones get) or,
+The report holds, for every dataset, its standard figure (embedded once as a
+``data:`` URI, SVG or a palette PNG, whichever is smaller, scaled to the
+screen's width) or,
 for a family whose result is a number or a table, that number in large type
 and that table; the family's caption; a table of its points (the first
 varying parameter, the primary metric's median in one unit per column, the
@@ -28,6 +29,7 @@ from __future__ import annotations
 import base64
 import datetime
 import html
+import math
 import os
 import shlex
 import sys
@@ -37,14 +39,25 @@ from typing import Any, Callable, Iterable, Sequence
 
 from memlab import chart, plot, registry
 from memlab._version import __version__
-from memlab.conditions import conditions_warning
-from memlab.dataset import MACHINE_PARAM, Dataset, context_column, machine_key
+from memlab.conditions import ON_CPU_MIN_FRACTION, STEAL_MAX_FRACTION
+from memlab.dataset import (
+    MACHINE_PARAM,
+    SAMPLES,
+    Dataset,
+    context_column,
+    machine_key,
+    point_runs,
+    row_warning,
+    statistic_column,
+)
 from memlab.family import Family
 from memlab.files import atomic_write, check_output_file_in_new_directory
 from memlab.machine import collect, format_facts
+from memlab.significance import UNSTABLE_RUN_SPREAD, is_unstable, run_spread
 from memlab.units import column_unit, format_number, format_param
 
-__all__ = ["ReportItem", "anchor", "as_items", "build_report", "escape", "html_table", "reason_html", "write_report"]
+__all__ = ["ReportItem", "anchor", "as_items", "build_report", "escape", "html_table", "reason_html",
+           "unstable_points", "write_report"]
 
 _STYLE = """
 :root { color-scheme: light dark; }
@@ -53,6 +66,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; li
 h1 { font-size: 1.5rem; margin: 0.4rem 0; }
 h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #8884; padding-bottom: 0.2rem; }
 img { max-width: 100%; height: auto; display: block; margin: 0.6rem 0; background: #fff; }
+section, li, p { overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; }
 table { border-collapse: collapse; font-size: 0.85rem; font-variant-numeric: tabular-nums; }
 th, td { padding: 0.2rem 0.55rem; border-bottom: 1px solid #8883; text-align: right; white-space: nowrap; }
@@ -75,6 +89,12 @@ td.wrap, th.wrap { white-space: normal; text-align: left; min-width: 12rem; }
 .verdict-good { background: #2a72; border: 1px solid #2a7; }
 .verdict-bad { background: #c332; border: 1px solid #c33; }
 .verdict-none { background: #8882; border: 1px solid #888; }
+.verdict-open { background: #f2b70533; border: 1px solid #f2b705; }
+.count { white-space: nowrap; margin-right: 0.5rem; }
+ul.items { padding-left: 1.2rem; }
+ul.items li { margin: 0.3rem 0; }
+details { margin: 0.6rem 0; }
+summary { cursor: pointer; font-weight: 600; }
 ul.claims { padding-left: 1.2rem; }
 ul.claims li { margin: 0.35rem 0; }
 """
@@ -189,7 +209,8 @@ def _table(ds: Dataset) -> str:
     watched = any(key in row for row in ds.rows for key in _CONDITION_COLUMNS)
     if watched:
         header.append("conditions")
-    lines = [_conditions_note(ds), _fixed_params(ds, shown), "<div class=scroll><table>", "<thead><tr>"]
+    lines = [_conditions_note(ds), _unstable_note(ds), _fixed_params(ds, shown), "<div class=scroll><table>",
+             "<thead><tr>"]
     lines += [f"<th>{_escape(h)}</th>" for h in header]
     lines.append("</tr></thead>")
     for heading, rows in (grouped or [("", ds.rows)]):
@@ -233,6 +254,66 @@ def _series(rows: Sequence[dict], shown: Sequence[str]) -> list[tuple[str, list[
             for group in grouped.values()]
 
 
+def _row_spread(row: dict, metric: str) -> float:
+    """A row's own run spread (``run_spread`` or ``<metric>_run_spread``, when the run loop wrote one)."""
+    for key in (f"{metric}_run_spread", "run_spread"):
+        value = row.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+            return float(value)
+    return math.nan
+
+
+def unstable_points(ds: Dataset) -> list[tuple[str, float]]:
+    """The points whose runs disagree beyond :data:`memlab.significance.UNSTABLE_RUN_SPREAD`:
+    ``(the point in words, largest run median / smallest)``, in the order of the rows. The spread
+    is a row's ``run_spread`` column where the run loop wrote one, else it is computed from the
+    primary metric's samples of the point's runs (rows with a ``run`` index); a point of one run
+    is never unstable.
+
+    >>> rows = [{"family": "f", "n": 1, "run": r, "ns_per_op": v, "ns_per_op_samples": [v, v]}
+    ...         for r, v in ((0, 1.0), (1, 2.0))]
+    >>> unstable_points(Dataset(rows, {"family": "f", "param_names": ["n"]}))
+    [('n=1', 2.0)]
+    """
+    try:
+        metric = ds.primary_metric()
+    except ValueError:
+        return []
+    names = ds.param_names
+    samples = statistic_column(metric, SAMPLES)
+    found = []
+    for runs in point_runs(ds.rows, names).values():
+        first = next(iter(runs.values()))[0]
+        spread = max((_row_spread(row, metric) for rows in runs.values() for row in rows), default=math.nan)
+        if not spread == spread and len(runs) > 1:
+            spread = run_spread([[value for row in rows for value in _samples(row, samples, metric)]
+                                 for rows in runs.values()])
+        if is_unstable(spread):
+            words = ", ".join(f"{n}={format_param(n, first.get(n))}" for n in chart.telling_names(ds) or names)
+            found.append((words or "the point", spread))
+    return found
+
+
+def _samples(row: dict, column: str, metric: str) -> list[float]:
+    values = row.get(column)
+    if isinstance(values, (list, tuple)) and values:
+        return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    value = row.get(metric)
+    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def _unstable_note(ds: Dataset) -> str:
+    found = unstable_points(ds)
+    if not found:
+        return ""
+    listed = "; ".join(f"{words} ({spread:.2f}x)" for words, spread in found[:12])
+    more = f" and {len(found) - 12} more" if len(found) > 12 else ""
+    points = len(point_runs(ds.rows, ds.param_names))
+    return (f"<p class=warn><span class=badge>unstable</span> {len(found)} of {points} points: their runs "
+            f"disagree by more than {UNSTABLE_RUN_SPREAD:.2f}x (largest run median / smallest): "
+            f"{_escape(listed)}{more}.</p>")
+
+
 def _scaled(value: Any, factor: float) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and factor != 1.0:
         value = float(value) * factor
@@ -262,11 +343,7 @@ _CONDITION_COLUMNS = (context_column("on_cpu_fraction"), context_column("steal_f
 
 
 def _row_warning(row: dict) -> str:
-    def number(key: str) -> float | None:
-        value = row.get(key)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-    return conditions_warning(number(_CONDITION_COLUMNS[0]), number(_CONDITION_COLUMNS[1]))
+    return row_warning(row)
 
 
 def _conditions_badge(row: dict) -> str:
@@ -289,8 +366,10 @@ def _conditions_note(ds: Dataset) -> str:
     if not flagged:
         return ""
     return (f"<p class=warn><span class=badge>⚠</span> {flagged} of {len(ds.rows)} points were "
-            f"measured with less than 90% of their wall time on CPU or more than 2% steal time: "
-            f"their numbers include time they were not running (see <code>memlab check</code>).</p>")
+            f"measured with less than {ON_CPU_MIN_FRACTION:.0%} of the CPU time their threads should get "
+            f"(the family says which should be on a CPU, and how much) or more than "
+            f"{STEAL_MAX_FRACTION:.0%} steal time: their numbers include time they were not running "
+            f"(see <code>memlab check</code>).</p>")
 
 
 def _check_summary(meta: dict) -> str:
@@ -306,40 +385,30 @@ def _check_summary(meta: dict) -> str:
 #: The reason the C core gives for a counter a family did not ask for (csrc/counters.c).
 NOT_REQUESTED = "not requested"
 
-#: Screens at most this wide (CSS px) get the narrow drawing of each figure.
-NARROW_SCREEN_PX = 640
-
-
-def _figure_html(ds: Dataset, title: str, figures: dict[int, str | tuple[str, str]] | None = None) -> str:
-    """The figure as two embedded PNGs: the desktop drawing, and a narrow one with larger type
-    that screens up to :data:`NARROW_SCREEN_PX` wide (phones) show instead (or why there is none).
-    ``figures`` keeps what was drawn by dataset object, so that items showing one dataset draw it
-    once."""
+def _figure_html(ds: Dataset, title: str, figures: dict[int, str] | None = None) -> str:
+    """The figure embedded once, as the smaller of SVG and a palette PNG
+    (:func:`memlab.chart.embedded_image`), scaled by CSS to the screen's width; its ``alt`` text is
+    the title the figure shows (or why there is none). ``figures`` keeps what was drawn by dataset
+    object, so that items showing one dataset draw it once."""
     key = id(ds)
-    drawn: str | tuple[str, str]
     if figures is not None and key in figures:
-        drawn = figures[key]
-    else:
-        try:
-            fig = plot.figure(ds)
-            wide = chart.to_png(fig)
-            narrow = chart.to_png(chart.narrow(fig))
-            drawn = ("data:image/png;base64," + base64.b64encode(wide).decode("ascii"),
-                     "data:image/png;base64," + base64.b64encode(narrow).decode("ascii"))
-        except ImportError as error:
-            drawn = f"<p class=meta>No figure: {_escape(error)}</p>"
-        except (ValueError, TypeError, KeyError) as error:
-            drawn = f"<p class=meta>No figure could be drawn: {_escape(error)}</p>"
-        if figures is not None:
-            figures[key] = drawn
-    if isinstance(drawn, str):
-        return drawn
-    wide_uri, narrow_uri = drawn
-    return (f'<picture><source media="(max-width: {NARROW_SCREEN_PX}px)" srcset="{narrow_uri}">'
-            f'<img src="{wide_uri}" alt="{_escape(title)}: standard figure"></picture>')
+        return figures[key]
+    try:
+        fig = plot.figure(ds)
+        mime, data = chart.embedded_image(fig)
+        shown = chart.figure_title(fig) or f"{title}: standard figure"
+        uri = f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+        drawn = f'<img src="{uri}" alt="{_escape(shown)}" data-figure-title="{_escape(chart.figure_title(fig))}">'
+    except ImportError as error:
+        drawn = f"<p class=meta>No figure: {_escape(error)}</p>"
+    except (ValueError, TypeError, KeyError) as error:
+        drawn = f"<p class=meta>No figure could be drawn: {_escape(error)}</p>"
+    if figures is not None:
+        figures[key] = drawn
+    return drawn
 
 
-def _section(index: int, item: ReportItem, figures: dict[int, str | tuple[str, str]] | None = None) -> str:
+def _section(index: int, item: ReportItem, figures: dict[int, str] | None = None) -> str:
     anchor = _anchor(index, item.title)
     parts = [f'<section id="{anchor}"><h2>{_escape(item.title)}</h2>']
     ds = item.dataset
@@ -514,8 +583,8 @@ def build_report(
     ``datasets`` are Datasets, paths to datasets, or :class:`ReportItem`
     (which may carry an error instead of data, e.g. a family that failed
     during a tour). ``command`` defaults to this process's command line.
-    ``intro`` is a paragraph of text; ``preamble`` HTML made by memlab shown
-    after it (a summary table). ``on_section(done, total, title)`` is called
+    ``preamble`` is HTML made by memlab that the report leads with (a
+    summary); ``intro`` a paragraph of text after it. ``on_section(done, total, title)`` is called
     after each section is drawn (progress for a long report). Items that show
     the same Dataset object draw its figure once.
 
@@ -545,12 +614,12 @@ def build_report(
         f"<p class=meta>memlab {_escape(__version__)} · written {_escape(created)}<br>"
         f"command: <code>{_escape(command)}</code></p>",
     ]
+    if preamble:  # what the report leads with (reproduce: the verdicts, what differs)
+        body.append(preamble)
     if intro:
         body.append(f"<p>{_escape(intro)}</p>")
-    if preamble:
-        body.append(preamble)
     body.append(f'<nav><ul>{toc}<li><a href="#machine">machine</a></li></ul></nav>')
-    figures: dict[int, str | tuple[str, str]] = {}
+    figures: dict[int, str] = {}
     for i, item in enumerate(items):
         body.append(_section(i, item, figures))
         if on_section is not None:

@@ -20,7 +20,6 @@ import dataclasses
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,8 @@ from memlab.catalogue import (
     Number,
     Verdict,
 )
+from memlab.conditions import WARNING_PREFIX, ConditionsWarning, MachineWarning
+from memlab.conditions import warn as memlab_warn
 from memlab.dataset import Dataset, paths_for
 from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Sweep, as_sweeps
@@ -45,8 +46,9 @@ from memlab.machine import collect_meminfo
 from memlab.reasons import Context, explain
 from memlab.registry import family as get_family
 from memlab.measure import cpu_seconds
-from memlab.report import ReportItem, anchor, escape, html_table, reason_html, write_report
+from memlab.report import ReportItem, anchor, escape, html_table, reason_html, unstable_points, write_report
 from memlab.runner import Run, estimate_seconds, eta_bar, progress_bar, progress_enabled
+from memlab.significance import UNSTABLE_RUN_SPREAD
 from memlab.units import format_bytes, format_duration, format_number
 
 __all__ = [
@@ -461,8 +463,14 @@ def _run_task(task: Task, out: Path, bar: Any, times: dict[str, float]) -> None:
         _record_time(out, task, measured, task.ran_seconds)
         bar.update(per_point * max(0, len(pending) - measured))
         if task.warnings:
-            bar.write(f"memlab reproduce: {task.name}: {len(task.warnings)} warning(s), the first: "
-                      f"{task.warnings[0].removeprefix('memlab: warning: ')}", file=sys.stderr)
+            disturbed = [w for w in task.warnings if "machine check" not in w]
+            points = len(disturbed)
+            line = (f"reproduce: {task.name}: {len(task.warnings)} warning(s), the first"
+                    f"{' disturbed point' if points else ''}: {(disturbed or task.warnings)[0].removeprefix(WARNING_PREFIX)}")
+            if points:
+                memlab_warn(line, ConditionsWarning, count=points)
+            else:
+                memlab_warn(line, MachineWarning)
 
 
 def reproduce(
@@ -630,7 +638,19 @@ _BADGE = {REPRODUCED: "verdict-good", NOT_REPRODUCED: "verdict-bad", NOT_MEASURA
 
 
 def _badge(status: str) -> str:
-    return f'<span class="verdict {_BADGE[status]}">{escape(status)}</span>'
+    """A verdict as a coloured label; a verdict without a colour of its own ("inconclusive") gets
+    the amber one of a verdict that is neither good nor bad."""
+    return f'<span class="verdict {_BADGE.get(status, "verdict-open")}">{escape(status)}</span>'
+
+
+def differs(status: str) -> bool:
+    """Whether a verdict says this machine differs from the source (or could not tell): every
+    verdict but "reproduced" and "not measurable" ("not reproduced", "inconclusive").
+
+    >>> differs("not reproduced"), differs("reproduced"), differs("not measurable")
+    (True, False, False)
+    """
+    return status not in (REPRODUCED, NOT_MEASURABLE)
 
 
 def _number_text(value: float | None) -> str:
@@ -676,8 +696,26 @@ def _source_html(item: Item) -> str:
             f"notebook <code>{escape(item.notebook)}</code>.</p>")
 
 
+def _as_item_sweep(item: Item, dataset: Dataset | None, first: Item) -> Dataset | None:
+    """The dataset as the item's own sweep: items whose sweeps measure the same points share one
+    dataset (:func:`plan`), named after the ``first`` of them; a family that draws and captions by
+    sweep (the chase: figure 3.16's miss ratios, figure 3.15's latencies) must see the item's own
+    sweep there. The rows are shared, only the sweep's name in the metadata differs.
+
+    >>> shared = Dataset([], {"family": "chase", "sweep": "fig3_15_quick"})
+    >>> _as_item_sweep(catalogue.item("fig3.16"), shared, catalogue.item("fig3.15")).metadata["sweep"]
+    'fig3_16_quick'
+    """
+    if dataset is None or item.sweep == first.sweep or not dataset.metadata.get("sweep"):
+        return dataset
+    quick = str(dataset.metadata["sweep"]).endswith("_quick")
+    own = item.sweep.split(".", 1)[-1] + ("_quick" if quick else "")
+    return Dataset(dataset.rows, {**dataset.metadata, "sweep": own})
+
+
 def _report_items(result: ReproduceResult) -> list[ReportItem]:
     sections = []
+    first = {entry.key: task.items[0] for task in result.tasks for entry in task.items}
     for judged in result.items:
         lead = [_source_html(judged.item), _numbers_html(judged), _verdicts_html(judged)]
         notes = []
@@ -686,7 +724,7 @@ def _report_items(result: ReproduceResult) -> list[ReportItem]:
         if judged.warnings:
             notes.append(f"{len(judged.warnings)} warning(s) while measuring, the first: {judged.warnings[0]}")
         sections.append(ReportItem(
-            title=judged.item.heading, dataset=judged.dataset, source=judged.path.name if judged.path else "",
+            title=judged.item.heading, dataset=_as_item_sweep(judged.item, judged.dataset, first.get(judged.item.key, judged.item)), source=judged.path.name if judged.path else "",
             error=judged.error, lead=lead, notes=notes,
             caption=judged.item.note or None,
         ))
@@ -706,19 +744,61 @@ def _intro(result: ReproduceResult) -> str:
     return text
 
 
+def _claim_line(index: int, judged: ItemResult, claim: Any, found: Verdict) -> str:
+    """One claim in the summary: its verdict, a link to its item, the claim, and why."""
+    link = f'<a href="#{anchor(index, judged.item.heading)}">{escape(judged.item.key)}</a>'
+    why = found.reason or found.detail
+    return (f"<li>{_badge(found.status)} {link}: {escape(claim.text)}"
+            + (f"<div class=reason><b>Why here:</b> {escape(why)}</div>" if why else "") + "</li>")
+
+
 def _summary_html(result: ReproduceResult) -> str:
+    """What the report leads with: the counts by verdict, every claim that differs here (one line
+    each, with its reason and a link to its item), the points whose runs disagree, the claims not
+    measurable (folded), then every item with its verdicts."""
     counts = {status: result.count(status) for status in VERDICTS}
-    head = " · ".join(f"{_badge(status)} {counts[status]}" for status in VERDICTS)
+    head = " ".join(f"<span class=count>{_badge(status)} {counts[status]}</span>" for status in VERDICTS)
+    parts = ['<section id="summary"><h2>Summary</h2>', f"<p class=counts>Claims: {head}</p>",
+             _hierarchy_html(result)]
+    differing, unmeasured = [], []
+    for index, judged in enumerate(result.items):
+        for claim, found in zip(judged.item.claims, judged.verdicts):
+            if differs(found.status):
+                differing.append(_claim_line(index, judged, claim, found))
+            elif found.status == NOT_MEASURABLE:
+                unmeasured.append(_claim_line(index, judged, claim, found))
+    if differing:
+        parts.append(f"<p><b>What differs here</b> ({len(differing)} claim{'s' if len(differing) != 1 else ''}):</p>")
+        parts.append("<ul class=claims>" + "".join(differing) + "</ul>")
+    elif result.items:
+        parts.append("<p><b>What differs here:</b> nothing; every claim measured here was reproduced.</p>")
+    unstable = []
+    for index, judged in enumerate(result.items):
+        found = unstable_points(judged.dataset) if judged.dataset is not None else []
+        if found:
+            link = f'<a href="#{anchor(index, judged.item.heading)}">{escape(judged.item.key)}</a>'
+            listed = "; ".join(f"{words} ({spread:.2f}x)" for words, spread in found[:4])
+            more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+            unstable.append(f"<li>{link}: {len(found)} point{'s' if len(found) != 1 else ''}: "
+                            f"{escape(listed)}{more}</li>")
+    if unstable:
+        parts.append(f"<p><b>Unstable points</b> (runs that disagree by more than {UNSTABLE_RUN_SPREAD:.2f}x; "
+                     "their verdicts are weaker):</p><ul class=claims>" + "".join(unstable) + "</ul>")
+    if unmeasured:
+        parts.append(f"<details><summary>Not measurable here ({len(unmeasured)} "
+                     f"claim{'s' if len(unmeasured) != 1 else ''})</summary><ul class=claims>"
+                     + "".join(unmeasured) + "</ul></details>")
     rows = []
     for index, judged in enumerate(result.items):
         link = f'<a href="#{anchor(index, judged.item.heading)}">{escape(judged.item.key)}</a>'
         each = judged.counts()
-        cells = [link, escape(f"{catalogue.SOURCES[judged.item.source].short}, {judged.item.label}"),
-                 escape(judged.item.title)]
-        cells += [str(each[status]) if each[status] else "" for status in VERDICTS]
-        rows.append(cells)
-    return (f"<p>Claims: {head}</p>" + _hierarchy_html(result)
-            + html_table(["item", "source", "title", *VERDICTS], rows, html_cells=True, wrap=(2,)))
+        verdicts = " ".join(f"<span class=count>{_badge(status)} {each[status]}</span>"
+                            for status in VERDICTS if each[status])
+        rows.append(f"<li>{link} {verdicts}<br><span class=meta>{escape(judged.item.heading)}</span></li>")
+    parts.append(f"<details><summary>Every item ({len(result.items)})</summary><ul class=items>"
+                 + "".join(rows) + "</ul></details>")
+    parts.append("</section>")
+    return "\n".join(parts)
 
 
 def _region_text(low: float, high: float) -> str:

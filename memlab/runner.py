@@ -48,7 +48,8 @@ from tqdm.auto import tqdm
 from memlab import fleet
 from memlab._version import __version__
 from memlab.check import check, largest_bytes
-from memlab.conditions import read_cpu_times
+from memlab.conditions import ConditionsWarning, MachineWarning, MemlabWarning, read_cpu_times
+from memlab.conditions import warn as memlab_warn
 from memlab.dataset import (
     FINGERPRINT_COLUMN,
     HOST_COLUMN,
@@ -490,7 +491,8 @@ class Run:
         self.overall: Any = None
         self.on_point: OnPoint | None = None
         self.on_measurement: Callable[[Any], None] | None = None
-        self.warn: Warn = lambda text: print(text, file=sys.stderr)
+        self.warn: Warn = memlab_warn
+        self._warn_given: Warn | None = None
         self.measured = 0
         self._opened = False
 
@@ -535,7 +537,9 @@ class Run:
     ) -> Run:
         """Check the output, start the executor (machine facts, machine check), write the metadata and
         open the writer; draw the run's bar (``progress``), advance ``overall`` too (a bar over
-        several runs). ``warn`` receives each warning line (default: printed to stderr);
+        several runs). ``warn`` receives each warning line (default: given through Python's
+        :mod:`warnings`: a :class:`memlab.conditions.ConditionsWarning` per disturbed point, a
+        :class:`memlab.conditions.MachineWarning` for the machine check);
         ``on_point(point, row)`` is called after each point (``row`` None for a point found on disk)
         and ``on_measurement(measurement)`` after each one measured here."""
         plan = self.plan()  # a point its family refuses stops the run here
@@ -563,11 +567,12 @@ class Run:
             self.bar = progress_bar(total, f"{self.sweep.family}:{self.sweep.name}{self.executor.label}",
                                     enabled=progress_enabled(progress), position=1 if overall is not None else 0,
                                     leave=overall is None)
-            self.warn = warn or (lambda text: self.bar.write(text, file=sys.stderr))
+            self._warn_given = warn
+            self.warn = warn or memlab_warn
             if total > waiting:
                 self._advance(total - waiting, "(on disk)")
             for text in machines.warnings:
-                self.warn(text)
+                self._say(text, MachineWarning)
         except BaseException:
             self._release()
             raise
@@ -603,12 +608,19 @@ class Run:
         self.measured += 1
         self._advance(1)
         if warning:
-            self.warn(f"memlab: warning: {self.family.name} {self.plan().describe(point) or 'point'}{where}: "
-                      f"{warning}")
+            self._say(f"memlab: warning: {self.family.name} {self.plan().describe(point) or 'point'}{where}: "
+                      f"{warning}", ConditionsWarning)
         if measurement is not None and self.on_measurement is not None:
             self.on_measurement(measurement)
         if self.on_point is not None:
             self.on_point(point, row)
+
+    def _say(self, text: str, category: type[MemlabWarning]) -> None:
+        """One warning line: to the caller's ``warn``, else through Python's warnings as ``category``."""
+        if self._warn_given is not None:
+            self._warn_given(text)
+        else:
+            memlab_warn(text, category, stacklevel=3)
 
     def skip(self, point: dict[str, Any]) -> None:
         """A point found on disk: counted on the bars, told to ``on_point`` with no row."""

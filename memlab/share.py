@@ -50,7 +50,7 @@ from typing import Any, Mapping, Sequence
 
 from memlab import chart, placement
 from memlab.dataset import Dataset
-from memlab.family import Family, check_bool, check_choice, check_int, coerce_fields
+from memlab.family import Family, OnCpu, check_bool, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
 from memlab.measure import Measurement
 from memlab.units import metric_label
@@ -512,6 +512,11 @@ def atomic_ops_figure(data: Dataset | str, metric: str | None = None):
                                    "the source: 1, 0.91, 3.17 for its three)")
 
 
+def threads_on_cpu(params: ShareParams) -> tuple[OnCpu, ...]:
+    """Every thread works on its lines throughout (``Family.on_cpu``)."""
+    return tuple(OnCpu(f"thread {index}", 1.0) for index in range(params.threads))
+
+
 FAMILY = Family(
     name="share",
     params_type=ShareParams,
@@ -536,4 +541,5 @@ FAMILY = Family(
             "instead (lock add, add-and-fetch, fetch-and-add, compare-and-swap, the __sync builtins).",
     report_columns=("lost_updates", "cas_failures_per_increment"),
     one_cpu="workers",
+    on_cpu=threads_on_cpu,
 )

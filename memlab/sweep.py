@@ -102,9 +102,11 @@ def run_sweep(
 
     The machine check (:func:`memlab.check.check`) runs before the first
     point and after the last; the metadata keeps both as ``check_start`` and
-    ``check_end``. A measurement that spent less than 90% of its wall time
-    on CPU, or saw more than 2% steal, gives one warning line, passed to
-    ``warn`` (default: printed to stderr).
+    ``check_end``. A measurement on CPU for less than 90% of what its family
+    expects (``Family.on_cpu``), or that saw more than 2% steal, gives one
+    warning line, passed to ``warn`` (default: a
+    :class:`memlab.conditions.ConditionsWarning` through Python's warnings,
+    which a notebook, pytest and ``-W`` filter).
 
     Every row names the machine that measured it (``context_host``,
     ``context_fingerprint_id``; docs/dataset.md).

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping
 
 from memlab import chart
 from memlab.dataset import Dataset
-from memlab.family import Family, check_choice, check_int, check_number, coerce_fields
+from memlab.family import Family, OnCpu, check_choice, check_int, check_number, coerce_fields
 from memlab.grid import Sweep
 from memlab.measure import Measurement
 from memlab.units import format_bytes, format_number
@@ -536,6 +536,14 @@ def _sample_seconds(params: SystemParams, target_seconds: float) -> float:
     return params.duration_s if params.iterations == 0 else params.iterations * 1e-3
 
 
+def copies_on_cpu(params: SystemParams) -> tuple[OnCpu, ...]:
+    """Each copy loops on its system calls (the kernel's time counts as its CPU time); spawn's
+    parent waits while its child starts and exits, so a spawn copy is counted on for half
+    (``Family.on_cpu``)."""
+    share = 0.5 if params.test == "spawn" else 1.0
+    return tuple(OnCpu(f"copy {index} ({params.test})", share) for index in range(params.copies))
+
+
 FAMILY = Family(
     name="system",
     params_type=SystemParams,
@@ -559,4 +567,5 @@ FAMILY = Family(
             "index = result / baseline x 10, the score their geometric mean.",
     report_columns=("KB_per_s", "index"),
     sample_seconds=_sample_seconds,
+    on_cpu=copies_on_cpu,
 )

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from memlab.conditions import ConditionsWarning, MachineWarning
+from memlab.conditions import warn as memlab_warn
 from memlab.dataset import Dataset, paths_for
 from memlab.family import Family
 from memlab.files import check_output_directory, inside
@@ -207,7 +209,7 @@ def tour(
                     continue
                 finally:
                     if warnings:
-                        overall.write(summarise_warnings(name, warnings, len(sweep.points)), file=sys.stderr)
+                        _warn_summary(summarise_warnings(name, warnings, len(sweep.points)), warnings)
                 result.runs.append(FamilyRun(name, sweep.name, path, dataset, time.monotonic() - began))
             if result.interrupted:
                 break
@@ -246,6 +248,16 @@ def summarise_warnings(family: str, warnings: Sequence[str], points: int) -> str
         parts.append(f"{len(others)} of {points} points measured with too little CPU time or too much steal "
                      f"(first: {reason}); the report flags them")
     return f"{_WARNING_PREFIX}{family}: " + "; ".join(parts)
+
+
+def _warn_summary(line: str, warnings: Sequence[str]) -> None:
+    """A sweep's one warning line, through Python's warnings: a ConditionsWarning counting its
+    disturbed points when it had some, else the machine check's MachineWarning."""
+    points = sum(1 for w in warnings if not w.startswith(_CHECK_PREFIX))
+    if points:
+        memlab_warn(line, ConditionsWarning, stacklevel=3, count=points)
+    else:
+        memlab_warn(line, MachineWarning, stacklevel=3)
 
 
 def _write_tour_report(result: TourResult, reduced: bool, command: str | None) -> Path:

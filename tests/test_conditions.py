@@ -154,7 +154,7 @@ def test_the_report_badges_the_disturbed_points():
     assert 'title="on CPU 48% of its wall time (below 90%)">⚠ on CPU 48%, steal 0.0%</span>' in text
     assert 'title="steal time 5.0% (above 2%)">⚠ on CPU 97%, steal 5.0%</span>' in text
     assert "<span class=meta>on CPU 99%, steal 0.0%</span>" in text
-    assert "2 of 3 points were measured with less than 90% of their wall time on CPU" in text
+    assert "2 of 3 points were measured with less than 90% of the CPU time their threads should get" in text
     assert "machine check warnings at the start: load, steal" in text
 
 

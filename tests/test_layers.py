@@ -23,7 +23,7 @@ PACKAGE = ROOT / "memlab"
 PYPROJECT = ROOT / "pyproject.toml"
 
 #: Optional dependencies (extras) a function may import when it needs them.
-OPTIONAL_DEPENDENCIES = {"matplotlib", "pandas", "IPython", "threadpoolctl", "distributed", "pyarrow"}
+OPTIONAL_DEPENDENCIES = {"matplotlib", "PIL", "pandas", "IPython", "threadpoolctl", "distributed", "pyarrow"}
 
 
 def modules() -> dict[str, Path]:

@@ -50,10 +50,15 @@ def screen_lines(drawn: str) -> list[str]:
     return lines
 
 
+#: The command's last line, what was flagged (memlab.cli.FlagTally): not a bar either.
+SUMMARY_LINE = re.compile(r"^memlab \w+: (flagged |nothing flagged)")
+
+
 def bar_frames(drawn: str) -> list[str]:
-    """Every state of the bars drawn (lines the machine check's warnings print are not bars)."""
+    """Every state of the bars drawn (lines the machine check's warnings print, and the summary
+    of what was flagged, are not bars)."""
     frames = ANSI.sub("", drawn).replace("\n", "\r").split("\r")
-    return [f for f in frames if f.strip() and not f.startswith("memlab: warning")]
+    return [f for f in frames if f.strip() and not f.startswith("memlab: warning") and not SUMMARY_LINE.match(f)]
 
 
 def test_terminal_bar_fits_80_columns_and_does_not_stack(tmp_path):

@@ -181,5 +181,45 @@ def test_items_showing_one_dataset_draw_its_figure_once(monkeypatch):
     assert len(drawn) == 2
     parsed = parse_report(text)
     assert len(parsed.images) == 3
-    assert 'alt="two: standard figure"' in text
+    # Its alt text is the title the figure shows, the same figure for both items.
+    alts = [image["alt"] for image in parsed.images]
+    assert alts[0] == alts[1] == report.chart.figure_title(real(shared)) and alts[0].startswith("chase")
     assert progress == [(1, 3, "one"), (2, 3, "two"), (3, 3, "three")]
+
+
+def test_a_figure_is_embedded_once_as_the_smaller_of_svg_and_a_palette_png():
+    ds = fixtures.pipe()
+    text = report.build_report([ds])
+    parsed = parse_report(text)
+    (image,) = parsed.images
+    fig = report.plot.figure(ds)
+    svg, png = report.chart.to_svg(fig), report.chart.to_palette_png(fig)
+    mime, data = report.chart.embedded_image(fig)
+    assert (mime, data) == (("image/svg+xml", svg) if len(svg) < len(png) else ("image/png", png))
+    assert image["src"].startswith(f"data:{mime};base64,")
+    assert len(png) < len(report.chart.to_png(fig))  # the palette is smaller than full colour
+    assert image["alt"] == report.chart.figure_title(fig) and image["alt"].startswith("pipe ladder")
+
+
+def test_points_whose_runs_disagree_are_listed():
+    rows = []
+    for size in (4096, 8192):
+        for run, value in enumerate((1.0, 2.0 if size == 8192 else 1.05)):
+            rows.append({"family": "chase", "working_set_bytes": size, "run": run, "ns_per_element": value,
+                         "ns_per_element_samples": [value, value * 1.01], "repeat": 2})
+    ds = Dataset(rows, {"family": "chase", "param_names": ["working_set_bytes"], "primary_metric": "ns_per_element"})
+    assert report.unstable_points(ds) == [("working_set_bytes=8 KiB", pytest.approx(2.0, rel=0.01))]
+    text = report.build_report([ds])
+    assert "1 of 2 points: their runs disagree by more than 1.25x" in text and "working_set_bytes=8 KiB (2.0" in text
+    written = [{**row, "run_spread": 1.3} for row in rows[:1]]  # a spread the run loop wrote wins
+    assert report.unstable_points(Dataset(written, ds.metadata)) == [("working_set_bytes=4 KiB", 1.3)]
+
+
+def test_the_clearing_order_figure_says_what_every_bar_shares():
+    from memlab.clear import order_figure
+
+    rows = [{**row, "region_bytes": 256 << 20} for row in fixtures.clear_order().rows
+            if row["method"] == "rep_stosb" and row["order"] == "sequential"]
+    fig = order_figure(Dataset(rows, fixtures.clear_order().metadata))
+    assert "every bar: order=sequential, method=rep_stosb, pages=thp, region_bytes=256 MiB" in \
+        report.chart.figure_title(fig)

@@ -1,18 +1,22 @@
 """The report in a real browser (headless Chromium): no console errors, every image decodes,
-no horizontal overflow at a laptop's 1366 px and a phone's 390 px, every table-of-contents link
-lands on its section, and phones get the narrow drawing of each figure."""
+no horizontal scrolling at laptops' 1366 and 1280 px and a phone's 390 px (each figure is embedded
+once and scaled to the width), every table-of-contents link lands on its section, and a reproduce
+report leads with its summary, its links land, and each item's figure is titled as its item."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 import plot_fixtures as fixtures
 from browser import find_chromium, launch
-from memlab import report
+from memlab import catalogue, report
+from memlab.reproduce import ReproduceResult, Task, judge, write_results
 
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
-WIDTHS = (1366, 390)
+WIDTHS = (1366, 1280, 390)
 
 
 def test_find_chromium_says_why_when_there_is_none(monkeypatch, tmp_path):
@@ -61,14 +65,11 @@ def test_report_in_chromium(chromium, report_file, width):
     assert problems == []
 
     images = page.evaluate("""() => Array.from(document.images).map(img => ({
-        width: img.naturalWidth, complete: img.complete, narrow: img.currentSrc !== img.src}))""")
+        width: img.naturalWidth, complete: img.complete, shown: img.getBoundingClientRect().width}))""")
     assert len(images) >= 9
     assert all(image["complete"] and image["width"] > 0 for image in images), images
-    # A phone gets each figure's narrow drawing, a laptop the wide one.
-    assert all(image["narrow"] == (width <= report.NARROW_SCREEN_PX) for image in images), images
-
-    overflow = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-    assert overflow[0] <= overflow[1], f"the page is {overflow[0]} px wide in a {overflow[1]} px window"
+    assert all(0 < image["shown"] <= width for image in images), images  # scaled to the window
+    _no_horizontal_scrolling(page)
 
     targets = page.evaluate("() => Array.from(document.querySelectorAll('nav a')).map(a => a.getAttribute('href'))")
     assert len(targets) == len(fixtures.ALL) + 2  # every dataset, the failed family, the machine
@@ -83,4 +84,58 @@ def test_report_in_chromium(chromium, report_file, width):
         assert landed["tag"] == "SECTION" and landed["hash"] == href, landed
         # At the top of the window, or the page is scrolled as far as it goes.
         assert abs(landed["top"]) <= 2 or landed["bottom"] <= 2, (href, landed)
+    page.close()
+
+
+def _no_horizontal_scrolling(page) -> None:
+    overflow = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert overflow[0] <= overflow[1], f"the page is {overflow[0]} px wide in a {overflow[1]} px window"
+
+
+@pytest.fixture(scope="module")
+def reproduce_report(tmp_path_factory):
+    """A reproduce report of figures 3.15 and 3.16 sharing one dataset (their quick sweeps measure the
+    same points) and of the clearing extents, on fixture data: what ``memlab reproduce`` writes."""
+    shared = fixtures.chase()
+    shared.metadata["sweep"] = "fig3_15_quick"
+    extents = fixtures.clear_order()
+    extents.metadata["sweep"] = "clear_order_quick"
+    entries = [catalogue.item(key) for key in ("fig3.15", "fig3.16", "clear-extent")]
+    out = tmp_path_factory.mktemp("reproduce")
+    result = ReproduceResult(out=out, quick=True,
+                             tasks=[Task(None, None, entries[:2]), Task(None, None, entries[2:])],
+                             items=[judge(entries[0], shared), judge(entries[1], shared), judge(entries[2], extents)])
+    return write_results(result, command="memlab reproduce --quick")
+
+
+#: A figure number as a heading ("Figure 3.16") or a figure's title ("Fig. 3.16", "Figs. 7.1-7.3") writes it.
+FIGURE_NUMBER = re.compile(r"\bFig(?:ure|s?\.)\s*(\d+\.\d+)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_reproduce_report_leads_with_its_summary_and_titles_each_figure_as_its_item(chromium, reproduce_report,
+                                                                                    width):
+    page = chromium.new_page(viewport={"width": width, "height": 900})
+    problems = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.goto(reproduce_report.as_uri())
+    page.wait_for_load_state("load")
+    assert problems == []
+    _no_horizontal_scrolling(page)
+    order = page.evaluate("() => Array.from(document.querySelectorAll('section')).map(s => s.id)")
+    assert order[0] == "summary" and len(order) == 5  # the summary, three items, the machine
+    counts = page.evaluate("""() => Array.from(document.querySelectorAll('#summary .counts .count'))
+        .map(c => { const box = c.getBoundingClientRect(); return [box.left, box.right]; })""")
+    assert counts and all(0 <= left and right <= width for left, right in counts), counts  # on screen
+    links = page.evaluate("() => Array.from(document.querySelectorAll('#summary a')).map(a => a.getAttribute('href'))")
+    assert links and all(page.evaluate("(id) => document.getElementById(id) !== null", h[1:]) for h in links)
+    figures = page.evaluate("""() => Array.from(document.querySelectorAll('section')).filter(s => s.querySelector('img'))
+        .map(s => [s.querySelector('h2').textContent, s.querySelector('img').alt])""")
+    assert len(figures) == 3, figures
+    for heading, title in figures:
+        wanted = FIGURE_NUMBER.findall(heading)
+        shown = FIGURE_NUMBER.findall(title)
+        assert not shown or shown == wanted, f"the section {heading!r} shows a figure titled {title!r}"
+    assert "3.16" in figures[1][1] and "3.15" in figures[0][1]
     page.close()

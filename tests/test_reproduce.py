@@ -377,3 +377,28 @@ def test_verdicts_and_times_are_written_without_following_a_planted_link(fake_ca
     assert victim.read_text() == "secret"
     assert json.loads((out / reproducing.VERDICTS_FILE).read_text())["items"]
     assert json.loads((out / reproducing.TIMES_FILE).read_text())
+
+
+def test_the_report_leads_with_the_counts_and_every_claim_that_differs(fake_catalogue, tmp_path, monkeypatch):
+    """The summary comes first: counts by verdict (any verdict the catalogue has, "inconclusive"
+    included), then each claim that differs here with its reason and a link to its item; the
+    claims not measurable are folded."""
+    monkeypatch.setattr(catalogue, "VERDICTS", (*catalogue.VERDICTS, "inconclusive"))
+    monkeypatch.setattr(reproducing, "VERDICTS", catalogue.VERDICTS)
+    clock = catalogue.item("clock")
+    ds = Dataset([{"family": "calibrate", "budget_ns": 10**7, "core_GHz": 3.0}], {"family": "calibrate"})
+    judged = reproducing.judge(clock, ds)
+    judged.verdicts[0] = Verdict("inconclusive", "runs disagree by 40%", reason="runs disagree by 40%")
+    result = reproducing.ReproduceResult(out=tmp_path, quick=True, items=[judged])
+    text = reproducing.write_results(result).read_text()
+    parse_report(text, allow_external=True)
+    summary = text[text.index('<section id="summary">'):text.index("</section>")]
+    assert text.index('<section id="summary">') < text.index('<section id="s0-')
+    assert '<span class="verdict verdict-open">inconclusive</span> 1' in summary
+    assert '<span class="verdict verdict-bad">not reproduced</span> 1' in summary
+    differs = summary[summary.index("What differs here"):summary.index("</ul>")]
+    assert "(2 claims)" in differs and f'href="#{reproducing.anchor(0, clock.heading)}"' in differs
+    assert "runs disagree by 40%" in differs and clock.claims[0].text in differs
+    assert clock.claims[1].text in differs and clock.claims[2].text not in differs  # not measurable: folded
+    assert "<details><summary>Not measurable here (1 claim)</summary>" in summary
+    assert reproducing.differs("inconclusive") and not reproducing.differs(NOT_MEASURABLE)

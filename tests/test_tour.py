@@ -6,6 +6,7 @@ import pytest
 
 from html_check import parse_report
 from memlab import cli, tour
+from memlab.conditions import ConditionsWarning, MemlabWarning
 from memlab.dataset import Dataset
 from memlab.registry import all_families
 from memlab.sweep import Sweep
@@ -120,11 +121,15 @@ def test_a_loaded_machine_gives_one_warning_line_per_family_not_one_per_point(tm
         return real(sweep, out, warn=lambda text: None, **options)
 
     monkeypatch.setattr(tour, "run_sweep", loaded)
-    result = tour.tour(tmp_path, reduced=True, families=["calibrate", "region"], progress=False)
+    with pytest.warns(MemlabWarning) as caught:  # through Python's warnings, a notebook's filters apply
+        result = tour.tour(tmp_path, reduced=True, families=["calibrate", "region"], progress=False)
     assert not result.failed
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("memlab: warning")]
+    mine = [w for w in caught if issubclass(w.category, MemlabWarning)]
+    lines = [f"memlab: warning: {w.message}" for w in mine]
     assert [line.split(":")[2].strip() for line in lines] == ["calibrate", "region"]
     region_points = len(result.runs[1].dataset)
+    assert all(w.category is ConditionsWarning for w in mine)
+    assert [w.message.count for w in mine] == [len(result.runs[0].dataset), region_points]
     assert lines[1] == ("memlab: warning: region: the machine check found load: 9.0 on 2 CPUs (memlab check "
                         f"for details); {region_points} of {region_points} points measured with too little CPU "
                         "time or too much steal (first: on CPU 40% of its wall time (below 90%)); "

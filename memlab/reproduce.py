@@ -28,9 +28,13 @@ from typing import Any, Callable, Sequence
 
 from memlab import catalogue
 from memlab.catalogue import (
+    FAILS,
+    INCONCLUSIVE,
     NOT_MEASURABLE,
     NOT_REPRODUCED,
+    PASSES,
     REPRODUCED,
+    SANITY_VERDICTS,
     VERDICTS,
     Item,
     NotMeasurable,
@@ -97,7 +101,15 @@ class ItemResult:
     warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        return {status: sum(v.status == status for v in self.verdicts) for status in VERDICTS}
+        """The claims' verdicts by status (sanity checks apart: :meth:`sanity_counts`)."""
+        return {status: sum(v.status == status for c, v in self._pairs() if not c.sanity) for status in VERDICTS}
+
+    def sanity_counts(self) -> dict[str, int]:
+        """The sanity checks' verdicts by status (passes, fails, not measurable)."""
+        return {status: sum(v.status == status for c, v in self._pairs() if c.sanity) for status in SANITY_VERDICTS}
+
+    def _pairs(self) -> list[tuple[Any, Verdict]]:
+        return list(zip(self.item.claims, self.verdicts))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,8 +126,8 @@ class ItemResult:
                 for n, value, reason in self.numbers
             ],
             "claims": [
-                {"claim": c.text, "cite": c.cite, "status": v.status, "detail": v.detail,
-                 "values": dict(v.values), "reason": v.reason}
+                {"claim": c.text, "cite": c.cite, "sanity": c.sanity, "effect": c.effect, "status": v.status,
+                 "detail": v.detail, "values": dict(v.values), "reason": v.reason}
                 for c, v in zip(self.item.claims, self.verdicts)
             ],
         }
@@ -129,7 +141,8 @@ class ItemResult:
             lines.append(f"  {number.quantity}: source {format_number(number.source)} {number.unit}, "
                          f"here {here}" + (f", ratio {ratio:.3g}" if ratio is not None else ""))
         for claim, found in zip(self.item.claims, self.verdicts):
-            lines.append(f"  [{found.status}] {claim.text}\n      {found.detail}"
+            status = f"sanity check: {found.status}" if claim.sanity else found.status
+            lines.append(f"  [{status}] {claim.text}\n      {found.detail}"
                          + (f"\n      why: {found.reason}" if found.reason and found.reason != found.detail else ""))
         return "\n".join(lines)
 
@@ -202,7 +215,12 @@ class ReproduceResult:
         return [task for task in self.tasks if task.error]
 
     def count(self, status: str) -> int:
+        """How many claims (sanity checks apart) have this verdict."""
         return sum(result.counts()[status] for result in self.items)
+
+    def sanity_count(self, status: str) -> int:
+        """How many sanity checks have this verdict (passes, fails, not measurable)."""
+        return sum(result.sanity_counts()[status] for result in self.items)
 
     @property
     def not_reproduced(self) -> list[tuple[ItemResult, Verdict]]:
@@ -367,7 +385,7 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
 
 def _with_reason(entry: Item, claim: str, found: Verdict, dataset: Dataset) -> Verdict:
     """The verdict with its reason (memlab.reasons) when it is not "reproduced"."""
-    if found.status == REPRODUCED or found.reason:
+    if found.status in (REPRODUCED, PASSES) or found.reason:
         return found
     context = Context(entry.key, claim, found.status, found.detail, dict(found.values), dataset, entry.machine)
     return dataclasses.replace(found, reason=explain(context))
@@ -519,6 +537,7 @@ def _write_verdicts(result: ReproduceResult) -> None:
         "phases": {name: phase.to_dict() for name, phase in result.phases.items()},
         "interrupted": result.interrupted,
         "counts": {status: result.count(status) for status in VERDICTS},
+        "sanity_counts": {status: result.sanity_count(status) for status in SANITY_VERDICTS},
         "items": [r.to_dict() for r in result.items],
     }
     atomic_write(result.out / VERDICTS_FILE, json.dumps(data, indent=1, default=str))
@@ -526,7 +545,8 @@ def _write_verdicts(result: ReproduceResult) -> None:
 
 # ---- the report --------------------------------------------------------------------------
 
-_BADGE = {REPRODUCED: "verdict-good", NOT_REPRODUCED: "verdict-bad", NOT_MEASURABLE: "verdict-none"}
+_BADGE = {REPRODUCED: "verdict-good", NOT_REPRODUCED: "verdict-bad", INCONCLUSIVE: "verdict-none",
+          NOT_MEASURABLE: "verdict-none", PASSES: "verdict-good", FAILS: "verdict-bad"}
 
 
 def _badge(status: str) -> str:
@@ -557,12 +577,18 @@ def _numbers_html(result: ItemResult) -> str:
 
 
 def _verdicts_html(result: ItemResult) -> str:
-    lines = ["<p><b>Claims</b></p>", "<ul class=claims>"]
-    for claim, found in zip(result.item.claims, result.verdicts):
-        why = reason_html(found.reason) if found.reason and found.reason != found.detail else "<br>"
-        lines.append(f"<li>{_badge(found.status)} {escape(claim.text)}{why}<span class=meta>Source: "
-                     f"{escape(claim.cite)}</span><br>{escape(found.detail)}</li>")
-    lines.append("</ul>")
+    """The item's claims, then its sanity checks apart (they are never counted as reproduced)."""
+    lines = []
+    for heading, sanity in (("Claims", False), ("Sanity checks (not counted as reproduced)", True)):
+        pairs = [(c, v) for c, v in zip(result.item.claims, result.verdicts) if c.sanity == sanity]
+        if not pairs:
+            continue
+        lines += [f"<p><b>{heading}</b></p>", "<ul class=claims>"]
+        for claim, found in pairs:
+            why = reason_html(found.reason) if found.reason and found.reason != found.detail else "<br>"
+            lines.append(f"<li>{_badge(found.status)} {escape(claim.text)}{why}<span class=meta>Source: "
+                         f"{escape(claim.cite)}</span><br>{escape(found.detail)}</li>")
+        lines.append("</ul>")
     return "\n".join(lines)
 
 
@@ -599,8 +625,9 @@ def _intro(result: ReproduceResult) -> str:
     text = (f"Every source item memlab reproduces, re-measured on this machine ({mode} sweeps, "
             f"{len(result.items)} items, measured in {format_duration(measuring.wall_s)}): what the source measured and on "
             "what machine, its numbers beside this machine's, this machine's figure and points, and a "
-            "verdict per claim: reproduced, not reproduced (with the values measured) or not measurable "
-            "here (with the reason).")
+            "verdict per claim: reproduced, not reproduced (with the values measured), inconclusive (the "
+            "run-level interval straddles the claim's bound) or not measurable here (with the reason); "
+            "sanity checks are shown apart and never counted as reproduced.")
     if result.interrupted:
         text += " The run was interrupted; items not reached are not measurable."
     return text
@@ -617,5 +644,6 @@ def _summary_html(result: ReproduceResult) -> str:
                  escape(judged.item.title)]
         cells += [str(each[status]) if each[status] else "" for status in VERDICTS]
         rows.append(cells)
-    return (f"<p>Claims: {head}</p>"
+    sanity = " · ".join(f"{_badge(status)} {result.sanity_count(status)}" for status in SANITY_VERDICTS)
+    return (f"<p>Claims: {head}</p><p>Sanity checks: {sanity}</p>"
             + html_table(["item", "source", "title", *VERDICTS], rows, html_cells=True, wrap=(2,)))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from memlab import catalogue
+from memlab import catalogue, pipe
 from memlab.catalogue import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED, Item
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
@@ -228,7 +228,7 @@ def sharing(ratios: dict[int, float], **facts):
 
 
 def ladder(rates, two_cpus=True, **facts):
-    settings = catalogue._RUNG_MATCH
+    settings = [match for _, match in pipe.RUNGS]
     cpus = (0, 1) if two_cpus else (0, 0)
     return rows("pipe", [{**s, "writer_cpu": cpus[0], "reader_cpu": cpus[1], "GiB_per_s": r}
                          for s, r in zip(settings, rates) if r is not None], **facts)

@@ -10,6 +10,7 @@ import math
 import statistics
 from typing import Any, Callable, Mapping, Sequence
 
+from memlab.catalogue import core
 from memlab.catalogue.claims import Direction, Ratio, Same, Sanity, Steps
 from memlab.catalogue.core import (
     REGION_NAMES,
@@ -18,7 +19,6 @@ from memlab.catalogue.core import (
     NotMeasurable,
     Number,
     Verdict,
-    caches,
     curve,
     nearest,
     region,
@@ -62,7 +62,7 @@ def _bw_quick(sweep: Sweep, ops: Sequence[str] | None = None, l3: bool = True) -
     quarter of the L1d, a quarter of the L2, a set between the L2 and the last cache (with ``l3``,
     where there is an L3) and the sweep's set nearest twice the last cache, each the nearest the
     full sweep has."""
-    sizes = caches(Dataset([], {}))
+    sizes = core.caches(Dataset([], {}))
     llc = max(size for name, size in sizes.items() if not name.endswith("i"))
     sweep_sizes = sorted({p["working_set_bytes"] for p in sweep.points})
     targets = [sizes["L1d"] / 4, sizes["L2"] / 4, 2 * llc]

@@ -13,6 +13,7 @@ import statistics
 from typing import Any, Callable, Mapping, Sequence
 
 from memlab import chase_analysis
+from memlab.catalogue import core
 from memlab.catalogue.claims import Ratio, Same, Sanity, Steps
 from memlab.catalogue.core import (
     REGION_NAMES,
@@ -24,7 +25,6 @@ from memlab.catalogue.core import (
     _value,
     at_largest_common,
     at_working_sets,
-    caches,
     curve,
     cycles_in,
     finite,
@@ -257,7 +257,7 @@ _random_vs_sequential = Ratio(_random_over_sequential, 450 / 9, "random / sequen
 
 def _random_past_l1(ds: Dataset) -> dict[str, float]:
     points = curve(ds, "ns_per_element", order="random")
-    l1 = caches(ds)["L1d"]
+    l1 = core.caches(ds)["L1d"]
     climb = {format_bytes(k): v for k, v in points.items() if k >= 2 * l1}
     if len(climb) < 3:
         raise NotMeasurable(f"fewer than three random working sets past the L1d were measured ({len(climb)})")
@@ -418,7 +418,7 @@ def _miss_ratios(ds: Dataset, order: str) -> dict[float, float]:
 
 
 def _random_misses_past_l2(ds: Dataset) -> dict[str, float]:
-    l2 = caches(ds)["L2"]
+    l2 = core.caches(ds)["L2"]
     points = {format_bytes(k): v for k, v in _miss_ratios(ds, "random").items() if k >= l2}
     if len(points) < 2:
         raise NotMeasurable(f"fewer than two random working sets of the L2 size ({format_bytes(l2)}) or more "
@@ -435,7 +435,7 @@ def _misses_by_order(ds: Dataset) -> dict[str, float]:
     if not common:
         raise NotMeasurable("the random and sequential walks share no counted working set")
     size = max(common)
-    if size < 4 * caches(ds)["L2"]:
+    if size < 4 * core.caches(ds)["L2"]:
         raise NotMeasurable(f"the largest counted working set of both walks ({format_bytes(size)}) is not beyond "
                             f"4x the L2")
     return {"sequential": sequential[size], "random": random[size]}
@@ -750,7 +750,7 @@ def _fig3_30_quick(sweep: Sweep) -> Sweep:
     """Both orders and both pointer words at the sweep's sets nearest a quarter of the L2 (inside the
     caches, for the figure), eight times the L2 and 128 MiB (where the claim reads), three repetitions:
     the effect is small, so fewer sets measured more often."""
-    sizes = caches(Dataset([], {}))
+    sizes = core.caches(Dataset([], {}))
     sweep_sizes = sorted({p["working_set_bytes"] for p in sweep.points})
     keep = {nearest(sweep_sizes, t) for t in (sizes["L2"] / 4, min(8 * sizes["L2"], 1 << 28), 1 << 27)}
     return shorter(sweep, [p for p in sweep.points if p["working_set_bytes"] in keep], repeat=3)

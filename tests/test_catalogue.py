@@ -824,7 +824,7 @@ def test_the_verdict_turns_just_outside_the_bound(key, index, holds, fails, unkn
     assert pairs, f"no scaling of the datasets turns the verdict: {statuses}"
     for wanted in (NOT_REPRODUCED, REPRODUCED):  # the edge of each verdict, from its side
         inside, other = pairs[0] if wanted == REPRODUCED else pairs[0][::-1]
-        for _ in range(40):
+        for _ in range(24):
             middle = (inside + other) / 2
             if judged(key, index, powered(base, middle)).status == wanted:
                 inside = middle

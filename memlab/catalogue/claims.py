@@ -105,7 +105,7 @@ class Interval:
 
     def text(self) -> str:
         if self.low == self.high == self.value:
-            return f"{self.value:.3g} (one sample a side: no interval)"
+            return f"{self.value:.3g} (no second run or sample to resample: no interval)"
         return f"{self.value:.3g} (run-level {CONFIDENCE:.0%} interval {self.low:.3g}-{self.high:.3g})"
 
 
@@ -121,40 +121,62 @@ def _samples_of(value: Any) -> np.ndarray | None:
     return samples if samples.size >= 2 else None
 
 
-def _resampling_plan(ds: Dataset) -> tuple[list[list[dict]], dict[int, dict[str, np.ndarray]]] | None:
-    """The dataset's points as lists of run rows, and each row's samples by metric; None when no
-    point has two runs and no row two samples (nothing to resample: the interval is the value)."""
-    rows = list(ds.rows)
+@dataclass
+class _Plan:
+    """How to resample a dataset: its rows as plain dicts, each point's runs (row indices), and for
+    each row its metrics' resampled medians, drawn up front (resample x slot of its point)."""
+
+    rows: list[dict]
+    points: list[list[int]]
+    choices: list[np.ndarray]
+    medians: dict[int, dict[str, np.ndarray]]
+
+
+def _plan(ds: Dataset, resamples: int, rng: np.random.Generator) -> _Plan | None:
+    """The resampling of ``ds`` (see :func:`run_level_interval`); None when no point has two runs
+    and no row two samples (nothing to resample: the interval is the value)."""
+    rows = [dict(row) for row in ds.rows]
     names = [n for n in ds.param_names if not n.endswith(_SAMPLES_SUFFIX)]
-    points = [[row for run in runs.values() for row in run] for runs in point_runs(rows, names).values()]
+    position = {id(row): index for index, row in enumerate(ds.rows)}
+    points = [[position[id(row)] for run in runs.values() for row in run]
+              for runs in point_runs(ds.rows, names).values()]
     samples: dict[int, dict[str, np.ndarray]] = {}
-    for row in rows:
-        found = {}
+    for index, row in enumerate(rows):
         for column, value in row.items():
             if column.endswith(_SAMPLES_SUFFIX) and column[: -len(_SAMPLES_SUFFIX)] in row:
                 drawn = _samples_of(value)
                 if drawn is not None:
-                    found[column[: -len(_SAMPLES_SUFFIX)]] = drawn
-        if found:
-            samples[id(row)] = found
+                    samples.setdefault(index, {})[column[: -len(_SAMPLES_SUFFIX)]] = drawn
     if not samples and all(len(point) < 2 for point in points):
         return None
-    return points, samples
-
-
-def _resampled(ds: Dataset, points: list[list[dict]], samples: Mapping[int, Mapping[str, np.ndarray]],
-               rng: np.random.Generator) -> Dataset:
-    rows = []
+    choices, medians = [], {}
     for point in points:
-        for index in rng.integers(0, len(point), size=len(point)):
-            row = point[int(index)]
-            drawn = samples.get(id(row))
+        slots = len(point)
+        choices.append(rng.integers(0, slots, size=(resamples, slots)))
+        for index in point:
+            for metric, values in samples.get(index, {}).items():
+                picks = rng.integers(0, values.size, size=(resamples, slots, values.size))
+                medians.setdefault(index, {})[metric] = np.median(values[picks], axis=2)
+    return _Plan(rows, points, choices, medians)
+
+
+def _resampled(ds: Dataset, plan: _Plan, draw: int) -> Dataset:
+    """Resample number ``draw``: every point's runs drawn with replacement, each drawn row with its
+    metrics' resampled medians for its slot."""
+    rows = []
+    for point, choice in zip(plan.points, plan.choices):
+        for slot, pick in enumerate(choice[draw]):
+            index = point[int(pick)]
+            row = plan.rows[index]
+            drawn = plan.medians.get(index)
             if drawn:
                 row = dict(row)
                 for metric, values in drawn.items():
-                    row[metric] = float(np.median(values[rng.integers(0, values.size, size=values.size)]))
+                    row[metric] = float(values[draw, slot])
             rows.append(row)
-    return Dataset(rows, ds.metadata)
+    resampled = Dataset([], ds.metadata)
+    resampled.rows = rows
+    return resampled
 
 
 def _as_mapping(value: Any) -> dict[str, float]:
@@ -180,15 +202,13 @@ def run_level_interval(ds: Dataset, statistic: Statistic, *, resamples: int = RE
     True
     """
     value = _as_mapping(statistic(ds))
-    plan = _resampling_plan(ds)
+    plan = _plan(ds, resamples, np.random.default_rng(seed))
     if plan is None:
         return {name: Interval(v, v, v) for name, v in value.items()}
-    points, samples = plan
-    rng = np.random.default_rng(seed)
     drawn: dict[str, list[float]] = {name: [] for name in value}
-    for _ in range(resamples):
+    for draw in range(resamples):
         try:
-            found = _as_mapping(statistic(_resampled(ds, points, samples, rng)))
+            found = _as_mapping(statistic(_resampled(ds, plan, draw)))
         except (NotMeasurable, ZeroDivisionError, ValueError):
             continue
         for name in value:

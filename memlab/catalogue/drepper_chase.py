@@ -826,7 +826,8 @@ FIG6_7 = _chase_item(
                              {"prefetch_distance": 0, "helper_thread": False}, "no prefetch / prefetch 5", 0.08)),
     ],
     machine=_FIG6_7_MACHINE, section="6.3.2",
-    note="The source's 32-bit NPAD=31 elements are 128 bytes; memlab's NPAD=31 are 256 bytes on 64-bit.",
+    note="The source's 32-bit NPAD=31 elements are 128 bytes; the sweep walks 128-byte elements too "
+         "(element_bytes=128), where memlab's 64-bit NPAD=31 would be 256.",
 )
 
 

@@ -44,7 +44,7 @@ from memlab.catalogue import (
 from memlab.dataset import Dataset, paths_for
 from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Sweep, as_sweeps
-from memlab.reasons import Context, explain
+from memlab.reasons import CANDIDATE_DEFECT, Context, explain
 from memlab.registry import family as get_family
 from memlab.measure import cpu_seconds
 from memlab.report import ReportItem, anchor, escape, html_table, reason_html, write_report
@@ -388,7 +388,16 @@ def _with_reason(entry: Item, claim: str, found: Verdict, dataset: Dataset) -> V
     if found.status in (REPRODUCED, PASSES) or found.reason:
         return found
     context = Context(entry.key, claim, found.status, found.detail, dict(found.values), dataset, entry.machine)
-    return dataclasses.replace(found, reason=explain(context))
+    reason = explain(context)
+    if found.status == INCONCLUSIVE and reason == CANDIDATE_DEFECT:
+        reason = INCONCLUSIVE_REASON
+    return dataclasses.replace(found, reason=reason)
+
+
+#: The reason of an inconclusive verdict no rule of memlab.reasons explains: not a defect, a run
+#: too noisy (or too short) for the claim's bound.
+INCONCLUSIVE_REASON = ("the run-level interval straddles the claim's bound: this run cannot tell either way "
+                       "(more runs, or a quieter machine, may)")
 
 
 # ---- running ---------------------------------------------------------------------------

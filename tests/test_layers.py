@@ -99,6 +99,18 @@ def test_the_contract_rejects_an_import_running_up_or_across(tmp_path, low, high
     assert f"memlab.{low} is not allowed to import memlab.{high}" in result.stdout
 
 
+def test_the_catalogue_contract_rejects_one_source_module_importing_another(tmp_path):
+    """Inside memlab/catalogue/ a source module (pipes) may import claims and core, not another source."""
+    pytest.importorskip("importlinter", reason="import-linter (the test extra) is not installed")
+    copy = tmp_path / "memlab"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("*.so", "_bin", "__pycache__"))
+    target = copy / "catalogue" / "pipes.py"
+    target.write_text(target.read_text() + "\nimport memlab.catalogue.clearing  # a sideways import\n")
+    result = lint(PYPROJECT, tmp_path, pythonpath=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "memlab.catalogue.pipes is not allowed to import memlab.catalogue.clearing" in result.stdout
+
+
 def _function_imports(path: Path) -> list[tuple[int, str]]:
     """(line, module) of every import statement inside a function or method body."""
     found = []

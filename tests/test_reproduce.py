@@ -160,6 +160,8 @@ def test_reproduce_writes_datasets_report_and_verdicts(fake_catalogue, tmp_path)
     assert data["sanity_counts"] == {PASSES: 1, FAILS: 0, NOT_MEASURABLE: 0}
     assert [c["sanity"] for c in data["items"][0]["claims"]] == [False, False, False, False, True]
     assert result.count(REPRODUCED) == 1 and result.sanity_count(PASSES) == 1
+    # inconclusive is noise (the run's conditions) or the interval itself, never "a candidate defect"
+    assert clock.verdicts[3].reason and "candidate defect" not in clock.verdicts[3].reason
     assert data["items"][0]["numbers"][0]["measured"] > 0
     assert "no PMU" in data["items"][0]["numbers"][1]["reason"]
     assert "no PMU" in data["items"][0]["claims"][2]["detail"]
@@ -390,3 +392,11 @@ def test_verdicts_and_times_are_written_without_following_a_planted_link(fake_ca
     assert victim.read_text() == "secret"
     assert json.loads((out / reproducing.VERDICTS_FILE).read_text())["items"]
     assert json.loads((out / reproducing.TIMES_FILE).read_text())
+
+
+def test_an_inconclusive_verdict_no_rule_explains_says_the_run_cannot_tell():
+    entry = fake_item()
+    found = reproducing._with_reason(entry, "a claim", Verdict(INCONCLUSIVE, "1.01 (interval 0.9-1.1)"), Dataset())
+    assert found.reason == reproducing.INCONCLUSIVE_REASON
+    departed = reproducing._with_reason(entry, "a claim", Verdict(NOT_REPRODUCED, "0.5"), Dataset())
+    assert "candidate defect" in departed.reason

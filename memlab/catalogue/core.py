@@ -318,7 +318,11 @@ def curve(ds: Dataset, metric: str, x: str = "working_set_bytes", **match: Any) 
 
 
 def caches(ds: Dataset) -> dict[str, int]:
-    """Data cache sizes of the dataset's machine (``L1d``, ``L2``, ...; NotMeasurable without L1d and L2)."""
+    """Data cache sizes of the dataset's machine (``L1d``, ``L2``, ...; NotMeasurable without L1d and L2).
+
+    The one definition of the cache edges the catalogue judges by: :func:`region` and the quick
+    variants read it here, and the source modules call it as ``core.caches``, so how the edges are
+    found can change in this one place."""
     sizes, _ = cache_sizes_of(ds)
     if "L1d" not in sizes or "L2" not in sizes:
         raise NotMeasurable("the machine's L1d and L2 sizes are unknown (no cache facts in sysfs)")

@@ -952,7 +952,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         summary = ", ".join(f"{counts[s]} {s}" for s in catalogue.VERDICTS if counts[s])
         print(f"{judged.item.key:<20} {summary}" + (f"  [{judged.error}]" if judged.error else ""))
     totals = ", ".join(f"{result.count(s)} {s}" for s in catalogue.VERDICTS)
-    print(f"reproduce: {len(result.items)} items: {totals}; report -> {result.report}")
+    sanity = ", ".join(f"{result.sanity_count(s)} {s}" for s in catalogue.SANITY_VERDICTS)
+    print(f"reproduce: {len(result.items)} items: {totals}; sanity checks: {sanity}; report -> {result.report}")
     print(f"reproduce: time: {result.timing()}")
     _say_if_no_figures("reproduce")
     if result.interrupted:

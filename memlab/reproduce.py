@@ -27,9 +27,13 @@ from typing import Any, Callable, Sequence
 
 from memlab import catalogue, hierarchy
 from memlab.catalogue import (
+    FAILS,
+    INCONCLUSIVE,
     NOT_MEASURABLE,
     NOT_REPRODUCED,
+    PASSES,
     REPRODUCED,
+    SANITY_VERDICTS,
     VERDICTS,
     Item,
     NotMeasurable,
@@ -43,7 +47,7 @@ from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Sweep, as_sweeps
 from memlab.hierarchy import Hierarchy
 from memlab.machine import collect_meminfo
-from memlab.reasons import Context, explain
+from memlab.reasons import CANDIDATE_DEFECT, Context, explain
 from memlab.registry import family as get_family
 from memlab.measure import cpu_seconds
 from memlab.report import ReportItem, anchor, escape, html_table, reason_html, unstable_points, write_report
@@ -102,7 +106,15 @@ class ItemResult:
     warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        return {status: sum(v.status == status for v in self.verdicts) for status in VERDICTS}
+        """The claims' verdicts by status (sanity checks apart: :meth:`sanity_counts`)."""
+        return {status: sum(v.status == status for c, v in self._pairs() if not c.sanity) for status in VERDICTS}
+
+    def sanity_counts(self) -> dict[str, int]:
+        """The sanity checks' verdicts by status (passes, fails, not measurable)."""
+        return {status: sum(v.status == status for c, v in self._pairs() if c.sanity) for status in SANITY_VERDICTS}
+
+    def _pairs(self) -> list[tuple[Any, Verdict]]:
+        return list(zip(self.item.claims, self.verdicts))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,8 +131,8 @@ class ItemResult:
                 for n, value, reason in self.numbers
             ],
             "claims": [
-                {"claim": c.text, "cite": c.cite, "status": v.status, "detail": v.detail,
-                 "values": dict(v.values), "reason": v.reason}
+                {"claim": c.text, "cite": c.cite, "sanity": c.sanity, "effect": c.effect, "status": v.status,
+                 "detail": v.detail, "values": dict(v.values), "reason": v.reason}
                 for c, v in zip(self.item.claims, self.verdicts)
             ],
         }
@@ -134,7 +146,8 @@ class ItemResult:
             lines.append(f"  {number.quantity}: source {format_number(number.source)} {number.unit}, "
                          f"here {here}" + (f", ratio {ratio:.3g}" if ratio is not None else ""))
         for claim, found in zip(self.item.claims, self.verdicts):
-            lines.append(f"  [{found.status}] {claim.text}\n      {found.detail}"
+            status = f"sanity check: {found.status}" if claim.sanity else found.status
+            lines.append(f"  [{status}] {claim.text}\n      {found.detail}"
                          + (f"\n      why: {found.reason}" if found.reason and found.reason != found.detail else ""))
         return "\n".join(lines)
 
@@ -210,7 +223,12 @@ class ReproduceResult:
         return [task for task in self.tasks if task.error]
 
     def count(self, status: str) -> int:
+        """How many claims (sanity checks apart) have this verdict."""
         return sum(result.counts()[status] for result in self.items)
+
+    def sanity_count(self, status: str) -> int:
+        """How many sanity checks have this verdict (passes, fails, not measurable)."""
+        return sum(result.sanity_counts()[status] for result in self.items)
 
     @property
     def not_reproduced(self) -> list[tuple[ItemResult, Verdict]]:
@@ -424,10 +442,19 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
 
 def _with_reason(entry: Item, claim: str, found: Verdict, dataset: Dataset) -> Verdict:
     """The verdict with its reason (memlab.reasons) when it is not "reproduced"."""
-    if found.status == REPRODUCED or found.reason:
+    if found.status in (REPRODUCED, PASSES) or found.reason:
         return found
     context = Context(entry.key, claim, found.status, found.detail, dict(found.values), dataset, entry.machine)
-    return dataclasses.replace(found, reason=explain(context))
+    reason = explain(context)
+    if found.status == INCONCLUSIVE and reason == CANDIDATE_DEFECT:
+        reason = INCONCLUSIVE_REASON
+    return dataclasses.replace(found, reason=reason)
+
+
+#: The reason of an inconclusive verdict no rule of memlab.reasons explains: not a defect, a run
+#: too noisy (or too short) for the claim's bound.
+INCONCLUSIVE_REASON = ("the run-level interval straddles the claim's bound: this run cannot tell either way "
+                       "(more runs, or a quieter machine, may)")
 
 
 # ---- running ---------------------------------------------------------------------------
@@ -627,6 +654,7 @@ def _write_verdicts(result: ReproduceResult) -> None:
         "hierarchy": ({"note": result.hierarchy_note, **hierarchy.attach(result.hierarchy, result.available_bytes)}
                       if result.hierarchy is not None else {"note": result.hierarchy_note} if result.hierarchy_note
                       else None),
+        "sanity_counts": {status: result.sanity_count(status) for status in SANITY_VERDICTS},
         "items": [r.to_dict() for r in result.items],
     }
     atomic_write(result.out / VERDICTS_FILE, json.dumps(data, indent=1, default=str))
@@ -634,23 +662,27 @@ def _write_verdicts(result: ReproduceResult) -> None:
 
 # ---- the report --------------------------------------------------------------------------
 
-_BADGE = {REPRODUCED: "verdict-good", NOT_REPRODUCED: "verdict-bad", NOT_MEASURABLE: "verdict-none"}
+_BADGE = {REPRODUCED: "verdict-good", NOT_REPRODUCED: "verdict-bad", INCONCLUSIVE: "verdict-open",
+          NOT_MEASURABLE: "verdict-none", PASSES: "verdict-good", FAILS: "verdict-bad"}
 
 
 def _badge(status: str) -> str:
-    """A verdict as a coloured label; a verdict without a colour of its own ("inconclusive") gets
-    the amber one of a verdict that is neither good nor bad."""
+    """A verdict as a coloured label: "inconclusive" (and any verdict without a colour of its own)
+    gets the amber one of a verdict that is neither good nor bad."""
     return f'<span class="verdict {_BADGE.get(status, "verdict-open")}">{escape(status)}</span>'
 
 
 def differs(status: str) -> bool:
     """Whether a verdict says this machine differs from the source (or could not tell): every
-    verdict but "reproduced" and "not measurable" ("not reproduced", "inconclusive").
+    verdict but "reproduced" and "not measurable" ("not reproduced", "inconclusive"), and of the
+    sanity checks the one that fails.
 
     >>> differs("not reproduced"), differs("reproduced"), differs("not measurable")
     (True, False, False)
+    >>> differs("passes"), differs("fails")
+    (False, True)
     """
-    return status not in (REPRODUCED, NOT_MEASURABLE)
+    return status not in (REPRODUCED, NOT_MEASURABLE, PASSES)
 
 
 def _number_text(value: float | None) -> str:
@@ -677,12 +709,18 @@ def _numbers_html(result: ItemResult) -> str:
 
 
 def _verdicts_html(result: ItemResult) -> str:
-    lines = ["<p><b>Claims</b></p>", "<ul class=claims>"]
-    for claim, found in zip(result.item.claims, result.verdicts):
-        why = reason_html(found.reason) if found.reason and found.reason != found.detail else "<br>"
-        lines.append(f"<li>{_badge(found.status)} {escape(claim.text)}{why}<span class=meta>Source: "
-                     f"{escape(claim.cite)}</span><br>{escape(found.detail)}</li>")
-    lines.append("</ul>")
+    """The item's claims, then its sanity checks apart (they are never counted as reproduced)."""
+    lines = []
+    for heading, sanity in (("Claims", False), ("Sanity checks (not counted as reproduced)", True)):
+        pairs = [(c, v) for c, v in zip(result.item.claims, result.verdicts) if c.sanity == sanity]
+        if not pairs:
+            continue
+        lines += [f"<p><b>{heading}</b></p>", "<ul class=claims>"]
+        for claim, found in pairs:
+            why = reason_html(found.reason) if found.reason and found.reason != found.detail else "<br>"
+            lines.append(f"<li>{_badge(found.status)} {escape(claim.text)}{why}<span class=meta>Source: "
+                         f"{escape(claim.cite)}</span><br>{escape(found.detail)}</li>")
+        lines.append("</ul>")
     return "\n".join(lines)
 
 
@@ -737,8 +775,9 @@ def _intro(result: ReproduceResult) -> str:
     text = (f"Every source item memlab reproduces, re-measured on this machine ({mode} sweeps, "
             f"{len(result.items)} items, measured in {format_duration(measuring.wall_s)}): what the source measured and on "
             "what machine, its numbers beside this machine's, this machine's figure and points, and a "
-            "verdict per claim: reproduced, not reproduced (with the values measured) or not measurable "
-            "here (with the reason).")
+            "verdict per claim: reproduced, not reproduced (with the values measured), inconclusive (the "
+            "run-level interval straddles the claim's bound) or not measurable here (with the reason); "
+            "sanity checks are shown apart and never counted as reproduced.")
     if result.interrupted:
         text += " The run was interrupted; items not reached are not measurable."
     return text
@@ -758,8 +797,10 @@ def _summary_html(result: ReproduceResult) -> str:
     measurable (folded), then every item with its verdicts."""
     counts = {status: result.count(status) for status in VERDICTS}
     head = " ".join(f"<span class=count>{_badge(status)} {counts[status]}</span>" for status in VERDICTS)
+    sanity = " ".join(f"<span class=count>{_badge(status)} {result.sanity_count(status)}</span>"
+                      for status in SANITY_VERDICTS)
     parts = ['<section id="summary"><h2>Summary</h2>', f"<p class=counts>Claims: {head}</p>",
-             _hierarchy_html(result)]
+             f"<p class=counts>Sanity checks (not counted as reproduced): {sanity}</p>", _hierarchy_html(result)]
     differing, unmeasured = [], []
     for index, judged in enumerate(result.items):
         for claim, found in zip(judged.item.claims, judged.verdicts):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from memlab import catalogue
-from memlab.catalogue import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED, Item
+from memlab import catalogue, pipe
+from memlab.catalogue import FAILS, INCONCLUSIVE, NOT_MEASURABLE, NOT_REPRODUCED, PASSES, REPRODUCED, Item
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
 from memlab.registry import all_families
@@ -94,7 +94,7 @@ def test_every_registered_figure_sweep_has_an_item():
     covered = {i.sweep for i in catalogue.ITEMS} | set(catalogue.OTHER_SWEEPS) | set(catalogue.PENDING_ITEMS)
     missing = sorted(registered_sweeps() - covered)
     assert not missing, (
-        f"named sweeps without a catalogue item: {missing}. Add an Item to memlab/catalogue.py "
+        f"named sweeps without a catalogue item: {missing}. Add an Item to its source's module in memlab/catalogue/ "
         "(or, for a sweep that reproduces no source item, an OTHER_SWEEPS entry with the reason)"
     )
 
@@ -228,7 +228,7 @@ def sharing(ratios: dict[int, float], **facts):
 
 
 def ladder(rates, two_cpus=True, **facts):
-    settings = catalogue._RUNG_MATCH
+    settings = [match for _, match in pipe.RUNGS]
     cpus = (0, 1) if two_cpus else (0, 0)
     return rows("pipe", [{**s, "writer_cpu": cpus[0], "reader_cpu": cpus[1], "GiB_per_s": r}
                          for s, r in zip(settings, rates) if r is not None], **facts)
@@ -399,12 +399,12 @@ CASES = [
      chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 8), 31: steps(1, 6, 40)})),
      chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 20), 31: steps(1, 6, 40)}),
            sizes=SIZES[:11]), "beyond 4x the L2"),
-    ("fig3.12", 0, layouts(steps(2, 3, 3), steps(2, 30, 60)), layouts(steps(2, 3, 3), steps(2.2, 3.5, 3.5)),
+    ("fig3.12", 0, layouts(steps(2, 3, 3), steps(2, 30, 60)), layouts(steps(2, 3, 3), steps(2.2, 2.5, 2.5)),
      chase(({"layout": "packed"}, steps(2, 3, 3))), "page_per_element"),
     ("fig3.12", 1, layouts(steps(2, 3, 3), steps(2, 30, 60)), layouts(steps(2, 3, 3), steps(4, 30, 60)),
      layouts(steps(2, 3, 3), steps(2, 30, 60), sizes=SIZES[3:]), "above 4 KiB"),
     ("fig3.13", 0, chase(*ops({"follow": steps(1, 2, 3), "inc": steps(1, 2, 6), "addnext0": steps(1, 2, 6)})),
-     chase(*ops({"follow": steps(1, 2, 3), "inc": steps(1, 2, 3), "addnext0": steps(1, 2, 6)})),
+     chase(*ops({"follow": steps(1, 2, 3), "inc": steps(1, 2, 6), "addnext0": steps(1, 2, 3.5)})),
      chase(*ops({"follow": steps(1, 2, 3), "inc": steps(1, 2, 6)})), "op=addnext0"),
     ("fig3.15", 0, chase(({"order": "random"}, rising(1, 100)), (SEQ, steps(1, 1.5, 1.5))),
      chase(({"order": "random"}, steps(1, 2, 3)), (SEQ, steps(1, 1.5, 1.5))),
@@ -413,18 +413,18 @@ CASES = [
      chase(({"order": "random"}, lambda ws: 50.0 if L1 < ws <= 4 * L2 else rising(1, 100)(ws))),
      chase(({"order": "random"}, rising(1, 100)), sizes=SIZES[:7]), "fewer than three"),
     ("fig3.17", 0, blocks({1: rising(1, 30), 64: rising(1, 45), "whole": rising(1, 60)}),
-     blocks({1: rising(1, 60), 64: rising(1, 60), "whole": rising(1, 60)}),
+     blocks({1: rising(1, 70), 64: rising(1, 60), "whole": rising(1, 60)}),
      chase(({"order": "random"}, rising(1, 60))), "order=random_blocks"),
     ("fig3.17", 1, blocks({1: rising(1, 30), 64: rising(1, 45), "whole": rising(1, 60)}),
      blocks({1: rising(1, 50), 64: rising(1, 30), "whole": rising(1, 60)}),
      blocks({1: rising(1, 30), "whole": rising(1, 60)}), "fewer than two block sizes"),
-    ("fig3.4", 0, chase((RANDOM_INC, steps(1, 3, 50))), chase((RANDOM_INC, steps(1, 1, 50))),
+    ("fig3.4", 0, chase((RANDOM_INC, steps(1, 3, 50))), chase((RANDOM_INC, steps(1, 0.8, 50))),
      chase((RANDOM_INC, steps(1, 3, 50)), sizes=SIZES[:11]), "beyond 4x the L2"),
     ("fig3.4", 1, chase((RANDOM_INC, steps(1, 3, 50))), chase((RANDOM_INC, steps(1, 3, 5))),
      chase((RANDOM_INC, steps(1, 3, 50)), sizes=SIZES[6:]), "within the L1d"),
     ("fig3.16", 0, counted(rising(1, 95)), counted(lambda ws: 50.0 if ws < 8 * L2 else 20.0),
      counted(rising(1, 95), missing={"cache_misses": "event not supported (ENOENT)"}), "ENOENT"),
-    ("fig3.16", 1, counted(rising(1, 95), lambda ws: 1.0), counted(rising(1, 95), rising(1, 95)),
+    ("fig3.16", 1, counted(rising(1, 95), lambda ws: 1.0), counted(rising(1, 60), rising(1, 95)),
      counted(rising(1, 95), lambda ws: 1.0, sizes=SIZES[:11]), "not beyond 4x the L2"),
     ("fig3.19", 0, threads(steps(1, 2, 10), steps(1, 2.1, 12)), threads(steps(1, 2, 10), steps(1, 3, 12)),
      threads(steps(1, 2, 10), steps(1, 2.1, 12), cpu_count=1), "needs 2 CPUs"),
@@ -433,7 +433,7 @@ CASES = [
     ("fig3.19", 2, threads(steps(1, 2, 10), steps(1, 2, 12), steps(1, 2, 14)),
      threads(steps(1, 2, 10), steps(1, 2, 12), steps(1, 2, 11)),
      threads(steps(1, 2, 10), steps(1, 2, 12), steps(1, 2, 14), cpu_count=2), "needs 4 CPUs"),
-    ("fig3.20", 0, threads(steps(1, 2, 10), steps(3, 3, 12)), threads(steps(1, 2, 10), steps(1.2, 2, 12)),
+    ("fig3.20", 0, threads(steps(1, 2, 10), steps(3, 3, 12)), threads(steps(1, 2, 10), steps(0.9, 2, 12)),
      threads(steps(1, 2, 10)), "threads=2"),
     ("fig3.20", 1, threads(steps(1, 2, 10), steps(3, 3, 12)), threads(steps(1, 2, 10), steps(3, 3, 10)),
      threads(steps(1, 2, 10), steps(3, 3, 12), cpu_count=2, cpus_allowed=1), "its CPU affinity"),
@@ -442,7 +442,7 @@ CASES = [
      threads(steps(1, 2, 10), steps(3, 3, 12), steps(6, 6, 20), cpu_count=2), "needs 4 CPUs"),
     ("fig3.21", 0, threads(steps(1, 2, 10), steps(1, 2.2, 15)), threads(steps(1, 2, 10), steps(1, 3, 15)),
      threads(steps(1, 2, 10), steps(1, 2.2, 15), sizes=SIZES[10:]), "within the L2"),
-    ("fig3.21", 1, threads(steps(1, 2, 10), steps(1, 2.2, 15)), threads(steps(1, 2, 10), steps(1, 2.2, 11)),
+    ("fig3.21", 1, threads(steps(1, 2, 10), steps(1, 2.2, 15)), threads(steps(1, 2, 10), steps(1, 2.2, 10)),
      threads(steps(1, 2, 10), steps(1, 2.2, 15), sizes=SIZES[:14]), "beyond 2x the last cache"),
     ("fig3.21", 2, threads(steps(1, 2, 10), steps(1, 2.2, 15), steps(1, 2.2, 28)),
      threads(steps(1, 2, 10), steps(1, 2.2, 15), steps(1, 2.2, 20)),
@@ -458,13 +458,13 @@ CASES = [
      "placement=smt"),
     ("fig3.26", 0, one(read=levels(16, 15, 14, 10)), one(read=levels(16, 4, 4, 4)),
      one(read=levels(16, 15, 14, 10), sizes=SIZES[6:]), "within the L1d"),
-    ("fig3.26", 1, one(write=levels(16, 6, 4, 1)), one(write=levels(16, 14, 4, 1)), one(read=P4_READ), "op=write"),
+    ("fig3.26", 1, one(write=levels(16, 6, 4, 1)), one(write=levels(16, 17, 4, 1)), one(read=P4_READ), "op=write"),
     ("fig3.26", 2, one(read=levels(16, 15, 14, 10), write=levels(16, 6, 4, 0.5)),
      one(read=levels(16, 15, 14, 10), write=levels(16, 6, 4, 8)), one(write=levels(16, 6, 4, 0.5)), "op=read"),
     ("fig3.27", 0, joined(one(read=P4_READ), two(read=P4_READ)), joined(one(read=P4_READ), two(read=levels(8, 3, 3, 3))),
      one(read=P4_READ), "threads=2"),
     ("fig3.27", 1, joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 0.5))),
-     joined(one(write=levels(16, 6, 4, 1)), two(write=levels(16, 6, 4, 0.5))), two(write=levels(1, 4, 3, 0.5)),
+     joined(one(write=levels(16, 6, 4, 1)), two(write=levels(17, 6, 4, 0.5))), two(write=levels(1, 4, 3, 0.5)),
      "threads=1"),
     ("fig3.27", 2, joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 0.5))),
      joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 1))),
@@ -472,19 +472,19 @@ CASES = [
      "beyond 2x the last cache"),
     ("fig3.28", 0, one(**OPTERON), one(read=levels(18, 20, 10, 2.3), write=OPTERON["write"]),
      one(read=OPTERON["read"]), "op=write"),
-    ("fig3.28", 1, one(**OPTERON), one(write=levels(18.7, 18.7, 2.8, 0.5)), one(**OPTERON, sizes=SIZES[:14]),
+    ("fig3.28", 1, one(**OPTERON), one(write=levels(18.7, 20, 2.8, 0.5)), one(**OPTERON, sizes=SIZES[:14]),
      "beyond 2x the last cache"),
     ("fig3.28", 2, one(**OPTERON), one(**{**OPTERON, "copy": levels(30, 4, 2, 0.4)}),
      one(read=OPTERON["read"], write=OPTERON["write"]), "op=copy"),
     ("fig3.29", 0, joined(one(**OPTERON), two(read=OPTERON["read"])),
      joined(one(**OPTERON), two(read=levels(32, 8, 5, 1))), one(**OPTERON), "threads=2"),
     ("fig3.29", 1, joined(one(**OPTERON), two(write=levels(1, 2, 2, 0.5))),
-     joined(one(**OPTERON), two(write=OPTERON["write"])), one(**OPTERON), "threads=2"),
+     joined(one(**OPTERON), two(write=levels(18.7, 7, 2.8, 0.5))), one(**OPTERON), "threads=2"),
     ("fig3.31", 0, background(levels(10, 10, 5, 2), levels(10, 10, 10, 2)),
-     background(levels(10, 10, 10, 2), levels(10, 10, 10, 2)),
+     background(levels(10, 10, 11, 2), levels(10, 10, 10, 2)),
      background(levels(10, 10, 5, 2), levels(10, 10, 10, 2), sizes=SIZES[:9]), "no two working sets"),
     ("fig3.31", 1, background(levels(10, 10, 5, 2), levels(10, 10, 10, 2)),
-     background(levels(10, 10, 5, 2), levels(10, 10, 5, 2)), background(levels(10, 10, 5, 2), None),
+     background(levels(10, 10, 5, 2), levels(10, 10, 4, 2)), background(levels(10, 10, 5, 2), None),
      "background_op=read"),
     ("fig6.7", 0, prefetch(steps(10, 12, 50), steps(10, 12.5, 45)), prefetch(steps(10, 12, 50), steps(10, 15, 45)),
      chase(({"prefetch_distance": 0, "helper_thread": False}, steps(10, 12, 50))), "prefetch_distance=5"),
@@ -514,12 +514,12 @@ CASES = [
      "needs 3 CPUs"),
     ("pipes-ladder", 0, ladder([3.5, 12.7, 32.8, 51.0, 62.5]), ladder([3.5, 32.8, 12.7, 51.0, 62.5]),
      ladder([3.5, 12.7, 32.8, 51.0, None], two_cpus=False, cpu_count=1), "needs 2 CPUs"),
-    ("pipes-ladder", 1, ladder([3.5, 12.7, 32.8, 51.0, 62.5]), ladder([3.5, 12.7, 20.0, 25.0, 30.0]),
+    ("pipes-ladder", 1, ladder([3.5, 12.7, 32.8, 51.0, 62.5]), ladder([3.5, 12.7, 13.0, 13.5, 14.0]),
      ladder([3.5, 12.7, 32.8, 51.0, None], two_cpus=False), "two CPUs"),
     ("pipes-touch", 0, touch(30.0, 25.0), touch(30.0, 30.0), touch(30.0, None), "touch_pages=False"),
     ("pipes-touch", 1, touch(30.0, 25.0, 50.0, 49.0), touch(30.0, 25.0, 50.0, 30.0), touch(30.0, 25.0, None, None),
      "huge_pages=True"),
-    ("clear-fault", 0, faults(3.0, 10.0), faults(3.0, 3.0), faults(3.0, 10.0, regions=(64 << 20,)), "256 MiB"),
+    ("clear-fault", 0, faults(3.0, 10.0), faults(3.0, 2.8), faults(3.0, 10.0, regions=(64 << 20,)), "256 MiB"),
     ("clear-fault", 1, faults(3.0, 10.0), rows("clear_fault", [
         {"region_bytes": 1 << 30, "pages": "4k", "populate": "touch", "GB_per_s": 3.0, "page_faults": 262144.0},
         {"region_bytes": 1 << 30, "pages": "thp", "populate": "touch", "GB_per_s": 3.0, "page_faults": 262144.0,
@@ -535,7 +535,7 @@ CASES = [
      patch(2.0, 1.0, llc_miss_ratio=0.1, baseline_llc_miss_ratio=0.1),
      patch(2.0, 1.0, counters_missing={"cache_misses": "event not supported (ENOENT)"}), "no PMU"),
     ("bulk-populate", 0, faults(2.0, 8.0, populate={"madvise_populate_write": 4.0}),
-     faults(2.0, 8.0, populate={"madvise_populate_write": 2.0, "map_populate": 1.9}), faults(2.0, 8.0),
+     faults(2.0, 8.0, populate={"madvise_populate_write": 1.8, "map_populate": 1.9}), faults(2.0, 8.0),
      "populated both"),
     ("unixbench-execl", 0, unixbench(ALL_ONE), unixbench({("execl", 1): 40.0}), unixbench({("spawn", 1): 5000.0}),
      "no row of execl"),
@@ -645,7 +645,7 @@ CASES += [
     ("fig5.3", 1, numa(READS), numa({**READS, ("follow", 2): steps(1, 2, 105)}),
      numa({("follow", 0): steps(1, 2, 100), ("follow", 1): steps(1, 2, 109)}, nodes=2), "needs memory at 0, 1 and 2"),
     ("fig5.3", 2, numa({("follow", 0): steps(1, 2, 100), ("inc", 0): steps(1, 2, 130)}, nodes=1),
-     numa({("follow", 0): steps(1, 2, 100), ("inc", 0): steps(1, 2, 100)}, nodes=1),
+     numa({("follow", 0): steps(1, 2, 100), ("inc", 0): steps(1, 2, 95)}, nodes=1),
      numa({("follow", 0): steps(1, 2, 100), ("inc", 0): steps(1, 2, 130)}, nodes=1, sizes=SIZES[:11]),
      "beyond 4x the L2"),
     ("fig6.2", 0, pairs((0.0, 0.17, 0.27)), pairs((0.5, 0.17, 0.27)), pairs((0.0, 0.17, 0.27), sizes=SIZES[6:]),
@@ -672,7 +672,7 @@ CASES += [
      "no cycles and instructions counters"),
     ("fig6.12", 0, atomics(SOURCE_6_12), atomics({**SOURCE_6_12, "sync_cas": 300.0}),
      atomics(SOURCE_6_12, cpu_count=1), "needs 2 CPUs"),
-    ("fig6.12", 1, atomics(SOURCE_6_12), atomics({**SOURCE_6_12, "sync_fetch_and_add": 150.0}),
+    ("fig6.12", 1, atomics(SOURCE_6_12), atomics({**SOURCE_6_12, "sync_fetch_and_add": 80.0}),
      atomics(SOURCE_6_12, threads=(1,)), "only one thread"),
 ]
 
@@ -709,14 +709,14 @@ def test_atomic_seconds_read_the_million_per_thread_at_the_most_threads():
 
 
 def test_figures_6_2_and_6_4_quick_keep_five_samples_of_each_placement(monkeypatch):
-    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    monkeypatch.setattr(catalogue.core, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
     points = [{"order": "sequential", "working_set_bytes": s, "misalign_bytes": m} for s in SIZES for m in (0, 4)]
     quick = catalogue.item("fig6.4").quick(Sweep("fig6_4", "chase", points, repeat=7))
     assert quick.repeat == 5 and len(quick.points) == 2 * len({p["working_set_bytes"] for p in quick.points})
 
 
 def test_numa_counters_and_associativity_quick_variants(monkeypatch):
-    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    monkeypatch.setattr(catalogue.core, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
     points = [{"order": o, "op": op, "working_set_bytes": s, "walk_cpu": 0, "memory_node": 0}
               for o in ("random", "sequential") for op in ("follow", "inc") for s in SIZES]
     for key, repeat in (("fig5.3", 5), ("fig7.1", 2)):
@@ -740,14 +740,109 @@ def test_every_claim_has_its_three_cases():
 @pytest.mark.parametrize("key,index,holds,fails,unknown,reason", CASES,
                          ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_claim_is_judged_both_ways_and_says_when_it_cannot_tell(key, index, holds, fails, unknown, reason):
+    sanity = claim(key, index).sanity
     good = judged(key, index, holds)
-    assert good.status == REPRODUCED, good.detail
+    assert good.status == (PASSES if sanity else REPRODUCED), good.detail
     bad = judged(key, index, fails)
-    assert bad.status == NOT_REPRODUCED, bad.detail
+    assert bad.status == (FAILS if sanity else NOT_REPRODUCED), bad.detail
     assert any(ch.isdigit() for ch in bad.detail), f"no measured value in {bad.detail!r}"
     cannot = judged(key, index, unknown)
     assert cannot.status == NOT_MEASURABLE, cannot.detail
     assert reason in cannot.detail
+
+
+#: The metric columns the catalogue's claims read from the synthetic datasets: the tests below
+#: transform or perturb exactly these (a claim reading a new metric must add it here).
+METRICS = {"ns_per_element", "cpu_ns_per_element", "bytes_per_cycle", "on_cpu_bytes_per_cycle", "GiB_per_s",
+           "GB_per_s", "seconds", "ns_per_increment_per_thread", "cpu_ns_per_increment", "ratio_to_baseline",
+           "llc_miss_ratio", "baseline_llc_miss_ratio", "KB_per_s", "loops_per_s", "index"}
+JUDGED = [c for c in CASES if not claim(c[0], c[1]).sanity]
+
+
+def is_metric(column: str, value) -> bool:
+    return ((column in METRICS or column.startswith("counter_")) and isinstance(value, (int, float))
+            and not isinstance(value, bool) and value > 0)
+
+
+def powered(ds: Dataset, alpha: float) -> Dataset:
+    """Every metric value v as v ** alpha: a ratio of medians r becomes r ** alpha (alpha 0: every ratio 1)."""
+    return Dataset([{k: (v ** alpha if is_metric(k, v) else v) for k, v in row.items()} for row in ds.rows],
+                   ds.metadata)
+
+
+def noisy(ds: Dataset, spread: float = 100.0) -> Dataset:
+    """Each row's metrics with three samples (v / spread, v, v * spread) and the same median v."""
+    rows = []
+    for row in ds.rows:
+        row = dict(row)
+        for k, v in list(row.items()):
+            if is_metric(k, v):
+                row[f"{k}_samples"] = [v / spread, v, v * spread]
+        rows.append(row)
+    return Dataset(rows, ds.metadata)
+
+
+def bound_of_rule(rule) -> list[float]:
+    if isinstance(rule, catalogue.Same):
+        return [rule.bound, 1 / rule.bound]
+    if isinstance(rule, catalogue.Ratio):
+        return [rule.bound]
+    return [1.0]
+
+
+def test_every_claim_is_a_rule_of_the_vocabulary_with_the_source_effect():
+    for entry in catalogue.ITEMS:
+        for c in entry.claims:
+            assert isinstance(c.check, (catalogue.Ratio, catalogue.Same, catalogue.Direction, catalogue.Steps,
+                                        catalogue.Sanity)), (entry.key, c.text)
+            if isinstance(c.check, (catalogue.Ratio, catalogue.Same)):
+                assert c.effect and c.check.effect_note, (entry.key, c.text)
+                assert c.check.bound == pytest.approx(math.sqrt(max(c.effect, 1 / c.effect))
+                                                      if isinstance(c.check, catalogue.Same) else math.sqrt(c.effect))
+
+
+def test_the_sanity_checks_are_the_statements_any_machine_meets():
+    sanity = {(entry.key, c.text) for entry in catalogue.ITEMS for c in entry.claims if c.sanity}
+    keys = sorted(key for key, _ in sanity)
+    assert keys == sorted(["unixbench-execl", "unixbench-spawn", "unixbench-file-copy", "unixbench-index",
+                           "clear-fault", "fig3.30", "fig3.28", "fig6.5"])
+    assert all(c.effect is None for entry in catalogue.ITEMS for c in entry.claims if c.sanity)
+
+
+@pytest.mark.parametrize("key,index,holds,fails,unknown,reason", JUDGED, ids=[f"{c[0]}-{c[1]}" for c in JUDGED])
+def test_the_verdict_turns_just_outside_the_bound(key, index, holds, fails, unknown, reason):
+    """Scaling the holding (or failing) dataset's ratios continuously, the verdict turns from
+    reproduced to not reproduced where the measured ratio crosses the claim's bound, within 1%."""
+    rule = claim(key, index).check
+    for base in (holds, fails):
+        statuses = {a: judged(key, index, powered(base, a)).status for a in (-2.0, -1.0, -0.25, 0.0, 0.25, 1.0, 2.0, 4.0)}
+        good = [a for a, st in statuses.items() if st == REPRODUCED]
+        bad = [a for a, st in statuses.items() if st == NOT_REPRODUCED]
+        pairs = sorted(((g, b) for g in good for b in bad), key=lambda p: abs(p[0] - p[1]))
+        if pairs:
+            break
+    assert pairs, f"no scaling of the datasets turns the verdict: {statuses}"
+    for wanted in (NOT_REPRODUCED, REPRODUCED):  # the edge of each verdict, from its side
+        inside, other = pairs[0] if wanted == REPRODUCED else pairs[0][::-1]
+        for _ in range(24):
+            middle = (inside + other) / 2
+            if judged(key, index, powered(base, middle)).status == wanted:
+                inside = middle
+            else:
+                other = middle
+        edge = judged(key, index, powered(base, inside))
+        assert edge.status == wanted, edge.detail
+        nearest = min(abs(math.log(v / b)) for v in edge.values.values() for b in bound_of_rule(rule) if v > 0)
+        assert nearest < 0.01, f"{wanted} ends {nearest:.2%} away from the bound: {edge.detail}"
+
+
+@pytest.mark.parametrize("key,index,holds,fails,unknown,reason", JUDGED, ids=[f"{c[0]}-{c[1]}" for c in JUDGED])
+def test_a_claim_inside_the_noise_is_inconclusive(key, index, holds, fails, unknown, reason):
+    """The holding dataset with samples spread 100x either side of each median: the run-level
+    interval straddles the bound, so the claim cannot be told either way."""
+    found = judged(key, index, noisy(holds))
+    assert found.status == INCONCLUSIVE, found.detail
+    assert "interval" in found.detail
 
 
 def test_an_empty_dataset_is_not_measurable_for_every_claim():
@@ -882,7 +977,7 @@ def test_only_keeps_the_matching_points_defaults_included():
 
 
 def test_critical_word_quick_keeps_three_sets_of_the_full_sweep_repeated_three_times(monkeypatch):
-    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    monkeypatch.setattr(catalogue.core, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
     points = [{"order": o, "pointer_word": w, "working_set_bytes": s} for s in SIZES for o in ("sequential", "random")
               for w in (0, 7)]
     quick = catalogue.item("fig3.30").quick(Sweep("fig3_30", "chase", points, repeat=9, target_seconds=0.1))
@@ -906,7 +1001,8 @@ def test_the_source_index_has_a_row_per_item():
         assert f"`{entry.sweep}`" in row and f"(../{entry.script})" in row and f"(../{entry.notebook})" in row
 
 
-@pytest.mark.parametrize("name", ["memlab.catalogue", "memlab.reproduce"])
+@pytest.mark.parametrize("name", ["memlab.catalogue", "memlab.catalogue.core", "memlab.catalogue.claims",
+                                  "memlab.reproduce"])
 def test_docstring_examples(name, tmp_path, monkeypatch):
     module = importlib.import_module(name)  # memlab.reproduce the attribute is the function
     monkeypatch.chdir(tmp_path)
@@ -941,7 +1037,7 @@ def test_l3_region_needs_an_l3():
 
 
 def test_bandwidth_quick_variants_keep_a_few_sets_of_the_full_sweep(monkeypatch):
-    monkeypatch.setattr(catalogue, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
+    monkeypatch.setattr(catalogue.core, "caches", lambda ds: {"L1d": L1, "L2": L2, "L3": 8 << 20})
     sweep = Sweep("fig3_24", "bandwidth", [{"op": op, "working_set_bytes": s} for s in SIZES for op in ("read", "write")],
                   repeat=5, target_seconds=0.1)
     quick = catalogue.item("fig3.24").quick(sweep)
@@ -975,7 +1071,7 @@ def test_a_run_narrowed_to_one_cpu_cannot_judge_two_cpu_claims():
 
 def test_two_thread_points_that_barely_ran_together_are_left_out():
     """On a busy machine two threads take turns: such points show no contention and are not judged."""
-    ds = joined(one(write=levels(16, 6, 4, 1)), two(write=levels(16, 6, 4, 0.5)))
+    ds = joined(one(write=levels(16, 6, 4, 1)), two(write=levels(17, 6, 4, 0.5)))
     for row in ds.rows:
         if row["threads"] == 2:
             row["overlap_fraction"] = 0.2 if row["working_set_bytes"] <= L1 else 0.9

@@ -18,7 +18,8 @@ import pytest
 
 from html_check import parse_report
 from memlab import catalogue, cli
-from memlab.catalogue import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED, Claim, Item, NotMeasurable, Number, Verdict
+from memlab.catalogue import (FAILS, INCONCLUSIVE, NOT_MEASURABLE, NOT_REPRODUCED, PASSES, REPRODUCED, Claim, Item,
+                              NotMeasurable, Number, Sanity, Verdict)
 from memlab.dataset import Dataset
 from memlab.family import Family
 from memlab.grid import Sweep
@@ -42,6 +43,10 @@ def _cannot(ds: Dataset) -> Verdict:
     raise NotMeasurable("no PMU: cycles not supported")
 
 
+def _straddles(ds: Dataset) -> Verdict:
+    return Verdict(INCONCLUSIVE, "clock / 2 GHz 1.01 (run-level 95% interval 0.9-1.1) (claim: above 1)")
+
+
 def fake_item(key: str = "clock", quick="calibrate.quick", claims=None) -> Item:
     return Item(
         key=key, source="drepper", section="0.0", label="Figure 0.1", title="the clock <and> friends",
@@ -50,7 +55,9 @@ def fake_item(key: str = "clock", quick="calibrate.quick", claims=None) -> Item:
                  Number("counter", 1.0, "x", lambda ds: _cannot(ds))),
         claims=tuple(claims or (Claim("the clock ticks", "nowhere 1.1", _holds),
                                 Claim("the clock is absurdly fast", "nowhere 1.2", _fails),
-                                Claim("cycles are counted", "nowhere 1.3", _cannot))),
+                                Claim("cycles are counted", "nowhere 1.3", _cannot),
+                                Claim("the clock is faster than 2 GHz", "nowhere 1.4", _straddles),
+                                Claim("the clock ticks at all", "nowhere 1.5", Sanity(_holds, "any machine")))),
         script="experiments/fig3_10.py", notebook="notebooks/chase.ipynb",
         note="A stand-in item for the tests.",
     )
@@ -145,11 +152,16 @@ def test_listing_totals_use_the_seconds_measured_into_the_folder(fake_catalogue,
 def test_reproduce_writes_datasets_report_and_verdicts(fake_catalogue, tmp_path):
     result = reproducing.reproduce(["clock", "smt"], quick=True, out=tmp_path, progress=False)
     clock, smt = result.items
-    assert [v.status for v in clock.verdicts] == [REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE]
+    assert [v.status for v in clock.verdicts] == [REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE, INCONCLUSIVE, PASSES]
     assert clock.path == tmp_path / "calibrate-quick.csv" and len(Dataset.load(clock.path)) == 1
     assert [v.status for v in smt.verdicts] == [NOT_MEASURABLE] and "needs SMT" in smt.verdicts[0].detail
     data = json.loads((tmp_path / "verdicts.json").read_text())
-    assert data["counts"] == {REPRODUCED: 1, NOT_REPRODUCED: 1, NOT_MEASURABLE: 2}
+    assert data["counts"] == {REPRODUCED: 1, NOT_REPRODUCED: 1, INCONCLUSIVE: 1, NOT_MEASURABLE: 2}
+    assert data["sanity_counts"] == {PASSES: 1, FAILS: 0, NOT_MEASURABLE: 0}
+    assert [c["sanity"] for c in data["items"][0]["claims"]] == [False, False, False, False, True]
+    assert result.count(REPRODUCED) == 1 and result.sanity_count(PASSES) == 1
+    # inconclusive is noise (the run's conditions) or the interval itself, never "a candidate defect"
+    assert clock.verdicts[3].reason and "candidate defect" not in clock.verdicts[3].reason
     assert data["items"][0]["numbers"][0]["measured"] > 0
     assert "no PMU" in data["items"][0]["numbers"][1]["reason"]
     assert "no PMU" in data["items"][0]["claims"][2]["detail"]
@@ -165,6 +177,7 @@ def test_report_shows_source_numbers_and_each_verdict_kind(fake_catalogue, tmp_p
     assert "https://people.freebsd.org/~lstewart/articles/cpumemory.pdf" in parsed.links
     assert "here / source" in parsed.cells and "core clock" in parsed.cells
     assert "A stand-in item for the tests." in text
+    assert "Sanity checks (not counted as reproduced)" in text and "inconclusive" in text
     assert "needs SMT" in text and "no PMU" in text
     assert "#" + parsed.ids[0] in parsed.links or any(link.startswith("#s0-") for link in parsed.links)
 
@@ -284,8 +297,9 @@ def test_judge_reads_a_dataset_file_and_keeps_the_item_rows(tmp_path):
             {"family": "system", "test": "spawn", "copies": 1, "loops_per_s": 1260.0, "index": 100.0}]
     Dataset(rows, {"family": "system", "param_names": ["test", "copies"]}).save(tmp_path / "ub.csv")
     judged = reproducing.judge("unixbench-execl", tmp_path / "ub.csv")
-    assert len(judged.dataset) == 1 and judged.verdicts[0].status == REPRODUCED
+    assert len(judged.dataset) == 1 and judged.verdicts[0].status == PASSES  # index above 10: a sanity check
     assert "unixbench-execl" not in judged.table() and "Execl" in judged.table()
+    assert "[sanity check: passes]" in judged.table()
     assert "verdict-good" in judged._repr_html_()
 
 
@@ -295,7 +309,8 @@ def test_judge_reads_a_dataset_file_and_keeps_the_item_rows(tmp_path):
 def test_cli_runs_and_check_turns_a_failed_claim_into_exit_1(fake_catalogue, tmp_path, capsys):
     assert cli.main(["reproduce", "clock", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "1 reproduced, 1 not reproduced, 1 not measurable" in out and "report.html" in out
+    assert "1 reproduced, 1 not reproduced, 1 inconclusive, 1 not measurable" in out and "report.html" in out
+    assert "sanity checks: 1 passes, 0 fails, 0 not measurable" in out
     assert cli.main(["reproduce", "clock", "--quick", "--out", str(tmp_path), "--no-progress", "--check"]) == 1
     assert "not reproduced and --check" in capsys.readouterr().err
 
@@ -338,7 +353,7 @@ def test_a_machine_without_cache_sizes_plans_the_other_items(monkeypatch, tmp_pa
     def no_caches(ds):
         raise NotMeasurable("the machine's L1d and L2 sizes are unknown (no cache facts in sysfs)")
 
-    monkeypatch.setattr(catalogue, "caches", no_caches)
+    monkeypatch.setattr(catalogue.core, "caches", no_caches)
     tasks = reproducing.plan(catalogue.select(["fig3.15", "fig3.24", "table6.1"]), True, tmp_path)
     by_item = {t.items[0].key: t for t in tasks}
     assert by_item["fig3.15"].sweep is None and "no cache facts" in by_item["fig3.15"].unmeasurable
@@ -383,8 +398,6 @@ def test_the_report_leads_with_the_counts_and_every_claim_that_differs(fake_cata
     """The summary comes first: counts by verdict (any verdict the catalogue has, "inconclusive"
     included), then each claim that differs here with its reason and a link to its item; the
     claims not measurable are folded."""
-    monkeypatch.setattr(catalogue, "VERDICTS", (*catalogue.VERDICTS, "inconclusive"))
-    monkeypatch.setattr(reproducing, "VERDICTS", catalogue.VERDICTS)
     clock = catalogue.item("clock")
     ds = Dataset([{"family": "calibrate", "budget_ns": 10**7, "core_GHz": 3.0}], {"family": "calibrate"})
     judged = reproducing.judge(clock, ds)
@@ -394,11 +407,26 @@ def test_the_report_leads_with_the_counts_and_every_claim_that_differs(fake_cata
     parse_report(text, allow_external=True)
     summary = text[text.index('<section id="summary">'):text.index("</section>")]
     assert text.index('<section id="summary">') < text.index('<section id="s0-')
-    assert '<span class="verdict verdict-open">inconclusive</span> 1' in summary
-    assert '<span class="verdict verdict-bad">not reproduced</span> 1' in summary
+    statuses = [found.status for found in judged.verdicts]
+    for status in ("inconclusive", "not reproduced"):
+        assert f'<span class="verdict {reproducing._BADGE[status]}">{status}</span> {statuses.count(status)}' in summary
+    differing = [claim.text for claim, status in zip(clock.claims, statuses) if reproducing.differs(status)]
     differs = summary[summary.index("What differs here"):summary.index("</ul>")]
-    assert "(2 claims)" in differs and f'href="#{reproducing.anchor(0, clock.heading)}"' in differs
+    assert f"({len(differing)} claims)" in differs and f'href="#{reproducing.anchor(0, clock.heading)}"' in differs
     assert "runs disagree by 40%" in differs and clock.claims[0].text in differs
-    assert clock.claims[1].text in differs and clock.claims[2].text not in differs  # not measurable: folded
-    assert "<details><summary>Not measurable here (1 claim)</summary>" in summary
+    assert all(text in differs for text in differing)
+    for claim, status in zip(clock.claims, statuses):  # not measurable, sanity checks passed: not listed
+        if not reproducing.differs(status):
+            assert claim.text not in differs
+    unmeasured = statuses.count(NOT_MEASURABLE)
+    assert f"<details><summary>Not measurable here ({unmeasured} claim{'s' if unmeasured != 1 else ''})</summary>" in summary
+    assert unmeasured >= 1 and len(differing) >= 2
     assert reproducing.differs("inconclusive") and not reproducing.differs(NOT_MEASURABLE)
+
+
+def test_an_inconclusive_verdict_no_rule_explains_says_the_run_cannot_tell():
+    entry = fake_item()
+    found = reproducing._with_reason(entry, "a claim", Verdict(INCONCLUSIVE, "1.01 (interval 0.9-1.1)"), Dataset())
+    assert found.reason == reproducing.INCONCLUSIVE_REASON
+    departed = reproducing._with_reason(entry, "a claim", Verdict(NOT_REPRODUCED, "0.5"), Dataset())
+    assert "candidate defect" in departed.reason

@@ -34,9 +34,12 @@ Modes: the default (5 rounds, full sizes, every CPU pair: about 6 minutes),
 minute), ``--tiny`` (one round of the smallest samples and sizes: checks
 that every case runs, measures nothing; the test suite's mode).
 
+``--case TEXT`` (repeatable) keeps the cases whose name contains one of the
+texts (``--families clear --case "vector, 4 KiB"``), to give one gap many rounds.
+
 Run: python experiments/parity.py [--quick | --tiny] [--rounds N] [--cpu N]
                                   [--families chase,bandwidth,pipe,clear,system,core_to_core]
-                                  [--out results/parity.csv]
+                                  [--case TEXT ...] [--out results/parity.csv]
 """
 
 from __future__ import annotations
@@ -433,6 +436,17 @@ def build_cases(bins: dict[str, str], s: Settings, families: list[str], cpu: int
     return [case for family in families for case in makers[family]()]
 
 
+def select_cases(cases: list[Case], texts: list[str]) -> list[Case]:
+    """The cases whose name contains one of texts (every case when texts is empty).
+
+    >>> [c.name for c in select_cases([Case("clear", "vector, 4 KiB calls", "GB/s", False, None, None),
+    ...                                Case("clear", "memset, 2 MiB calls", "GB/s", False, None, None)],
+    ...                               ["vector"])]
+    ['vector, 4 KiB calls']
+    """
+    return [case for case in cases if not texts or any(text in case.name for text in texts)]
+
+
 # ---- rounds and the table --------------------------------------------------------------
 
 def run_rounds(cases: list[Case], rounds: int, progress: bool = True) -> None:
@@ -526,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
                         help="the CPU of the one-CPU cases (default: the highest this process may use)")
     parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated, of " + ", ".join(FAMILIES))
+    parser.add_argument("--case", action="append", default=[], metavar="TEXT",
+                        help="keep the cases whose name contains TEXT (repeatable)")
     parser.add_argument("--out", help="write the rows as a memlab dataset (.csv or .jsonl)")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "tiny" if args.tiny else "full"
@@ -540,9 +556,15 @@ def main(argv: list[str] | None = None) -> int:
                      f"({sorted(os.sched_getaffinity(0))})")
     settings = settings_for(mode)
     rounds = args.rounds or settings.rounds
+    texts = args.case
+    if texts:
+        names = [case.name for case in build_cases({name: "" for name in PROGRAMS}, settings, families, args.cpu)]
+        unmatched = [text for text in texts if not any(text in name for name in names)]
+        if unmatched:
+            parser.error(f"--case={unmatched[0]!r} is in no case name of {', '.join(families)}")
     with tempfile.TemporaryDirectory() as directory:
         bins = compile_programs(directory)
-        cases = build_cases(bins, settings, families, args.cpu)
+        cases = select_cases(build_cases(bins, settings, families, args.cpu), texts)
         run_rounds(cases, rounds)
     table = rows(cases)
     print(markdown(table, mode, rounds))

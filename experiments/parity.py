@@ -14,7 +14,8 @@ beyond the caches on both sides), and the copy once more against a bare copy
 between two separate mappings (``layout apart``; memlab and the first bare
 copy use the two halves of one region); every pipe rung on two CPUs and on
 one (experiments/pipe_pair/pipe_pair.c, as a shell pipeline); clear, every
-method in 4 KiB and 2 MiB calls over a faulted THP region
+method in 4 KiB and 2 MiB calls over a faulted THP region beyond the caches,
+and in 4 KiB calls over half the largest cache in one-pass samples
 (experiments/clear_bare.c); spawn and execl (experiments/standalone/);
 core_to_core's round trip (experiments/core_to_core_bare.c; the first pair
 of CPUs, every ordered pair without ``--quick``).
@@ -224,6 +225,7 @@ class Settings:
     system_seconds: float    # one spawn or execl run
     pipe_seconds: float      # one pipe sample (the transfer size memlab finds for it)
     all_pairs: bool          # core_to_core: every ordered pair, or the first
+    clear_cached_passes: int # clear in the caches: one-pass samples a side per round
 
 
 def _beyond_bytes(factor: int, floor: int) -> int:
@@ -234,11 +236,11 @@ def _beyond_bytes(factor: int, floor: int) -> int:
 def settings_for(mode: str) -> Settings:
     """The settings of ``full``, ``quick`` or ``tiny``."""
     if mode == "full":
-        return Settings(5, 3, 50.0, 300.0, _beyond_bytes(4, 256 << 20), 1 << 30, 1.0, 0.2, True)
+        return Settings(5, 3, 50.0, 300.0, _beyond_bytes(4, 256 << 20), 1 << 30, 1.0, 0.2, True, 100)
     if mode == "quick":
-        return Settings(3, 2, 10.0, 60.0, _beyond_bytes(2, 64 << 20), 64 << 20, 0.3, 0.05, False)
+        return Settings(3, 2, 10.0, 60.0, _beyond_bytes(2, 64 << 20), 64 << 20, 0.3, 0.05, False, 30)
     if mode == "tiny":
-        return Settings(1, 1, 5.0, 5.0, 4 << 20, 8 << 20, 0.02, 0.002, False)
+        return Settings(1, 1, 5.0, 5.0, 4 << 20, 8 << 20, 0.02, 0.002, False, 2)
     raise ValueError(f"mode={mode!r} is not one of 'full', 'quick', 'tiny'")
 
 
@@ -375,7 +377,30 @@ def clear_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
 
             cases.append(Case("clear", f"{method}, {_size(extent)} calls over {_size(region)} THP",
                               "GB/s", False, mine, theirs))
+    cached = _cached_clear_bytes()
+    for method in clear.METHODS:
+        # one pass a sample, back to back on both sides: whatever memlab does between two
+        # samples (a /proc/self/smaps walk did, docs/parity.md) shows as caches to refill
+
+        def mine_cached(method=method) -> Samples:
+            m = clear.order(region_bytes=cached, pages="thp", order="sequential", method=method,
+                            extent_bytes=4096, cpu=cpu, repeat=s.clear_cached_passes, warmup=1,
+                            target_seconds=0.0, counters=False)
+            return _values(m.samples, "GB_per_s"), _values(m.samples, "cpu_GB_per_s")
+
+        def theirs_cached(method=method) -> Samples:
+            return clear_bare_samples(bins["clear_bare"], cached, method, 4096, s.clear_cached_passes, cpu)
+
+        cases.append(Case("clear", f"{method}, 4 KiB calls over {_size(cached)} THP, in the caches",
+                          "GB/s", False, mine_cached, theirs_cached))
     return cases
+
+
+def _cached_clear_bytes() -> int:
+    """Half the largest data cache in whole 2 MiB chunks (at least one): a clear region that
+    stays in the caches between passes."""
+    largest = max([s for n, s in machine.cache_sizes().items() if not n.endswith("i")] or [4 << 20])
+    return max(2 << 20, largest // 2 // (2 << 20) * (2 << 20))
 
 
 def system_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:

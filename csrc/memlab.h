@@ -353,11 +353,13 @@ void ml_region_facts(ml_measurement *out, const ml_region *r, int64_t huge_bytes
 /* For strict requests: fail (ML_ERR_OS, ENOMEM) unless the region got the
  * page kind it asked for (a THP request the kernel served with 4 KiB pages). */
 int ml_region_require_requested(const ml_region *r, int64_t huge_bytes, ml_error *err);
-/* Bytes of [start, start + bytes) backed by huge pages: AnonHugePages (THP)
- * plus Private_Hugetlb and Shared_Hugetlb of every mapping that overlaps the
- * range, read from /proc/self/smaps and capped at `bytes`; -1 if unreadable.
- * Async-signal-safe (open, read and close; no stdio, no allocation), so a
- * child forked from a threaded process may call it. */
+/* Bytes of [start, start + bytes) backed by present huge pages (PMD-mapped
+ * THP or hugetlb), from the PAGEMAP_SCAN ioctl of /proc/self/pagemap over
+ * that range (Linux 6.7+); on older kernels AnonHugePages plus
+ * Private_Hugetlb and Shared_Hugetlb of every mapping that overlaps the range,
+ * read from /proc/self/smaps and capped at `bytes`; -1 if unreadable.
+ * Async-signal-safe (open, ioctl, read and close; no stdio, no allocation),
+ * so a child forked from a threaded process may call it. */
 int64_t ml_huge_bytes(const void *start, size_t bytes);
 /* ml_huge_bytes of the region's usable bytes. */
 int64_t ml_region_huge_bytes(const ml_region *r);

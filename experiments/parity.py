@@ -14,7 +14,8 @@ beyond the caches on both sides), and the copy once more against a bare copy
 between two separate mappings (``layout apart``; memlab and the first bare
 copy use the two halves of one region); every pipe rung on two CPUs and on
 one (experiments/pipe_pair/pipe_pair.c, as a shell pipeline); clear, every
-method in 4 KiB and 2 MiB calls over a faulted THP region
+method in 4 KiB and 2 MiB calls over a faulted THP region beyond the caches,
+and in 4 KiB calls over half the largest cache in one-pass samples
 (experiments/clear_bare.c); spawn and execl (experiments/standalone/);
 core_to_core's round trip (experiments/core_to_core_bare.c; the first pair
 of CPUs, every ordered pair without ``--quick``).
@@ -34,9 +35,12 @@ Modes: the default (5 rounds, full sizes, every CPU pair: about 6 minutes),
 minute), ``--tiny`` (one round of the smallest samples and sizes: checks
 that every case runs, measures nothing; the test suite's mode).
 
+``--case TEXT`` (repeatable) keeps the cases whose name contains one of the
+texts (``--families clear --case "vector, 4 KiB"``), to give one gap many rounds.
+
 Run: python experiments/parity.py [--quick | --tiny] [--rounds N] [--cpu N]
                                   [--families chase,bandwidth,pipe,clear,system,core_to_core]
-                                  [--out results/parity.csv]
+                                  [--case TEXT ...] [--out results/parity.csv]
 """
 
 from __future__ import annotations
@@ -221,6 +225,7 @@ class Settings:
     system_seconds: float    # one spawn or execl run
     pipe_seconds: float      # one pipe sample (the transfer size memlab finds for it)
     all_pairs: bool          # core_to_core: every ordered pair, or the first
+    clear_cached_passes: int # clear in the caches: one-pass samples a side per round
 
 
 def _beyond_bytes(factor: int, floor: int) -> int:
@@ -231,11 +236,11 @@ def _beyond_bytes(factor: int, floor: int) -> int:
 def settings_for(mode: str) -> Settings:
     """The settings of ``full``, ``quick`` or ``tiny``."""
     if mode == "full":
-        return Settings(5, 3, 50.0, 300.0, _beyond_bytes(4, 256 << 20), 1 << 30, 1.0, 0.2, True)
+        return Settings(5, 3, 50.0, 300.0, _beyond_bytes(4, 256 << 20), 1 << 30, 1.0, 0.2, True, 100)
     if mode == "quick":
-        return Settings(3, 2, 10.0, 60.0, _beyond_bytes(2, 64 << 20), 64 << 20, 0.3, 0.05, False)
+        return Settings(3, 2, 10.0, 60.0, _beyond_bytes(2, 64 << 20), 64 << 20, 0.3, 0.05, False, 30)
     if mode == "tiny":
-        return Settings(1, 1, 5.0, 5.0, 4 << 20, 8 << 20, 0.02, 0.002, False)
+        return Settings(1, 1, 5.0, 5.0, 4 << 20, 8 << 20, 0.02, 0.002, False, 2)
     raise ValueError(f"mode={mode!r} is not one of 'full', 'quick', 'tiny'")
 
 
@@ -372,7 +377,30 @@ def clear_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
 
             cases.append(Case("clear", f"{method}, {_size(extent)} calls over {_size(region)} THP",
                               "GB/s", False, mine, theirs))
+    cached = _cached_clear_bytes()
+    for method in clear.METHODS:
+        # one pass a sample, back to back on both sides: whatever memlab does between two
+        # samples (a /proc/self/smaps walk did, docs/parity.md) shows as caches to refill
+
+        def mine_cached(method=method) -> Samples:
+            m = clear.order(region_bytes=cached, pages="thp", order="sequential", method=method,
+                            extent_bytes=4096, cpu=cpu, repeat=s.clear_cached_passes, warmup=1,
+                            target_seconds=0.0, counters=False)
+            return _values(m.samples, "GB_per_s"), _values(m.samples, "cpu_GB_per_s")
+
+        def theirs_cached(method=method) -> Samples:
+            return clear_bare_samples(bins["clear_bare"], cached, method, 4096, s.clear_cached_passes, cpu)
+
+        cases.append(Case("clear", f"{method}, 4 KiB calls over {_size(cached)} THP, in the caches",
+                          "GB/s", False, mine_cached, theirs_cached))
     return cases
+
+
+def _cached_clear_bytes() -> int:
+    """Half the largest data cache in whole 2 MiB chunks (at least one): a clear region that
+    stays in the caches between passes."""
+    largest = max([s for n, s in machine.cache_sizes().items() if not n.endswith("i")] or [4 << 20])
+    return max(2 << 20, largest // 2 // (2 << 20) * (2 << 20))
 
 
 def system_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
@@ -431,6 +459,17 @@ def build_cases(bins: dict[str, str], s: Settings, families: list[str], cpu: int
         "core_to_core": lambda: core_to_core_cases(bins, s) if two_cpus else [],
     }
     return [case for family in families for case in makers[family]()]
+
+
+def select_cases(cases: list[Case], texts: list[str]) -> list[Case]:
+    """The cases whose name contains one of texts (every case when texts is empty).
+
+    >>> [c.name for c in select_cases([Case("clear", "vector, 4 KiB calls", "GB/s", False, None, None),
+    ...                                Case("clear", "memset, 2 MiB calls", "GB/s", False, None, None)],
+    ...                               ["vector"])]
+    ['vector, 4 KiB calls']
+    """
+    return [case for case in cases if not texts or any(text in case.name for text in texts)]
 
 
 # ---- rounds and the table --------------------------------------------------------------
@@ -526,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
                         help="the CPU of the one-CPU cases (default: the highest this process may use)")
     parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated, of " + ", ".join(FAMILIES))
+    parser.add_argument("--case", action="append", default=[], metavar="TEXT",
+                        help="keep the cases whose name contains TEXT (repeatable)")
     parser.add_argument("--out", help="write the rows as a memlab dataset (.csv or .jsonl)")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "tiny" if args.tiny else "full"
@@ -540,9 +581,15 @@ def main(argv: list[str] | None = None) -> int:
                      f"({sorted(os.sched_getaffinity(0))})")
     settings = settings_for(mode)
     rounds = args.rounds or settings.rounds
+    texts = args.case
+    if texts:
+        names = [case.name for case in build_cases({name: "" for name in PROGRAMS}, settings, families, args.cpu)]
+        unmatched = [text for text in texts if not any(text in name for name in names)]
+        if unmatched:
+            parser.error(f"--case={unmatched[0]!r} is in no case name of {', '.join(families)}")
     with tempfile.TemporaryDirectory() as directory:
         bins = compile_programs(directory)
-        cases = build_cases(bins, settings, families, args.cpu)
+        cases = select_cases(build_cases(bins, settings, families, args.cpu), texts)
         run_rounds(cases, rounds)
     table = rows(cases)
     print(markdown(table, mode, rounds))

@@ -205,7 +205,7 @@ def fault(params: FaultParams | Mapping[str, Any] | None = None, **options: Any)
     the CPU raised), ``faults_handled`` (the thread's minor faults from
     getrusage, which also counts the faults a populate call resolves),
     ``ns_per_fault`` (per handled fault), ``huge_fraction`` (share of the
-    region on huge pages, from /proc/self/smaps), ``faults_per_page``
+    region on huge pages, from the page tables), ``faults_per_page``
     (page_faults per page of the granted size), ``cpu_GB_per_s`` (over the
     thread's CPU time, user + kernel: leaves out preemption on a busy
     machine) and ``pause_before_s`` (time since the previous sample freed

@@ -85,7 +85,8 @@ def test_every_family_and_level_is_covered(tiny):
     rungs = [name for name, _ in parity.pipe.RUNGS]
     assert all(any(n.startswith(rung + ",") for n in names) for rung in rungs)
     assert any(n.startswith("spawn") for n in names) and any(n.startswith("execl") for n in names)
-    assert sum(row["family"] == "clear" for row in ds.rows) == 2 * len(parity.clear.METHODS)
+    assert sum(row["family"] == "clear" for row in ds.rows) == 3 * len(parity.clear.METHODS)
+    assert sum(n.endswith("in the caches") for n in names) == len(parity.clear.METHODS)
 
 
 def test_on_cpu_ratio_is_present_exactly_where_both_sides_report_cpu_time(tiny):
@@ -121,6 +122,16 @@ def test_speed_ratio_is_memlab_over_bare_for_rates_and_inverted_for_times():
     assert all(math.isnan(v) for v in parity.speed_ratio([], [1.0], False))
 
 
+def test_case_texts_keep_only_the_cases_whose_name_contains_one():
+    settings = parity.settings_for("tiny")
+    bins = {name: "/nonexistent" for name in parity.PROGRAMS}
+    every = parity.build_cases(bins, settings, ["clear", "system"], max(os.sched_getaffinity(0)))
+    kept = parity.select_cases(every, ["vector, 2 MiB", "execl"])
+    assert [c.name for c in kept] == [c.name for c in every if "vector, 2 MiB" in c.name or "execl" in c.name]
+    assert len(kept) == 2
+    assert parity.select_cases(every, []) == every
+
+
 def test_bare_programs_compile_without_warnings(tmp_path):
     needs_compiler()
     for name in parity.PROGRAMS:
@@ -133,6 +144,7 @@ def test_bare_programs_compile_without_warnings(tmp_path):
     (["--families", "chase,disk"], "disk not among"),
     (["--cpu", "4096"], "--cpu=4096 is not among the CPUs"),
     (["--quick", "--tiny"], "not allowed with argument"),
+    (["--families", "clear", "--case", "spawn"], "--case='spawn' is in no case name of clear"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message):
     done = run_script(*args, timeout=60)

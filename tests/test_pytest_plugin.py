@@ -227,19 +227,13 @@ def test_chase_latency(memlab_regression):
 '''
 
 
-@pytest.mark.parametrize("speedup", [4.0, 2.0])
-def test_a_doctored_chase_baseline_fails_the_guard(pytester, speedup):
-    """The issue's scenario: a real chase guarded, its baseline made 4x / 2x faster.
+#: Cycles of record-doctor-guard a doctored baseline gets before the test gives up on this machine.
+DOCTORED_CYCLES = 3
 
-    On a shared machine one recording of a point can be slowed by other jobs
-    as much as the doctoring speeds it up, so each point of the baseline is
-    the fastest of three recordings (as one would record a baseline on a
-    quiet machine); the doctoring then really puts it below what this code
-    runs at. The guard must fail the test; on a loaded machine a point may
-    still be too noisy to judge, so at least one regression is required.
-    """
-    pytester.makepyfile(test_chase_guard=CHASE_GUARD)
-    path = pytester.path / "memlab-baselines" / f"{baseline_stem('test_chase_guard.py::test_chase_latency')}.csv"
+
+def _doctored_cycle(pytester, path, speedup):
+    """Record the chase three times, keep each point's fastest recording, make it ``speedup``
+    times faster, and guard a new run against it: the guard's pytester result."""
     recordings = []
     for _ in range(3):
         pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline").assert_outcomes(passed=1)
@@ -255,7 +249,41 @@ def test_a_doctored_chase_baseline_fails_the_guard(pytester, speedup):
                 row[column] /= speedup
         row["ns_per_element_samples"] = [v / speedup for v in row["ns_per_element_samples"]]
     baseline.save(path)
-    result = pytester.runpytest(*PLUGIN_ARGS)
+    return pytester.runpytest(*PLUGIN_ARGS)
+
+
+@pytest.mark.parametrize("speedup", [4.0, 2.0])
+def test_a_doctored_chase_baseline_fails_the_guard(pytester, speedup):
+    """The issue's scenario: a real chase guarded, its baseline made 4x / 2x faster.
+
+    On a shared machine one recording of a point can be slowed by other jobs
+    as much as the doctoring speeds it up, so each point of the baseline is
+    the fastest of three recordings (as one would record a baseline on a
+    quiet machine); the doctoring then really puts it below what this code
+    runs at. The guard must fail the test. A guard that passes with every
+    point judged (no "inconclusive") is a false negative and fails this test
+    at once. On a machine whose speed changes by more than the doctoring
+    between the recordings and the guarded run (seen at load 12-17 on two
+    vCPUs: the guarded run 1.75x faster than the fastest recording), the guard
+    honestly says "inconclusive": the cycle is then repeated, up to
+    DOCTORED_CYCLES times, and only if every cycle was inconclusive is the
+    test skipped, with the run spreads the guard measured.
+    """
+    pytester.makepyfile(test_chase_guard=CHASE_GUARD)
+    path = pytester.path / "memlab-baselines" / f"{baseline_stem('test_chase_guard.py::test_chase_latency')}.csv"
+    inconclusive = []
+    for _ in range(DOCTORED_CYCLES):
+        result = _doctored_cycle(pytester, path, speedup)
+        outcomes = result.parseoutcomes()
+        if outcomes.get("failed"):
+            break
+        summary = [line for line in result.stdout.lines if line.startswith("passed: test_chase_guard.py")]
+        assert summary and "inconclusive" in summary[-1], (
+            f"a {speedup}x faster baseline passed the guard with every point judged:\n" + result.stdout.str())
+        inconclusive.append(summary[-1])
+    else:
+        pytest.skip(f"this machine's speed changed by more than {speedup}x between recording and guarding in "
+                    f"{DOCTORED_CYCLES} cycles; the guard said inconclusive each time: " + " | ".join(inconclusive))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*memlab_regression: * significant regression(s) of at least 5.0% against *",

@@ -33,3 +33,13 @@ def hang(path: str) -> None:
     """Write the pid (the sign the child started), then sleep far beyond any test's patience."""
     note_pid(path)
     time.sleep(600)
+
+
+def crash_on_call(path: str, call: int) -> None:
+    """Count the calls in ``path`` (one worker after another); die by SIGSEGV on call ``call``
+    (from 1): one run of a sweep crashes, the others measure."""
+    counter = Path(path)
+    count = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(count))
+    if count == call:
+        os.kill(os.getpid(), signal.SIGSEGV)

@@ -51,6 +51,7 @@ __all__ = [
     "default_machine",
     "family_of",
     "finite",
+    "fold_dataset",
     "fold_runs",
     "generic_figure",
     "groups",
@@ -250,19 +251,21 @@ def rows_with(ds: Dataset, metric: str) -> list[dict]:
     return fold_runs(rows, ds.param_names, metric)
 
 
-def fold_runs(rows: Sequence[Mapping[str, Any]], names: Sequence[str], metric: str) -> list[dict]:
+def fold_runs(rows: Sequence[Mapping[str, Any]], names: Sequence[str], metric: str | Sequence[str]) -> list[dict]:
     """The runs of each point (docs/dataset.md, "Runs") as one row, in the order of first rows.
 
-    The folded row is the point's first run with ``metric`` the median of its
-    run medians, ``metric_min``/``metric_max`` over every run, the samples of
-    every run, ``run_spread`` and ``run_unstable`` over all its runs
-    (:func:`memlab.significance.run_spread`) and ``runs`` their count. A
-    point of one run keeps its row as it is.
+    The folded row is the point's first run with each of ``metric`` (one
+    name or several) the median of its run medians, ``<metric>_min`` and
+    ``_max`` over every run, the samples of every run; ``run_spread`` and
+    ``run_unstable`` over all its runs (of the first metric,
+    :func:`memlab.significance.run_spread`) and ``runs`` their count. A point
+    of one run keeps its row as it is.
 
     >>> rows = [{"family": "f", "n": 1, "t": v, "t_samples": [v], "run": r} for r, v in enumerate((1.0, 2.0, 3.0))]
     >>> [(row["t"], row["run_spread"], row["run_unstable"]) for row in fold_runs(rows, ["n"], "t")]
     [(2.0, 3.0, True)]
     """
+    metrics = [metric] if isinstance(metric, str) else list(metric)
     points: dict[tuple, dict[int, list[Mapping[str, Any]]]] = {}
     for row in rows:
         key = (point_key(row, names), machine_key(row))
@@ -273,27 +276,57 @@ def fold_runs(rows: Sequence[Mapping[str, Any]], names: Sequence[str], metric: s
         if len(members) == 1:
             folded.append(dict(members[0]))
             continue
-        samples = [[v for row in group for v in _run_samples(row, metric)] for group in runs.values()]
         row = dict(members[0])
-        row[metric] = median_of_runs(samples)
-        for statistic, pick in (("min", min), ("max", max)):
-            values = [number(r.get(f"{metric}_{statistic}")) for r in members]
-            values = [v for v in values if math.isfinite(v)]
-            if values:
-                row[f"{metric}_{statistic}"] = pick(values)
-        row[f"{metric}_samples"] = [v for run in samples for v in run]
-        spread_of_runs = run_spread(samples)
-        row[RUN_SPREAD_COLUMN], row[RUN_UNSTABLE_COLUMN] = spread_of_runs, is_unstable(spread_of_runs)
+        for position, name in enumerate(metrics):
+            samples = [[v for r in group for v in _run_samples(r, name)] for group in runs.values()]
+            samples = [run for run in samples if run]
+            if not samples:
+                continue
+            row[name] = median_of_runs(samples)
+            for statistic, pick in (("min", min), ("max", max)):
+                values = [number(r.get(f"{name}_{statistic}")) for r in members]
+                values = [v for v in values if math.isfinite(v)]
+                if values:
+                    row[f"{name}_{statistic}"] = pick(values)
+            if f"{name}_samples" in row:
+                row[f"{name}_samples"] = [v for run in samples for v in run]
+            if position == 0:
+                spread_of_runs = run_spread(samples)
+                row[RUN_SPREAD_COLUMN], row[RUN_UNSTABLE_COLUMN] = spread_of_runs, is_unstable(spread_of_runs)
         row["runs"] = len(runs)
         folded.append(row)
     return folded
 
 
+def fold_dataset(ds: Dataset) -> Dataset:
+    """``ds`` with each point's runs folded into one row (:func:`fold_runs`, every metric, the primary
+    first): what a family's figure, table or headline draws from. A dataset of one run a point
+    comes back as it is.
+
+    >>> rows = [{"family": "f", "n": 1, "t": v, "t_samples": [v], "run": r} for r, v in enumerate((1.0, 3.0))]
+    >>> [row["t"] for row in fold_dataset(Dataset(rows, {"param_names": ["n"]})).rows]
+    [2.0]
+    """
+    if not any(run_index(row) for row in ds.rows):
+        return ds
+    metrics = list(ds.metric_names)
+    try:
+        primary = ds.primary_metric()
+    except ValueError:
+        primary = None
+    if primary in metrics:
+        metrics = [primary] + [m for m in metrics if m != primary]
+    return Dataset(fold_runs(ds.rows, ds.param_names, metrics), ds.metadata)
+
+
 def _run_samples(row: Mapping[str, Any], metric: str) -> list[float]:
-    """A run's samples of ``metric`` (its median alone when it kept none)."""
+    """A run's finite samples of ``metric`` (its median alone when it kept none)."""
     samples = [number(v) for v in (row.get(f"{metric}_samples") or [])]
     samples = [v for v in samples if math.isfinite(v)]
-    return samples or [number(row.get(metric))]
+    if samples:
+        return samples
+    value = number(row.get(metric))
+    return [value] if math.isfinite(value) else []
 
 
 def unstable(row: Mapping[str, Any]) -> bool:

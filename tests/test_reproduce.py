@@ -377,3 +377,12 @@ def test_verdicts_and_times_are_written_without_following_a_planted_link(fake_ca
     assert victim.read_text() == "secret"
     assert json.loads((out / reproducing.VERDICTS_FILE).read_text())["items"]
     assert json.loads((out / reproducing.TIMES_FILE).read_text())
+
+
+def test_a_quick_run_splits_its_samples_over_runs():
+    QUICK_RUNS, in_quick_runs = reproducing.QUICK_RUNS, reproducing.in_quick_runs
+    two = in_quick_runs(Sweep("q", "calibrate", [{}], repeat=2))
+    assert (two.runs, two.repeat) == (QUICK_RUNS, max(1, 2 // QUICK_RUNS))
+    assert in_quick_runs(Sweep("q", "calibrate", [{}], repeat=2, runs=5)).runs == 5  # a sweep's own runs stay
+    tasks = reproducing.plan(catalogue.select(), True, "/nonexistent-memlab-plan")
+    assert [t.items[0].key for t in tasks if t.sweep is not None and t.sweep.runs is None] == []

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
-from conftest import experiment
+from conftest import EXPERIMENTS
 
-aa = experiment("aa")
+
+def _load_aa():
+    spec = importlib.util.spec_from_file_location("memlab_experiment_aa", EXPERIMENTS / "aa.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+aa = _load_aa()
 
 
 def test_an_a_a_of_a_sweep_counts_the_points_that_changed_verdict(capsys):
-    assert aa.main(["--sweep", "calibrate.quick", "--runs", "2", "--repeat", "1"]) == 0
+    assert aa.main(["--sweep", "tlb.quick", "--runs", "2", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
-    assert "A/A calibrate.quick: 2 run(s) a side" in out
-    assert "points that changed verdict: " in out and "of 1 with 2 runs a side" in out
+    assert "A/A tlb.quick: 2 run(s) a side" in out
+    assert "points that changed verdict: " in out and "of 2 with 2 runs a side" in out
     assert "host: " in out and "load average" in out
 
 

@@ -53,6 +53,8 @@ __all__ = [
     "OUTCOME_COLUMNS",
     "OUTCOME_PAIRS",
     "RUN_COLUMN",
+    "RUN_SPREAD_COLUMN",
+    "RUN_UNSTABLE_COLUMN",
     "SAMPLE_COLUMN",
     "COLUMN_ALIASES",
     "FINGERPRINT_COLUMN",
@@ -137,9 +139,15 @@ RESERVED_SUFFIXES = tuple(f"_{name}" for name in (*STATISTICS, SAMPLES))
 #: Which run of its point a row is (docs/dataset.md, "Runs"): 0, 1, ...; a row
 #: without it is run 0.
 RUN_COLUMN = "run"
+#: How far the runs of a row's point disagree (docs/dataset.md, "Runs"): the largest run median
+#: of the primary metric over the smallest, over the point's runs up to and including this row's
+#: (so the point's last run holds the whole point's); 1.0 for its first run.
+RUN_SPREAD_COLUMN = "run_spread"
+#: Whether that spread exceeds ``memlab.significance.UNSTABLE_RUN_SPREAD`` (True: unstable).
+RUN_UNSTABLE_COLUMN = "run_unstable"
 #: Columns of every row that are neither parameters nor metrics.
 BOOKKEEPING_COLUMNS = ("family", "counters_missing", "counters_scope", "repeat", "warmup_samples",
-                       RUN_COLUMN)
+                       RUN_COLUMN, RUN_SPREAD_COLUMN, RUN_UNSTABLE_COLUMN)
 #: Columns saying, in words, what a point asked of the kernel and what it got: the
 #: page kind and the populate call (docs/dataset.md, "Asked and obtained"). Facts of
 #: the samples, neither parameters nor metrics; "mixed" where the samples differed.
@@ -1204,10 +1212,10 @@ class Dataset:
     def merge(cls, *datasets: "Dataset", dedupe: bool = False) -> "Dataset":
         """Concatenate datasets (e.g. shards); metadata comes from the first.
 
-        Rows of the same point measured by the same machine (same :meth:`key`,
-        using the first dataset's ``param_names``, and same
-        :func:`machine_key`) raise ValueError unless ``dedupe=True``, which
-        keeps the first occurrence. The same point from two machines is two
+        Rows of the same run of the same point measured by the same machine
+        (same :meth:`key`, using the first dataset's ``param_names``, same
+        :func:`run_index` and same :func:`machine_key`) raise ValueError
+        unless ``dedupe=True``, which keeps the first occurrence. The same point from two machines is two
         rows (a fleet's hosts); ``metadata["machines"]`` lists the machines of
         every dataset.
 
@@ -1237,13 +1245,14 @@ class Dataset:
             for row in ds.rows:
                 if check:
                     machine = machine_key(row)
-                    key = (*merged.key(row), *machine)
+                    key = (*merged.key(row), *machine, run_index(row))
                     if key in seen:
                         if dedupe:
                             continue
                         host = f" measured by {machine[0] or machine[1]}" if any(machine) else ""
+                        which = f" run {run_index(row)}" if run_index(row) else ""
                         raise DuplicatePointError(
-                            f"merge: duplicate point {merged.key(row)}{host} in dataset {index} "
+                            f"merge: duplicate point {merged.key(row)}{which}{host} in dataset {index} "
                             f"(first seen in dataset {seen[key]})", "dedupe=True"
                         )
                     seen[key] = index

@@ -500,7 +500,7 @@ def test_the_quick_sweep_runs(tmp_path):
     from memlab.sweep import run_sweep
 
     sweep = chase.FAMILY.sweep("fig3_12_quick")
-    dataset = run_sweep(sweep, tmp_path / "fig3_12.csv", progress=False, repeat=1)
+    dataset = run_sweep(sweep, tmp_path / "fig3_12.csv", progress=False, repeat=1, runs=1)
     assert len(dataset) == len(sweep.points)
     assert all(row["ns_per_element"] > 0 for row in dataset)
 

@@ -365,7 +365,7 @@ def test_quick_sweeps_run_and_draw(name, tmp_path):
     from memlab.sweep import run_sweep
 
     sweep = chase.FAMILY.sweep(name)
-    dataset = run_sweep(sweep, tmp_path / f"{name}.csv", progress=False, repeat=1)
+    dataset = run_sweep(sweep, tmp_path / f"{name}.csv", progress=False, repeat=1, runs=1)
     assert len(dataset) == len(sweep.points)
     fig = plot.figure(Dataset.load(tmp_path / f"{name}.csv"))
     text = texts(fig)

@@ -291,7 +291,7 @@ def test_a_slurm_job_array_then_a_merge(tmp_path):
     script.write_text("from memlab.grid import Sweep, grid\n\n"
                       "def sweep(quick=False):\n"
                       "    return Sweep('array', 'calibrate', grid(budget_ns=[5000000, 5000001, 5000002, "
-                      "5000003, 5000004]), repeat=1, warmup=0)\n")
+                      "5000003, 5000004]), repeat=1, warmup=0, runs=1)\n")
     out = tmp_path / "results"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env["MEMLAB"] = f"{sys.executable} -m memlab"

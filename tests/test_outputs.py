@@ -36,7 +36,7 @@ def measured(monkeypatch):
 
 def chase_sweep(name="s") -> Sweep:
     return Sweep(name, "chase", [{"working_set_bytes": 4096 << i, "laps": 1} for i in range(3)],
-                 repeat=1, warmup=0, target_seconds=0.001)
+                 repeat=1, warmup=0, target_seconds=0.001, runs=1)
 
 
 def test_run_out_refuses_a_dataset_of_another_family_before_measuring(tmp_path, measured, capsys):
@@ -82,7 +82,7 @@ def test_no_resume_refuses_an_existing_dataset_and_force_moves_it_aside(tmp_path
     script.write_text("from memlab.grid import Sweep\n"
                       "def sweep(quick=False):\n"
                       "    return Sweep('q', 'calibrate', [{'budget_ns': b} for b in (1000000, 2000000)],"
-                      " repeat=1, warmup=0)\n")
+                      " repeat=1, warmup=0, runs=1)\n")
     out = tmp_path / "o"
     args = ["sweep", str(script), "--out", str(out), "--no-progress", "--no-resume"]
     assert cli.main(args) == 0

@@ -446,7 +446,7 @@ def test_latency_sweep_covers_each_placement_and_refuses_busy_on_one_cpu(tmp_pat
     assert all(not (p["busy_loop"] and p["ping_cpu"] == p["pong_cpu"]) for p in sweep.points)
     sweep.points = sweep.points[:1]
     sweep.repeat = 1
-    dataset = run_sweep(sweep, tmp_path / "lat.csv", progress=False)
+    dataset = run_sweep(sweep, tmp_path / "lat.csv", progress=False, runs=1)
     row = Dataset.load(tmp_path / "lat.csv").rows[0]
     assert row["family"] == "pipe_latency" and row["ns_per_round_trip"] > 0
     assert row["echo_errors"] == 0 and len(dataset) == 1

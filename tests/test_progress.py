@@ -3,6 +3,7 @@ nothing in logs or with --quiet, and an overall bar with ETA for the tour and mu
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import pty
@@ -62,7 +63,7 @@ def bar_frames(drawn: str) -> list[str]:
 
 
 def test_terminal_bar_fits_80_columns_and_does_not_stack(tmp_path):
-    code, drawn, stdout = run_in_terminal(["sweep", "region.quick", "--repeat", "1", "--out",
+    code, drawn, stdout = run_in_terminal(["sweep", "region.quick", "--repeat", "1", "--runs", "1", "--out",
                                            str(tmp_path / "r.csv")], columns=80)
     assert code == 0, drawn
     assert "region.quick: 4 rows" in stdout
@@ -101,8 +102,8 @@ def test_multi_sweep_runs_get_an_overall_bar(tmp_path):
         "from memlab.cli import script_main\n"
         "from memlab.grid import Sweep\n"
         "def sweep(quick=False):\n"
-        "    return [Sweep('a', 'calibrate', [{'budget_ns': 2_000_000}], repeat=1, warmup=0),\n"
-        "            Sweep('b', 'calibrate', [{'budget_ns': 3_000_000}], repeat=1, warmup=0)]\n"
+        "    return [Sweep('a', 'calibrate', [{'budget_ns': 2_000_000}], repeat=1, warmup=0, runs=1),\n"
+        "            Sweep('b', 'calibrate', [{'budget_ns': 3_000_000}], repeat=1, warmup=0, runs=1)]\n"
         "if __name__ == '__main__':\n"
         "    raise SystemExit(script_main(sweep))\n"
     )
@@ -123,7 +124,7 @@ def test_jupyter_gets_a_widget_not_a_quoted_string(tmp_path):
         "from memlab.grid import Sweep\n"
         "from memlab.sweep import run_sweep\n"
         "ds = run_sweep(Sweep('j', 'calibrate', [{'budget_ns': 2_000_000 + i} for i in range(3)],\n"
-        "                     repeat=1, warmup=0))\n"
+        "                     repeat=1, warmup=0, runs=1))\n"
         "len(ds)"
     ))
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
@@ -137,15 +138,16 @@ def test_jupyter_gets_a_widget_not_a_quoted_string(tmp_path):
 
 
 def test_estimate_grows_with_points_repeats_and_sample_length():
-    one = Sweep("s", "region", [{"region_bytes": 1 << 20}], repeat=2, warmup=0, target_seconds=0.1)
-    two = Sweep("s", "region", [{"region_bytes": 1 << 20}] * 2, repeat=2, warmup=0, target_seconds=0.1)
-    longer = Sweep("s", "region", [{"region_bytes": 1 << 20}], repeat=2, warmup=0, target_seconds=1.0)
+    one = Sweep("s", "region", [{"region_bytes": 1 << 20}], repeat=2, warmup=0, target_seconds=0.1, runs=1)
+    two = Sweep("s", "region", [{"region_bytes": 1 << 20}] * 2, repeat=2, warmup=0, target_seconds=0.1, runs=1)
+    longer = Sweep("s", "region", [{"region_bytes": 1 << 20}], repeat=2, warmup=0, target_seconds=1.0, runs=1)
     base = sweep_module.estimate_seconds(one)
     assert base == pytest.approx(2 * 0.1 + sweep_module.POINT_OVERHEAD_SECONDS)
     assert sweep_module.estimate_seconds(two) == pytest.approx(2 * base)
     assert sweep_module.estimate_seconds(longer) > base
+    assert sweep_module.estimate_seconds(dataclasses.replace(one, runs=3)) == pytest.approx(3 * base)  # per run
     # a family whose sample length is its own parameter says so (system: duration_s)
-    fixed = Sweep("s", "system", [{"test": "spawn", "duration_s": 2.0}], repeat=1, warmup=0)
+    fixed = Sweep("s", "system", [{"test": "spawn", "duration_s": 2.0}], repeat=1, warmup=0, runs=1)
     assert sweep_module.estimate_seconds(fixed) == pytest.approx(2.0 + sweep_module.POINT_OVERHEAD_SECONDS)
 
 

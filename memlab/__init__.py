@@ -21,6 +21,7 @@ from memlab.registry import family as get_family
 # As for compare: memlab.reproduce is the function; the module is memlab.reproduce in sys.modules.
 from memlab.reproduce import reproduce
 from memlab.sweep import run_sweep
+from memlab.userkernel import include_dir, is_kernel_path, kernel_family
 
 __all__ = [
     "Dataset",
@@ -35,6 +36,8 @@ __all__ = [
     "core_ghz",
     "get_family",
     "grid",
+    "include_dir",
+    "kernel_family",
     "reproduce",
     "run",
     "run_sweep",
@@ -43,5 +46,8 @@ __all__ = [
 
 
 def run(family_name: str, params=None, **options) -> Measurement:
-    """Measure one point of a family: ``memlab.run("chase", working_set_bytes=2**20)``."""
+    """Measure one point of a family: ``memlab.run("chase", working_set_bytes=2**20)``, or of a
+    kernel file (built, cached and registered first: ``memlab.run("./probe.c", size_bytes=4096)``)."""
+    if is_kernel_path(family_name):
+        return kernel_family(family_name).run(params, **options)
     return get_family(family_name).run(params, **options)

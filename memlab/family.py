@@ -89,6 +89,10 @@ class Family:
     ``figure=None`` and gives ``headline(dataset)`` (one sentence with the
     number, shown in large type) and/or ``table(dataset)`` (header and
     cells, with units, shown instead of the generic table).
+
+    ``metadata`` goes into every dataset of the family: a user kernel's
+    ``kernel_sha256`` and build (memlab.userkernel), which resume and the
+    pytest guard compare.
     """
 
     name: str
@@ -112,6 +116,7 @@ class Family:
     table: Callable[[Any], tuple[list[str], list[list[str]]]] | None = None
     one_cpu: str = "caller"
     one_cpu_refusal: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.one_cpu not in ONE_CPU:

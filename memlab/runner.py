@@ -706,6 +706,7 @@ def sweep_metadata(
         "machine_fingerprint": fingerprint(facts),
         "memlab_version": __version__,
         "command": " ".join(sys.argv),
+        **family.metadata,  # a user kernel's kernel_sha256 and build
     }
 
 

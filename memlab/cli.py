@@ -48,7 +48,7 @@ from memlab.compare import compare, compare_machines, load_dataset, parse_fracti
 from memlab.dataset import Dataset, DuplicatePointError, check_compatible, machine_key, paths_for
 from memlab.family import Family, ParamSpec
 from memlab.files import atomic_write, check_output_directory, check_output_file, check_output_file_in_new_directory
-from memlab.grid import Sweep, as_sweeps, parse_shard, shard_points
+from memlab.grid import DEFAULT_RUNS, MAX_RUNS, Sweep, as_sweeps, parse_shard, shard_points
 from memlab.measure import MAX_REPEAT, MAX_WARMUP, Measurement
 from memlab.report import as_items, write_report
 from memlab.reproduce import listing, reproduce
@@ -297,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --no-resume: move an existing dataset aside (NAME.replaced-TIME.csv)")
     _progress_options(sweep)
     _measure_options(sweep, "CSV path (one sweep) or folder (several); default results/")
+    _runs_options(sweep, f"runs per point, each a fresh setup, taken in rounds (1..{MAX_RUNS}; "
+                         f"default the sweep's, else {DEFAULT_RUNS})", processes=True)
     fleet_options = sweep.add_argument_group(
         "fleet (docs/fleet.md; needs pip install 'memlab[fleet]')",
         "measure on the workers of a Dask cluster that offer the resource memlab=1")
@@ -407,6 +409,7 @@ def _run_parser(sub) -> None:
         parser.add_argument("assignments", nargs="*", metavar="key=value",
                             help="parameters (listed below); the others keep their defaults")
         _measure_options(parser, "write the dataset here (.csv)")
+        _runs_options(parser, f"runs of the point, each a fresh setup (1..{MAX_RUNS}; default 1)")
         parser.add_argument("--json", action="store_true", help="print the row as JSON")
         parser.set_defaults(handler=cmd_run)
 
@@ -451,11 +454,18 @@ def _progress_options(parser: argparse.ArgumentParser) -> None:
 def _measure_options(parser: argparse.ArgumentParser, out_help: str) -> None:
     parser.add_argument("--out", help=out_help)
     parser.add_argument("--repeat", type=_bounded_int("--repeat", 1, MAX_REPEAT),
-                        help=f"repetitions kept per point (1..{MAX_REPEAT})")
+                        help=f"samples kept per run of a point (1..{MAX_REPEAT})")
     parser.add_argument("--warmup", type=_bounded_int("--warmup", 0, MAX_WARMUP),
                         help=f"warm-up repetitions per point, not kept (0..{MAX_WARMUP})")
     parser.add_argument("--cpu", type=_bounded_int("--cpu", 0, 1 << 20),
                         help="pin the measuring process to this CPU")
+
+
+def _runs_options(parser: argparse.ArgumentParser, runs_help: str, processes: bool = False) -> None:
+    parser.add_argument("--runs", type=_bounded_int("--runs", 1, MAX_RUNS), help=runs_help)
+    if processes:
+        parser.add_argument("--processes", action="store_true",
+                            help="measure each run in a fresh Python worker process (memlab.worker)")
 
 
 def _compare_parser(sub) -> None:
@@ -559,26 +569,35 @@ def cmd_run(args: argparse.Namespace) -> int:
     fam = registry.family(args.family)
     assignments = typed_assignments(fam.params_type, args.assignments)
     params = dataclasses.asdict(fam.params(assignments))
-    if not args.out:
-        measurement = fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)
-        row = measurement.to_row()
-    else:  # a one-point run (memlab.runner.Run): metadata, machine check, the row tagged with its machine
+    runs = args.runs or 1
+    if not args.out and runs == 1:
+        measurements = [fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)]
+        rows = [measurements[0].to_row()]
+    else:  # a one-point run (memlab.runner.Run): metadata, machine check, the rows tagged with their machine
         sweep = Sweep("run", fam.name, [params], repeat=args.repeat or fam.default_repeat,
-                      warmup=fam.default_warmup if args.warmup is None else args.warmup)
-        one = Run(sweep, args.out, cpu=args.cpu)
-        _check_run_output(args.out, one, fam)
-        measured: list[Measurement] = []
-        dataset = one.execute(progress=False, warn=lambda text: None, on_measurement=measured.append)
-        measurement, row = measured[0], dataset.rows[-1]
-    if args.json:
-        print(json.dumps(row, default=str))
-    else:
-        print(_summary(measurement))
+                      warmup=fam.default_warmup if args.warmup is None else args.warmup, runs=runs)
+        one = Run(sweep, args.out or None, cpu=args.cpu)
         if args.out:
-            print(f"1 row -> {paths_for(args.out)[0]}")
-    if measurement.conditions_warning:
-        print(f"memlab: warning: {measurement.family}: {measurement.conditions_warning}",
-              file=sys.stderr)
+            _check_run_output(args.out, one, fam)
+        measurements = []
+        dataset = one.execute(progress=False, warn=lambda text: None, on_measurement=measurements.append)
+        rows = dataset.rows[-len(measurements):]
+    for index, (measurement, row) in enumerate(zip(measurements, rows)):
+        if args.json:
+            print(json.dumps(row, default=str))
+            continue
+        if runs > 1:
+            print(f"run {index + 1}/{runs}:")
+        print(_summary(measurement))
+    if not args.json and runs > 1:
+        print(f"run spread (largest / smallest run median of {measurements[0].primary_metric}): "
+              f"{rows[-1]['run_spread']:.3f}" + (" unstable" if rows[-1]["run_unstable"] else ""))
+    if not args.json and args.out:
+        print(f"{len(rows)} row{'' if len(rows) == 1 else 's'} -> {paths_for(args.out)[0]}")
+    for measurement in measurements:
+        if measurement.conditions_warning:
+            print(f"memlab: warning: {measurement.family}: {measurement.conditions_warning}",
+                  file=sys.stderr)
     return 0
 
 
@@ -666,6 +685,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweeps = resolve(args.name, quick=args.quick)
     if args.scheduler is None and (args.each_host or args.spread):
         raise UsageError(f"--{'each-host' if args.each_host else 'spread'} needs --scheduler ADDRESS")
+    if args.scheduler is not None and args.processes:
+        raise UsageError("--processes measures in worker processes on this machine; --scheduler's workers "
+                         "measure on theirs (give one of them)")
     if args.scheduler is not None and not (args.each_host or args.spread):
         raise UsageError("--scheduler needs --each-host (the whole sweep on every host) "
                          "or --spread (its points split over identical hosts)")
@@ -677,14 +699,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         check_output_file_in_new_directory(path, "--out")
     overall = None
     if len(sweeps) > 1 and not args.each_host:  # each-host: points times hosts, unknown before connecting
-        total = sum(len(shard_points(s.points, parse_shard(args.shard))) for s in sweeps)
+        total = sum(len(shard_points(s.points, parse_shard(args.shard))) * (args.runs or s.runs_per_point)
+                    for s in sweeps)
         overall = progress_bar(total, f"{len(sweeps)} sweeps", enabled=progress_enabled(not args.no_progress))
     try:
         for sweep, path in zip(sweeps, paths):
             dataset = run_sweep(sweep, path, shard=args.shard, resume=not args.no_resume, force=args.force,
                                 progress=not args.no_progress, repeat=args.repeat, warmup=args.warmup,
                                 cpu=args.cpu, overall=overall, client=args.scheduler,
-                                each_host=args.each_host, spread=args.spread)
+                                each_host=args.each_host, spread=args.spread, runs=args.runs,
+                                processes=args.processes)
             hosts = ""
             if args.scheduler is not None:
                 count = len({machine_key(row) for row in dataset.rows})

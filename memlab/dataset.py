@@ -51,6 +51,8 @@ __all__ = [
     "OUTCOME_COLUMNS",
     "OUTCOME_PAIRS",
     "RUN_COLUMN",
+    "RUN_SPREAD_COLUMN",
+    "RUN_UNSTABLE_COLUMN",
     "SAMPLE_COLUMN",
     "COLUMN_ALIASES",
     "FINGERPRINT_COLUMN",
@@ -134,9 +136,15 @@ RESERVED_SUFFIXES = tuple(f"_{name}" for name in (*STATISTICS, SAMPLES))
 #: Which run of its point a row is (docs/dataset.md, "Runs"): 0, 1, ...; a row
 #: without it is run 0.
 RUN_COLUMN = "run"
+#: How far the runs of a row's point disagree (docs/dataset.md, "Runs"): the largest run median
+#: of the primary metric over the smallest, over the point's runs up to and including this row's
+#: (so the point's last run holds the whole point's); 1.0 for its first run.
+RUN_SPREAD_COLUMN = "run_spread"
+#: Whether that spread exceeds ``memlab.significance.UNSTABLE_RUN_SPREAD`` (True: unstable).
+RUN_UNSTABLE_COLUMN = "run_unstable"
 #: Columns of every row that are neither parameters nor metrics.
 BOOKKEEPING_COLUMNS = ("family", "counters_missing", "counters_scope", "repeat", "warmup_samples",
-                       RUN_COLUMN)
+                       RUN_COLUMN, RUN_SPREAD_COLUMN, RUN_UNSTABLE_COLUMN)
 #: Columns saying, in words, what a point asked of the kernel and what it got: the
 #: page kind and the populate call (docs/dataset.md, "Asked and obtained"). Facts of
 #: the samples, neither parameters nor metrics; "mixed" where the samples differed.

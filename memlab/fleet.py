@@ -34,6 +34,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from memlab.check import check
+from memlab.dataset import RUN_COLUMN
 from memlab.machine import FINGERPRINT_FACTS, collect, identity
 from memlab.registry import family as get_family
 
@@ -300,7 +301,8 @@ def measure_point(family_name: str, point: Mapping[str, Any], options: Mapping[s
     """The task each point is on a worker: measure it, return its row and the task's own time.
 
     ``options`` go to ``Family.run`` (repeat, warmup, cpu, target_seconds
-    and the sweep's options). ``task_s`` is the wall time of the whole task
+    and the sweep's options); a ``run`` entry of ``point`` is the run's
+    index, given to the row. ``task_s`` is the wall time of the whole task
     on the worker (monotonic clock), against which the client measures what
     Dask added.
 
@@ -315,8 +317,12 @@ def measure_point(family_name: str, point: Mapping[str, Any], options: Mapping[s
     ['began_unix', 'ended_unix', 'row', 'task_s', 'warning']
     """
     began_unix, begin = time.time(), time.monotonic()
-    measurement = get_family(family_name).run(dict(point), **dict(options))
+    point = dict(point)
+    run = point.pop(RUN_COLUMN, None)  # which run of the point this task is (the run loop's rounds)
+    measurement = get_family(family_name).run(point, **dict(options))
     row = measurement.to_row()
+    if run is not None:
+        row[RUN_COLUMN] = run
     return {"row": row, "task_s": time.monotonic() - begin, "warning": measurement.conditions_warning,
             "began_unix": began_unix, "ended_unix": time.time()}
 

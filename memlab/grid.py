@@ -12,19 +12,52 @@ knows a family; the shard helpers only pick points.
 from __future__ import annotations
 
 import itertools
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["Sweep", "as_sweeps", "grid", "parse_shard", "shard_points", "zipped"]
+__all__ = ["DEFAULT_RUNS", "MAX_RUNS", "Sweep", "as_sweeps", "check_runs", "grid", "parse_shard", "shard_points",
+           "zipped"]
+
+DEFAULT_RUNS = 3
+"""Runs of every point when a sweep does not say (docs/dataset.md, "Runs"): each run a fresh
+setup, the runs of a sweep's points taken in rounds. Three is the fewest whose median of run
+medians a single odd run cannot move, and what the A/A of docs/regression.md needed for no
+point of chase.quick to change verdict between two identical sweeps."""
+
+#: Upper bound of a point's runs: each is a fresh setup (and with processes a fresh Python).
+MAX_RUNS = 1000
+
+
+def check_runs(value: object, name: str = "runs") -> int:
+    """``value`` as a number of runs, or ValueError naming ``name``, the value and the range.
+
+    >>> check_runs(3)
+    3
+    >>> check_runs(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: runs=0 is below the minimum 1 (runs per point: 1..1000)
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r} must be a whole number of runs per point (1..{MAX_RUNS})")
+    number = int(value)  # numpy integers too
+    if number < 1:
+        raise ValueError(f"{name}={number} is below the minimum 1 (runs per point: 1..{MAX_RUNS})")
+    if number > MAX_RUNS:
+        raise ValueError(f"{name}={number} is above the maximum {MAX_RUNS} (runs per point: 1..{MAX_RUNS})")
+    return number
 
 
 @dataclass
 class Sweep:
     """Points of one family to measure, with how to measure each.
 
-    ``repeat`` kept samples per point after ``warmup`` ones, each lasting
-    about ``target_seconds`` (None: the family's default); ``options`` go to
-    the family's ``run`` (e.g. ``{"counters": False}``).
+    Every point is measured in ``runs`` runs (None: :data:`DEFAULT_RUNS`),
+    each a fresh setup; a run keeps ``repeat`` samples after ``warmup``
+    ones, each lasting about ``target_seconds`` (None: the family's
+    default); ``options`` go to the family's ``run`` (e.g.
+    ``{"counters": False}``).
     """
 
     name: str
@@ -35,8 +68,11 @@ class Sweep:
     target_seconds: float | None = None
     description: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    runs: int | None = None
 
     def __post_init__(self) -> None:
+        if self.runs is not None:
+            self.runs = check_runs(self.runs)
         if not isinstance(self.points, list) or not all(isinstance(p, Mapping) for p in self.points):
             raise ValueError(f"points of sweep {self.name!r} must be a list of dicts")
         if not self.points:
@@ -44,6 +80,15 @@ class Sweep:
 
     def __len__(self) -> int:
         return len(self.points)
+
+    @property
+    def runs_per_point(self) -> int:
+        """The runs each point gets: ``runs``, else :data:`DEFAULT_RUNS`.
+
+        >>> Sweep("s", "calibrate", [{}]).runs_per_point, Sweep("s", "calibrate", [{}], runs=5).runs_per_point
+        (3, 5)
+        """
+        return DEFAULT_RUNS if self.runs is None else self.runs
 
 
 def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:

@@ -319,9 +319,13 @@ class RegressionGuard:
         return comparison
 
     def _measure(self, data: Any) -> Any:
-        """The runs of ``data`` as one dataset with a ``run`` column (a Dataset: as it is)."""
+        """The runs of ``data`` as one dataset with a ``run`` column (a Dataset: as it is). A Sweep
+        is measured by the run loop in ``--memlab-runs`` runs taken in rounds; a callable is
+        called once per run."""
         if hasattr(data, "rows") and hasattr(data, "metadata"):
             return data
+        if isinstance(data, Sweep):
+            return Run(data, resume=False, repeat=self.repeat, runs=self.runs).execute(progress=False)
         return _as_runs([self._measure_once(data) for _ in range(self.runs)])
 
     def _measure_once(self, data: Any) -> Any:
@@ -329,8 +333,8 @@ class RegressionGuard:
             data = data()
         if hasattr(data, "rows") and hasattr(data, "metadata"):
             return data
-        if isinstance(data, Sweep):
-            return Run(data, resume=False, repeat=self.repeat).execute(progress=False)
+        if isinstance(data, Sweep):  # one run: the caller numbers the runs
+            return Run(data, resume=False, repeat=self.repeat, runs=1).execute(progress=False)
         raise TypeError(
             f"memlab_regression.check(data={type(data).__name__}): expected a Sweep, "
             f"a Dataset or a callable returning one"

@@ -45,13 +45,16 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from tqdm.auto import tqdm
 
-from memlab import fleet
+from memlab import fleet, worker
 from memlab._version import __version__
 from memlab.check import check, largest_bytes
 from memlab.conditions import read_cpu_times
 from memlab.dataset import (
     FINGERPRINT_COLUMN,
     HOST_COLUMN,
+    RUN_COLUMN,
+    RUN_SPREAD_COLUMN,
+    RUN_UNSTABLE_COLUMN,
     Dataset,
     DatasetError,
     DatasetWriter,
@@ -59,22 +62,27 @@ from memlab.dataset import (
     machine_key,
     paths_for,
     point_key,
+    run_index,
 )
 from memlab.family import Family
 from memlab.files import OutputError, check_output_file
-from memlab.grid import Sweep, parse_shard, shard_points
+from memlab.grid import Sweep, check_runs, parse_shard, shard_points
 from memlab.machine import collect, fingerprint, identity, machine_id
 from memlab.registry import family as get_family
+from memlab.significance import is_unstable, run_spread
 from memlab.units import format_param
 
 __all__ = [
     "CHECK_STEAL_WINDOW_SECONDS",
     "FLEET_MODES",
     "POINT_OVERHEAD_SECONDS",
+    "PROCESS_TIMEOUT_FACTOR",
+    "PROCESS_TIMEOUT_SLACK_SECONDS",
     "Executor",
     "FleetExecutor",
     "LocalExecutor",
     "Plan",
+    "ProcessExecutor",
     "Run",
     "estimate_seconds",
     "eta_bar",
@@ -93,6 +101,12 @@ CHECK_STEAL_WINDOW_SECONDS = 0.15
 measures steal over the whole run instead."""
 
 FLEET_MODES = ("each-host", "spread")
+
+#: A worker process (:class:`ProcessExecutor`) is killed after this many times its run's
+#: estimate plus :data:`PROCESS_TIMEOUT_SLACK_SECONDS`: far beyond a slow run on a loaded
+#: machine, short of a kernel that never returns.
+PROCESS_TIMEOUT_FACTOR = 20
+PROCESS_TIMEOUT_SLACK_SECONDS = 60.0
 
 Warn = Callable[[str], None]
 OnPoint = Callable[[dict[str, Any], "dict[str, Any] | None"], None]
@@ -184,9 +198,10 @@ def point_seconds(family: Family, params: Any, target_seconds: float | None, sam
 
 def estimate_seconds(sweep: Sweep) -> float:
     """About how long ``sweep`` takes to measure (seconds), before it runs: :func:`point_seconds`
-    summed over its points (a point the family refuses counts nothing: the run would stop there).
+    of one run, summed over its points and times its runs (a point the family refuses counts
+    nothing: the run would stop there).
 
-    >>> round(estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 50_000_000}], repeat=3, warmup=0)), 2)
+    >>> round(estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 50_000_000}], repeat=3, warmup=0, runs=1)), 2)
     0.4
     """
     family = get_family(sweep.family)
@@ -197,40 +212,62 @@ def estimate_seconds(sweep: Sweep) -> float:
         except (ValueError, TypeError):
             continue
         total += point_seconds(family, params, sweep.target_seconds, sweep.warmup + sweep.repeat)
-    return total
+    return total * sweep.runs_per_point
 
 
 @dataclasses.dataclass
 class Plan:
-    """What a run will measure: every point of its shard (parameters complete, in order), their
-    keys, the keys already on disk, and each point's estimated seconds."""
+    """What a run will measure: every point of its shard (parameters complete, in order), each in
+    ``runs`` runs; the ``(key, run)`` pairs already on disk, and one run's estimated seconds of
+    each point.
+
+    The work is taken in rounds (:meth:`work`): run 0 of every point, then run 1 of every point,
+    and so on, so that a slow minute of the machine spreads over all points instead of landing
+    on one."""
 
     sweep: Sweep
     family: Family
     points: list[dict[str, Any]]
-    seconds_per_point: list[float]
+    seconds_per_run: list[float]
     done: set[tuple]
     repeat: int
     warmup: int
+    runs: int = 1
 
     def key(self, point: Mapping[str, Any]) -> tuple:
         """The identity of a point (or row) of this run (:func:`memlab.dataset.point_key`)."""
         return point_key({"family": self.family.name, **point}, self.family.param_names)
 
+    def work(self) -> list[tuple[dict[str, Any], int]]:
+        """Every ``(point, run)`` of the plan in round order (on disk or not)."""
+        return [(point, index) for index in range(self.runs) for point in self.points]
+
+    @property
+    def pending_runs(self) -> list[tuple[dict[str, Any], int]]:
+        """The ``(point, run)`` pairs not on disk yet, in round order."""
+        return [(p, r) for p, r in self.work() if (self.key(p), r) not in self.done]
+
     @property
     def pending(self) -> list[dict[str, Any]]:
-        """The points not on disk yet, in order."""
-        return [point for point in self.points if self.key(point) not in self.done]
+        """The points with a run not on disk yet, in order."""
+        waiting = {self.key(p) for p, _ in self.pending_runs}
+        return [point for point in self.points if self.key(point) in waiting]
+
+    @property
+    def units(self) -> int:
+        """Progress units of the whole plan: one per run of each point."""
+        return len(self.points) * self.runs
 
     @property
     def seconds(self) -> float:
-        """Estimated seconds of every point."""
-        return sum(self.seconds_per_point)
+        """Estimated seconds of every run of every point."""
+        return sum(self.seconds_per_run) * self.runs
 
     @property
     def pending_seconds(self) -> float:
-        """Estimated seconds of the points not on disk yet."""
-        return sum(s for p, s in zip(self.points, self.seconds_per_point) if self.key(p) not in self.done)
+        """Estimated seconds of the runs not on disk yet."""
+        per_run = {self.key(p): s for p, s in zip(self.points, self.seconds_per_run)}
+        return sum(per_run[self.key(p)] for p, _ in self.pending_runs)
 
     @property
     def varying(self) -> list[str]:
@@ -254,6 +291,11 @@ def _existing_rows(out: str | os.PathLike, family: Family) -> list[dict[str, Any
         return []
     defaults = family.defaults()
     return [{**{k: v for k, v in defaults.items() if k not in row}, **row} for row in existing.rows]
+
+
+def done_runs(plan: Plan, rows: Sequence[Mapping[str, Any]]) -> set[tuple]:
+    """The ``(key, run)`` pairs that ``rows`` hold (a row without a run index is run 0)."""
+    return {(plan.key(row), run_index(row)) for row in rows}
 
 
 # --------------------------------------------------------------------------
@@ -295,7 +337,9 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Every point measured in this process, one after the other, in the plan's order.
+    """Every run of every point measured in this process, in rounds (:meth:`Plan.work`); each run
+    a fresh setup (``Family.run``: a new kernel, its allocation, list or buffers built, populated
+    and pinned anew; a fresh sample function for families timed in Python).
 
     The machine check runs before the first point and after the last; the end
     check measures steal over the whole run.
@@ -321,25 +365,84 @@ class LocalExecutor:
         return Machines(facts, [{**machine, "facts": facts}], {"check_start": start.to_dict()}, warnings)
 
     def work(self, run: Run, existing: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
-        points = run.plan().points
-        return len(points), len(points)  # points on disk advance the bar in order, as they come
+        units = run.plan().units
+        return units, units  # runs on disk advance the bar in order, as they come
 
     def measure(self, run: Run) -> None:
         plan = run.plan()
-        for point in plan.points:
-            if plan.key(point) in run.done:
+        for point, index in plan.work():
+            if (plan.key(point), index) in run.done:
                 run.skip(point)
                 continue
-            run.bar.set_postfix_str(plan.describe(point), refresh=False)
-            measurement = plan.family.run(point, **run.options)
-            run.record(point, {**measurement.to_row(), **self.tags}, measurement.conditions_warning,
-                       measurement=measurement)
+            run.bar.set_postfix_str(run.describe_run(point, index), refresh=False)
+            self.measure_run(run, point, index)
+
+    def measure_run(self, run: Run, point: dict[str, Any], index: int) -> None:
+        """Run ``index`` of ``point``: measured here, recorded."""
+        measurement = run.family.run(point, **run.options)
+        run.record(point, {**measurement.to_row(), **self.tags}, measurement.conditions_warning,
+                   run_number=index, measurement=measurement)
 
     def finish(self, run: Run) -> dict[str, Any]:
         return {"check_end": check(steal_since=self.since).to_dict()}
 
     def close(self) -> None:
         pass
+
+
+class ProcessExecutor(LocalExecutor):
+    """Every run of every point measured in a fresh Python worker process
+    (:func:`memlab.worker.measure_run`), in rounds, one worker at a time: the way pyperf spawns
+    its workers. A worker that dies (a signal, a non-zero exit, a timeout: its run's estimate
+    times :data:`PROCESS_TIMEOUT_FACTOR` plus :data:`PROCESS_TIMEOUT_SLACK_SECONDS`, unless
+    ``timeout_seconds``) is a failed run: said in a warning, listed in
+    ``metadata["failed_runs"]``, the other runs measured; once the file is closed the first
+    failure is raised (:class:`memlab.worker.WorkerFailed`). ``prelude`` and ``prelude_args``
+    run in every worker before it measures (registering a user kernel's family there)."""
+
+    label = " (worker processes)"
+
+    def __init__(self, *, timeout_seconds: float | None = None, prelude: str | None = None,
+                 prelude_args: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        worker.check_prelude(prelude, prelude_args)
+        if timeout_seconds is not None and not (isinstance(timeout_seconds, (int, float))
+                                                and not isinstance(timeout_seconds, bool) and timeout_seconds > 0):
+            raise ValueError(f"timeout_seconds={timeout_seconds!r} must be a positive number of seconds (or None)")
+        self.timeout_seconds = timeout_seconds
+        self.prelude, self.prelude_args = prelude, dict(prelude_args or {})
+        self.failures: list[worker.WorkerFailed] = []
+
+    def measure_run(self, run: Run, point: dict[str, Any], index: int) -> None:
+        plan = run.plan()
+        timeout = self.timeout_seconds
+        if timeout is None:
+            per_run = dict(zip([plan.key(p) for p in plan.points], plan.seconds_per_run))[plan.key(point)]
+            timeout = per_run * PROCESS_TIMEOUT_FACTOR + PROCESS_TIMEOUT_SLACK_SECONDS
+        try:
+            result = worker.measure_run(plan.family.name, point, run.options, run=index, prelude=self.prelude,
+                                        prelude_args=self.prelude_args, timeout_seconds=timeout)
+        except worker.WorkerFailed as failure:
+            self.failures.append(failure)
+            run.warn(f"memlab: warning: {run.family.name} {run.describe_run(point, index)}: the worker process {failure.reason}; "
+                     "run the sweep again to measure it")
+            run.skip(point)
+            return
+        for row in result.rows:
+            run.record(point, {**row, **self.tags}, result.warning, run_number=index)
+
+    def finish(self, run: Run) -> dict[str, Any]:
+        failed = [{"point": f.point, "run": f.run, "reason": f.reason} for f in self.failures]
+        return {**super().finish(run), "processes": True, "failed_runs": failed}
+
+    def after(self, run: Run) -> None:
+        """Once the file is closed: the first failed run raised, with how many failed."""
+        if self.failures:
+            first = self.failures[0]
+            if len(self.failures) > 1:
+                first.args = (f"{first.args[0]} ({len(self.failures)} runs failed, "
+                              "metadata['failed_runs'] lists them)",)
+            raise first
 
 
 class FleetExecutor:
@@ -384,26 +487,34 @@ class FleetExecutor:
 
     def work(self, run: Run, existing: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
         plan = run.plan()
+        # each item is one run of a point: the point with its run index (measure_point takes it off)
+        items = [{**point, RUN_COLUMN: index} for point, index in plan.work()]
+
+        def key(item: Mapping[str, Any]) -> tuple:
+            return plan.key(item), run_index(item)
+
         if self.mode == "each-host":
             done = {h.address: [r for r in existing if machine_key(r) == h.key] for h in self.hosts}
-            todo = fleet.plan_each_host([h.address for h in self.hosts], done, plan.points, plan.key)
+            todo = fleet.plan_each_host([h.address for h in self.hosts], done, items, key)
             self.queues = {address: collections.deque(points) for address, points in todo.items()}
-            return len(plan.points) * len(self.hosts), sum(len(q) for q in self.queues.values())
+            return len(items) * len(self.hosts), sum(len(q) for q in self.queues.values())
         print_id = self.hosts[0].fingerprint_id
-        measured = {plan.key(r) for r in existing if machine_key(r)[1] == print_id}
-        shared = collections.deque(p for p in plan.points if plan.key(p) not in measured)
+        measured = {key(r) for r in existing if machine_key(r)[1] == print_id}
+        shared = collections.deque(item for item in items if key(item) not in measured)
         self.queues = {h.address: shared for h in self.hosts}
-        return len(plan.points), len(shared)
+        return len(items), len(shared)
 
     def measure(self, run: Run) -> None:
         plan = run.plan()
 
-        def record(host: fleet.Host, point: Mapping[str, Any], outcome: dict[str, Any]) -> None:
+        def record(host: fleet.Host, item: Mapping[str, Any], outcome: dict[str, Any]) -> None:
+            point = {k: v for k, v in item.items() if k != RUN_COLUMN}
             row = dict(outcome["row"])
             row[HOST_COLUMN], row[FINGERPRINT_COLUMN] = host.key
             row[context_column("dask_overhead_s")] = round(outcome["overhead_s"], 4)
-            run.bar.set_postfix_str(f"{host.host} {plan.describe(point)}", refresh=False)
-            run.record(dict(point), row, outcome.get("warning") or "", where=f" on {host.host}")
+            run.bar.set_postfix_str(f"{host.host} {run.describe_run(point, item[RUN_COLUMN])}", refresh=False)
+            run.record(point, row, outcome.get("warning") or "", where=f" on {host.host}",
+                       run_number=item[RUN_COLUMN])
 
         addresses = [h.address for h in self.hosts]
         quieted = fleet.quiet_workers(self.dask_client, addresses, True)
@@ -446,14 +557,20 @@ class Run:
     soon as it is measured; with ``resume`` the points already there are
     skipped; ``resume=False`` starts a fresh dataset, refusing an existing one
     with rows unless ``force`` (which moves it aside, :func:`move_aside`).
-    ``repeat`` and ``warmup`` override the sweep's, ``cpu`` pins the
-    measurements; ``metadata`` is added to the dataset's. ``executor``:
-    :class:`LocalExecutor` (default) or :class:`FleetExecutor`.
+    Every point is measured in ``runs`` runs (default the sweep's,
+    :attr:`memlab.grid.Sweep.runs_per_point`), each a fresh setup, taken in
+    rounds; its rows carry the ``run`` index and the point's ``run_spread``
+    so far (docs/dataset.md, "Runs"). Resuming measures the runs a point
+    lacks. ``repeat`` and ``warmup`` (samples per run) override the sweep's,
+    ``cpu`` pins the measurements; ``metadata`` is added to the dataset's.
+    ``executor``: :class:`LocalExecutor` (default), :class:`ProcessExecutor`
+    (``processes=True``: each run in a fresh worker process) or
+    :class:`FleetExecutor`.
 
-    >>> with Run(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1)) as run:
+    >>> with Run(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1), runs=2) as run:
     ...     dataset = run.measure()
-    >>> len(dataset)
-    1
+    >>> [row["run"] for row in dataset.rows]
+    [0, 1]
     """
 
     def __init__(
@@ -469,7 +586,13 @@ class Run:
         cpu: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         executor: Executor | None = None,
+        runs: int | None = None,
+        processes: bool = False,
     ) -> None:
+        if processes is not False and processes is not True:
+            raise ValueError(f"processes={processes!r} must be True or False")
+        if processes and executor is not None:
+            raise ValueError("processes=True measures in worker processes on this machine; it takes no executor")
         self.sweep = sweep
         self.family = get_family(sweep.family)
         self.out = out
@@ -479,7 +602,10 @@ class Run:
         self.warmup = sweep.warmup if warmup is None else warmup
         self.cpu = cpu
         self.extra_metadata = dict(metadata or {})
-        self.executor: Executor = executor if executor is not None else LocalExecutor()
+        self.runs = sweep.runs_per_point if runs is None else check_runs(runs)
+        if executor is None:
+            executor = ProcessExecutor() if processes else LocalExecutor()
+        self.executor: Executor = executor
         self.options = dict(repeat=self.repeat, warmup=self.warmup, cpu=cpu, target_seconds=sweep.target_seconds,
                             **sweep.options)
         self._plan: Plan | None = None
@@ -493,6 +619,7 @@ class Run:
         self.warn: Warn = lambda text: print(text, file=sys.stderr)
         self.measured = 0
         self._opened = False
+        self._run_samples: dict[tuple, dict[int, list[float]]] = {}
 
     # -- plan ---------------------------------------------------------------
 
@@ -504,9 +631,9 @@ class Run:
             points = [dataclasses.asdict(family.params(p)) for p in shard_points(self.sweep.points, self.shard)]
             samples = self.warmup + self.repeat
             seconds = [point_seconds(family, family.params(p), self.sweep.target_seconds, samples) for p in points]
-            plan = Plan(self.sweep, family, points, seconds, set(), self.repeat, self.warmup)
+            plan = Plan(self.sweep, family, points, seconds, set(), self.repeat, self.warmup, self.runs)
             if self.out is not None and self.resume:
-                plan.done = {plan.key(row) for row in _existing_rows(self.out, family)}
+                plan.done = done_runs(plan, _existing_rows(self.out, family))
             self._plan = plan
         return self._plan
 
@@ -544,7 +671,8 @@ class Run:
         self._opened = True
         try:
             machines = self.executor.start(self)
-            meta = sweep_metadata(self.sweep, self.family, self.shard, self.repeat, facts=machines.facts)
+            meta = sweep_metadata(self.sweep, self.family, self.shard, self.repeat, facts=machines.facts,
+                                  runs=self.runs)
             if not machines.single:
                 for key in ("machine", "machine_id", "machine_fingerprint"):
                     meta.pop(key)  # several machines: metadata["machines"] lists them
@@ -558,7 +686,9 @@ class Run:
                                             required=self.family.required_params())
             existing = list(self.writer.existing_rows) if self.writer is not None else []
             self.dataset = Dataset(existing, self.writer.metadata if self.writer is not None else meta)
-            self.done = {plan.key(row) for row in existing}
+            self.done = done_runs(plan, existing)
+            for row in existing:
+                self._note_run(plan.key(row), run_index(row), row)
             total, waiting = self.executor.work(self, existing)
             self.bar = progress_bar(total, f"{self.sweep.family}:{self.sweep.name}{self.executor.label}",
                                     enabled=progress_enabled(progress), position=1 if overall is not None else 0,
@@ -594,21 +724,46 @@ class Run:
         return self.dataset
 
     def record(self, point: dict[str, Any], row: dict[str, Any], warning: str = "", *, where: str = "",
-               measurement: Any = None) -> None:
-        """One measured row: appended to the file and the dataset, counted, its warning said."""
+               run_number: int = 0, measurement: Any = None) -> None:
+        """One measured row (run ``run_number`` of ``point``): given its run index and the point's
+        run spread so far, appended to the file and the dataset, counted, its warning said."""
+        key = self.plan().key(point)
+        spread = self._note_run(key, run_number, row)
+        row = {**row, RUN_COLUMN: run_number, RUN_SPREAD_COLUMN: round(spread, 4) if spread == spread else spread,
+               RUN_UNSTABLE_COLUMN: is_unstable(spread)}
         if self.writer is not None:
             self.writer.append(row)
         self.dataset.rows.append(row)
-        self.done.add(self.plan().key(point))
+        self.done.add((key, run_number))
         self.measured += 1
         self._advance(1)
         if warning:
-            self.warn(f"memlab: warning: {self.family.name} {self.plan().describe(point) or 'point'}{where}: "
+            self.warn(f"memlab: warning: {self.family.name} {self.describe_run(point, run_number)}{where}: "
                       f"{warning}")
         if measurement is not None and self.on_measurement is not None:
             self.on_measurement(measurement)
         if self.on_point is not None:
             self.on_point(point, row)
+
+    def _note_run(self, key: tuple, index: int, row: Mapping[str, Any]) -> float:
+        """Keep a run's samples of the primary metric; the run spread of the point's runs so far."""
+        metric = self.dataset.metadata.get("primary_metric") if self.dataset is not None else None
+        samples = row.get(f"{metric}_samples") if metric else None
+        if not isinstance(samples, (list, tuple)):
+            samples = [row.get(metric)] if metric and isinstance(row.get(metric), (int, float)) else []
+        values = [float(v) for v in samples if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        runs = self._run_samples.setdefault(key, {})
+        runs.setdefault(index, []).extend(values)
+        return run_spread(list(runs.values()))
+
+    def describe_run(self, point: Mapping[str, Any], index: int) -> str:
+        """A run of a point in words: the point (:meth:`Plan.describe`) and, with several runs,
+        which one (``run 2/3``)."""
+        plan = self.plan()
+        text = plan.describe(point)
+        if plan.runs > 1:
+            text = f"{text} run {index + 1}/{plan.runs}".strip()
+        return text or "point"
 
     def skip(self, point: dict[str, Any]) -> None:
         """A point found on disk: counted on the bars, told to ``on_point`` with no row."""
@@ -686,11 +841,11 @@ def move_aside(path: str | os.PathLike) -> Path:
 
 def sweep_metadata(
     sweep: Sweep, family: Family, shard: tuple[int, int] | None = None, repeat: int | None = None,
-    facts: Mapping[str, Any] | None = None,
+    facts: Mapping[str, Any] | None = None, runs: int | None = None,
 ) -> dict[str, Any]:
     """The metadata of a dataset of ``sweep`` (docs/dataset.md, "Sidecar"): the family,
-    sweep, parameter names, primary metric, machine facts (``facts``, default this
-    machine's), memlab version and command."""
+    sweep, parameter names, primary metric, samples per run (``repeat``) and runs per point,
+    machine facts (``facts``, default this machine's), memlab version and command."""
     facts = collect() if facts is None else dict(facts)
     return {
         "family": family.name,
@@ -699,6 +854,7 @@ def sweep_metadata(
         "param_names": list(family.param_names),
         "primary_metric": family.primary_metric or (f"ns_per_{family.unit}" if family.unit else "elapsed_ns"),
         "repeat": sweep.repeat if repeat is None else repeat,
+        "runs": sweep.runs_per_point if runs is None else runs,
         "warmup": sweep.warmup,
         "shard": f"{shard[0]}/{shard[1]}" if shard else "",
         "machine": facts,
@@ -724,7 +880,14 @@ def fleet_mode(client: Any, each_host: bool, spread: bool) -> str | None:
     return "each-host" if each_host else "spread"
 
 
-def executor_for(client: Any = None, each_host: bool = False, spread: bool = False) -> Executor:
-    """The executor a run's arguments ask for: a :class:`FleetExecutor` with ``client``, else local."""
+def executor_for(client: Any = None, each_host: bool = False, spread: bool = False,
+                 processes: bool = False) -> Executor:
+    """The executor a run's arguments ask for: a :class:`FleetExecutor` with ``client``, a
+    :class:`ProcessExecutor` with ``processes``, else local."""
     mode = fleet_mode(client, each_host, spread)
+    if mode is not None and processes:
+        raise ValueError("processes=True measures in worker processes on this machine; a fleet's workers "
+                         "measure on theirs (give one of client= and processes=True)")
+    if processes:
+        return ProcessExecutor()
     return LocalExecutor() if mode is None else FleetExecutor(client, mode)

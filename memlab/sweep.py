@@ -83,6 +83,8 @@ def run_sweep(
     client: Any = None,
     each_host: bool = False,
     spread: bool = False,
+    runs: int | None = None,
+    processes: bool = False,
 ) -> Dataset:
     """Measure every point of ``sweep`` (or of its shard) into a Dataset.
 
@@ -109,6 +111,16 @@ def run_sweep(
     Every row names the machine that measured it (``context_host``,
     ``context_fingerprint_id``; docs/dataset.md).
 
+    Every point is measured in ``runs`` runs (default the sweep's ``runs``,
+    else :data:`memlab.grid.DEFAULT_RUNS`), each a fresh setup, in rounds:
+    run 0 of every point, then run 1 of every point ...; each row is one run,
+    with its ``run`` index and the point's ``run_spread`` so far
+    (docs/dataset.md, "Runs"). ``repeat`` is the samples of each run.
+    Resuming measures the runs a point lacks. ``processes=True`` measures
+    each run in a fresh Python worker process (:mod:`memlab.worker`); a
+    worker that dies is a failed run, warned about, and raised once the
+    others are measured.
+
     Fleet mode (docs/fleet.md): with ``client`` (a ``distributed.Client`` or
     a scheduler address such as ``"tcp://host:8786"``) the points are
     measured by the Dask workers that offer the ``memlab`` resource, one at
@@ -122,12 +134,12 @@ def run_sweep(
     measures them. Needs ``pip install 'memlab[fleet]'``.
 
     >>> ds = run_sweep(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1),
-    ...                progress=False)
+    ...                progress=False, runs=2)
     >>> len(ds)
-    1
+    2
     """
     run = Run(sweep, out, shard=shard, resume=resume, force=force, repeat=repeat, warmup=warmup, cpu=cpu,
-              metadata=metadata, executor=executor_for(client, each_host, spread))
+              metadata=metadata, executor=executor_for(client, each_host, spread, processes), runs=runs)
     return run.execute(progress=progress, overall=overall, warn=warn, on_point=on_point)
 
 

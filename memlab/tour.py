@@ -28,7 +28,7 @@ from typing import Sequence
 from memlab.dataset import Dataset, paths_for
 from memlab.family import Family
 from memlab.files import check_output_directory, inside
-from memlab.grid import Sweep, as_sweeps
+from memlab.grid import Sweep, as_sweeps, check_runs
 from memlab.registry import all_families
 from memlab.registry import family as get_family
 from memlab.report import ReportItem, write_report
@@ -79,15 +79,16 @@ def _spread_indices(count: int, keep: int) -> list[int]:
 
 
 def reduce_sweep(sweep: Sweep, max_points: int = REDUCED_MAX_POINTS, repeat: int = 1,
-                 target_seconds: float = REDUCED_TARGET_SECONDS) -> Sweep:
+                 target_seconds: float = REDUCED_TARGET_SECONDS, runs: int = 1) -> Sweep:
     """A small copy of ``sweep``: at most ``max_points`` points spread over it (first and last
-    first), ``repeat`` repetitions, no warm-up, samples of at most ``target_seconds``.
+    first), each in ``runs`` runs (one: a look at the shape, not numbers to compare) of
+    ``repeat`` repetitions, no warm-up, samples of at most ``target_seconds``.
 
     Used by ``memlab tour --reduced`` and by CI runs of the notebooks.
 
     >>> small = reduce_sweep(Sweep("s", "calibrate", [{"budget_ns": b} for b in (10**7, 2 * 10**7, 3 * 10**7)]))
-    >>> [p["budget_ns"] for p in small.points], small.repeat
-    ([10000000, 30000000], 1)
+    >>> [p["budget_ns"] for p in small.points], small.repeat, small.runs
+    ([10000000, 30000000], 1, 1)
     """
     if max_points < 1:
         raise ValueError(f"max_points={max_points} is below the minimum 1")
@@ -97,7 +98,8 @@ def reduce_sweep(sweep: Sweep, max_points: int = REDUCED_MAX_POINTS, repeat: int
         raise ValueError(f"target_seconds={target_seconds} must be above 0")
     points = [sweep.points[i] for i in _spread_indices(len(sweep.points), max_points)]
     target = target_seconds if sweep.target_seconds is None else min(sweep.target_seconds, target_seconds)
-    return dataclasses.replace(sweep, points=points, repeat=repeat, warmup=0, target_seconds=target)
+    return dataclasses.replace(sweep, points=points, repeat=repeat, warmup=0, target_seconds=target,
+                               runs=check_runs(runs))
 
 
 def _quick_sweeps(family: Family) -> list[Sweep]:
@@ -111,9 +113,9 @@ def _planned_points(sweep: Sweep) -> int:
     """The points the run of ``sweep`` plans (memlab.runner.Run.plan), for the overall bar; a sweep
     whose points its family refuses counts them all: its run fails, recorded like any other failure."""
     try:
-        return len(Run(sweep).plan().points)
+        return Run(sweep).plan().units  # one unit per run of a point
     except (ValueError, TypeError):
-        return len(sweep.points)
+        return len(sweep.points) * sweep.runs_per_point
 
 
 def _remove_dataset(path: Path) -> None:

@@ -22,6 +22,7 @@ from memlab.registry import family as get_family
 from memlab.reproduce import reproduce
 from memlab.sweep import run_sweep
 from memlab.userkernel import include_dir, is_kernel_path, kernel_family
+from memlab.userkernel import run as run_kernel_file
 
 __all__ = [
     "Dataset",
@@ -47,7 +48,8 @@ __all__ = [
 
 def run(family_name: str, params=None, **options) -> Measurement:
     """Measure one point of a family: ``memlab.run("chase", working_set_bytes=2**20)``, or of a
-    kernel file (built, cached and registered first: ``memlab.run("./probe.c", size_bytes=4096)``)."""
+    kernel file (built, cached and registered first: ``memlab.run("./probe.c", size_bytes=4096)``;
+    ``isolate=True`` measures it in a worker process, where a crash cannot take this one down)."""
     if is_kernel_path(family_name):
-        return kernel_family(family_name).run(params, **options)
+        return run_kernel_file(family_name, params, **options)
     return get_family(family_name).run(params, **options)

@@ -411,6 +411,10 @@ def _run_parser(sub) -> None:
         _measure_options(parser, "write the dataset here (.csv)")
         _runs_options(parser, f"runs of the point, each a fresh setup (1..{MAX_RUNS}; default 1)")
         parser.add_argument("--json", action="store_true", help="print the row as JSON")
+        if fam.prelude is not None:  # a kernel file's family
+            parser.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                                help="measure in a worker process, where a crash of the kernel (SIGSEGV, "
+                                     "abort) is a failed point and exit 1 (default: --isolate)")
         parser.set_defaults(handler=cmd_run)
 
 
@@ -570,18 +574,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     assignments = typed_assignments(fam.params_type, args.assignments)
     params = dataclasses.asdict(fam.params(assignments))
     runs = args.runs or 1
+    isolate = getattr(args, "isolate", False)  # a kernel file's family: in a worker process
     if not args.out and runs == 1:
-        measurements = [fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)]
+        if isolate:
+            measurements = [userkernel.run_isolated(fam, assignments, repeat=args.repeat, warmup=args.warmup,
+                                                    cpu=args.cpu)]
+        else:
+            measurements = [fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)]
         rows = [measurements[0].to_row()]
     else:  # a one-point run (memlab.runner.Run): metadata, machine check, the rows tagged with their machine
         sweep = Sweep("run", fam.name, [params], repeat=args.repeat or fam.default_repeat,
                       warmup=fam.default_warmup if args.warmup is None else args.warmup, runs=runs)
-        one = Run(sweep, args.out or None, cpu=args.cpu)
+        one = Run(sweep, args.out or None, cpu=args.cpu, processes=isolate)
         if args.out:
             _check_run_output(args.out, one, fam)
         measurements = []
         dataset = one.execute(progress=False, warn=lambda text: None, on_measurement=measurements.append)
-        rows = dataset.rows[-len(measurements):]
+        rows = dataset.rows[-(len(measurements) or runs):]
+        if isolate:  # the worker processes handed back rows
+            measurements = [userkernel.measurement_from_row(fam, row) for row in rows]
     for index, (measurement, row) in enumerate(zip(measurements, rows)):
         if args.json:
             print(json.dumps(row, default=str))

@@ -92,7 +92,9 @@ class Family:
 
     ``metadata`` goes into every dataset of the family: a user kernel's
     ``kernel_sha256`` and build (memlab.userkernel), which resume and the
-    pytest guard compare.
+    pytest guard compare. ``prelude`` (``"module:function"`` and its keyword
+    arguments) is what a worker process (memlab.worker) runs first to know
+    the family: a user kernel's builds and registers it there.
     """
 
     name: str
@@ -117,6 +119,7 @@ class Family:
     one_cpu: str = "caller"
     one_cpu_refusal: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    prelude: tuple[str, Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.one_cpu not in ONE_CPU:

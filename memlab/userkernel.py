@@ -31,16 +31,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from memlab import chart
+from memlab import chart, worker
 from memlab._core import KERNEL_API_VERSION, build_info, load_kernel
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, check_number, coerce_fields
 from memlab.grid import Sweep
+from memlab.measure import Measurement
 from memlab.registry import register
 from memlab.units import unit_of
 
 __all__ = ["API_VERSION", "Build", "KernelBuildError", "build", "cache_dir", "include_dir", "is_kernel_path",
-           "kernel_family", "run"]
+           "kernel_family", "load_in_worker", "measurement_from_row", "run", "run_isolated"]
 
 #: The kernel API this memlab takes (``ML_KERNEL_API_VERSION`` of memlab_kernel.h).
 API_VERSION: int = KERNEL_API_VERSION
@@ -49,7 +50,7 @@ API_VERSION: int = KERNEL_API_VERSION
 ERROR_LINES = 6
 
 _HEADER = "memlab_kernel.h"
-_TYPES = {"int": int, "float": float, "bool": bool, "choice": str}
+_TYPES = {"int": "int", "float": "float", "bool": "bool", "choice": "str"}  # annotations, as `from __future__ import annotations` writes them
 
 
 class KernelBuildError(ValueError):
@@ -140,11 +141,13 @@ def _compile_error(source: Path, command: list[str], stderr: str) -> KernelBuild
                             f"exited with an error):\n  {text}")
 
 
-def build(source: str | os.PathLike, *, cache: str | os.PathLike | None = None) -> Build:
+def build(source: str | os.PathLike, *, cache: str | os.PathLike | None = None,
+          include: str | os.PathLike | None = None) -> Build:
     """Compile the kernel file ``source`` into a shared object in the cache (``cache``, default
     :func:`cache_dir`), or find it there when the source, the header, the compiler, its flags
     and the API version are unchanged. :class:`KernelBuildError` (a ValueError) with the compiler's
     first error lines when it does not compile; FileNotFoundError when there is no such file.
+    ``include``: a directory for the file's own headers (default: the file's).
     """
     path = Path(source).expanduser().resolve()
     if not path.is_file():
@@ -167,7 +170,8 @@ def build(source: str | os.PathLike, *, cache: str | os.PathLike | None = None) 
         with tempfile.TemporaryDirectory(prefix="memlab-kernel-") as scratch:
             copy = Path(scratch) / path.name
             copy.write_bytes(source_bytes)
-            command = [*compiler, *flags, f"-I{include_dir()}", f"-I{path.parent}", str(copy), "-o", temporary]
+            own = Path(include) if include is not None else path.parent
+            command = [*compiler, *flags, f"-I{include_dir()}", f"-I{own}", str(copy), "-o", temporary]
             result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise _compile_error(path, command, result.stderr.replace(str(copy), str(path)))
@@ -249,7 +253,9 @@ def family_of(description: Mapping[str, Any], build_info: Build | None = None) -
     )
 
 
-_BUILT: dict[Path, tuple[str, Family]] = {}
+_BUILT: dict[Path, Family] = {}
+#: The keywords of Family.run that are options, not parameters.
+_RUN_OPTIONS = ("repeat", "warmup", "cpu", "target_seconds", "counters")
 
 
 def kernel_family(source: str | os.PathLike, *, cache: str | os.PathLike | None = None) -> Family:
@@ -257,18 +263,82 @@ def kernel_family(source: str | os.PathLike, *, cache: str | os.PathLike | None 
     the life of the process; the :class:`Family`. A newer source of the same file replaces the
     family of its name; a file built before is not loaded twice.
     """
-    built = build(source, cache=cache)
-    known = _BUILT.get(built.shared_object)
-    if known is not None:
-        register(known[1], replace=True)
-        return known[1]
-    description = load_kernel(str(built.shared_object))
-    family = family_of(description, built)
+    return _load(build(source, cache=cache))
+
+
+def _load(built: Build) -> Family:
+    family = _BUILT.get(built.shared_object)
+    if family is None:
+        description = load_kernel(str(built.shared_object))
+        source_text = built.source.read_text(errors="replace")
+        prelude = ("memlab.userkernel:load_in_worker",
+                   {"source_text": source_text, "file_name": built.source.name, "include": str(built.source.parent),
+                    "kernel_sha256": built.kernel_sha256})
+        family = dataclasses.replace(family_of(description, built), prelude=prelude)
+        _BUILT[built.shared_object] = family
     register(family, replace=True)
-    _BUILT[built.shared_object] = (built.kernel_sha256, family)
     return family
 
 
-def run(source: str | os.PathLike, params: Any = None, **options: Any):
-    """Measure one point of the kernel file ``source``: ``memlab.run("./probe.c", size_bytes=4096)``."""
-    return kernel_family(source).run(params, **options)
+def load_in_worker(source_text: str, file_name: str, include: str, kernel_sha256: str) -> Family:
+    """A worker process's prelude (memlab.worker): build the kernel source the parent measured, kept
+    in the cache under its hash (the parent's file may have changed since), and register its family.
+    ValueError when the text is not the source of ``kernel_sha256``."""
+    data = source_text.encode()
+    if hashlib.sha256(data).hexdigest() != kernel_sha256:
+        raise ValueError(f"{file_name}: the kernel source handed to the worker is not the one of "
+                         f"kernel_sha256={kernel_sha256[:12]}")
+    folder = cache_dir() / "sources" / kernel_sha256[:24]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / file_name
+    if not path.is_file() or path.read_bytes() != data:
+        path.write_bytes(data)
+    return _load(build(path, include=include))
+
+
+def measurement_from_row(family: Family, row: Mapping[str, Any]) -> Measurement:
+    """The :class:`memlab.measure.Measurement` a dataset row was made of (its samples from the
+    ``_samples`` columns, its counters' medians, its context): what an isolated run hands back."""
+    params = {name: row[name] for name in family.param_names if name in row}
+    samples: list[dict[str, float]] = []
+    for column, values in row.items():
+        if not column.endswith("_samples") or column == "warmup_samples" or not isinstance(values, list):
+            continue
+        name = column[: -len("_samples")]
+        if name.startswith("measured_") and name[len("measured_"):] in params:
+            name = name[len("measured_"):]
+        for index, value in enumerate(values):
+            while len(samples) <= index:
+                samples.append({})
+            if isinstance(value, (int, float)) and value == value:
+                samples[index][name] = float(value)
+    counters = [{column[len("counter_"):]: value for column, value in row.items()
+                 if column.startswith("counter_") and isinstance(value, (int, float)) and value == value}]
+    context = {column[len("context_"):]: value for column, value in row.items() if column.startswith("context_")}
+    warmup = [{family.primary_metric: v} for v in row.get("warmup_samples") or []]
+    return Measurement(family.name, params, samples, counters, dict(row.get("counters_missing") or {}),
+                       str(row.get("counters_scope") or ""), warmup, family.primary_metric or "elapsed_ns", context)
+
+
+def run_isolated(family: Family, params: Any = None, *, timeout_seconds: float | None = None,
+                 **options: Any) -> Measurement:
+    """One point of a kernel family measured in a worker process (memlab.worker): a kernel that
+    crashes is a :class:`memlab.worker.WorkerFailed` (a RuntimeError: "killed by SIGSEGV") and this
+    process goes on."""
+    if family.prelude is None:
+        raise ValueError(f"isolate=True: family {family.name!r} is not a kernel file's")
+    overrides = {name: options.pop(name) for name in list(options) if name not in _RUN_OPTIONS}
+    point = dataclasses.asdict(family.params(params, **overrides))
+    prelude, prelude_args = family.prelude
+    result = worker.measure_run(family.name, point, options, prelude=prelude, prelude_args=prelude_args,
+                                timeout_seconds=timeout_seconds)
+    return measurement_from_row(family, result.rows[0])
+
+
+def run(source: str | os.PathLike, params: Any = None, *, isolate: bool = False, **options: Any) -> Measurement:
+    """Measure one point of the kernel file ``source``: ``memlab.run("./probe.c", size_bytes=4096)``;
+    ``isolate=True`` measures it in a worker process (:func:`run_isolated`)."""
+    if isolate is not True and isolate is not False:
+        raise ValueError(f"isolate={isolate!r} must be True or False")
+    family = kernel_family(source)
+    return run_isolated(family, params, **options) if isolate else family.run(params, **options)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import memlab
-from memlab import _core, cli, registry, userkernel
+from memlab import _core, cli, registry, userkernel, worker
 from memlab.dataset import Dataset, DatasetError
 from memlab.grid import Sweep, grid
 from memlab.sweep import run_sweep
@@ -271,7 +271,7 @@ def test_memlab_run_file_measures_and_lists_its_parameters(tmp_path, capsys):
 def test_a_sweep_is_resumed_after_an_interrupt_and_refused_for_another_source(tmp_path):
     source = write(tmp_path, "v.c", VERSIONED % 1)
     fam = userkernel.kernel_family(source)
-    sweep = Sweep("ns", fam.name, grid(n=[1, 2, 3, 4]), repeat=1, warmup=0, target_seconds=0.002)
+    sweep = Sweep("ns", fam.name, grid(n=[1, 2, 3, 4]), repeat=1, warmup=0, target_seconds=0.002, runs=1)
     out = tmp_path / "sweep.csv"
     seen = []
 
@@ -322,3 +322,59 @@ def test_the_thread_team_runs_measures_and_stops_on_ctrl_c(tmp_path):
     assert memlab_thread_count() == 0
     interrupt_measure(_core.Kernel(fam.core, {"threads": 2}))
     assert memlab_thread_count() == 0
+
+
+CRASH = r'''
+#include <signal.h>
+#include <stdlib.h>
+#include "memlab_kernel.h"
+typedef struct { int how; } cfg;
+static const char *const hows[] = {"segv", "abort", "none", NULL};
+static const mlk_param params[] = {MLK_CHOICE(cfg, how, hows, "none", "how the measure ends"), {0}};
+static int measure(void *state, uint64_t iterations, mlk_sample *sample, mlk_host *host)
+{
+    (void)iterations; (void)host;
+    const cfg *c = state;
+    if (c->how == 0)
+        raise(SIGSEGV);
+    if (c->how == 1)
+        abort();
+    sample->elapsed_ns = 1000;
+    return 0;
+}
+MEMLAB_KERNEL = {.name = "crasher", .description = "crashes on request", .config_size = sizeof(cfg),
+                 .params = params, .measure = measure};
+'''
+
+
+@pytest.mark.parametrize("how, signal_name", [("segv", "SIGSEGV"), ("abort", "SIGABRT")])
+def test_an_isolated_kernel_that_crashes_is_a_failure_naming_the_signal(tmp_path, how, signal_name):
+    source = write(tmp_path, "crash.c", CRASH)
+    with pytest.raises(worker.WorkerFailed, match=rf"crasher how={how} run 0: the worker process was killed by {signal_name}"):
+        memlab.run(str(source), how=how, isolate=True, repeat=1, warmup=0, target_seconds=0.001)
+    m = memlab.run(str(source), how="none", isolate=True, repeat=2, warmup=0, target_seconds=0.001)
+    assert m.params == {"how": "none"} and len(m.samples) == 2
+    assert m.context["worker_pid"] != os.getpid()
+
+
+def test_memlab_run_file_isolates_by_default(tmp_path, capsys):
+    source = write(tmp_path, "crash.c", CRASH)
+    assert cli.main(["run", str(source), "how=segv", "--repeat", "1", "--warmup", "0"]) == 1
+    assert "killed by SIGSEGV" in capsys.readouterr().err
+    out = tmp_path / "ok.csv"
+    assert cli.main(["run", str(source), "how=none", "--repeat", "1", "--warmup", "0", "--out", str(out)]) == 0
+    row = Dataset.load(out).rows[0]
+    assert row["how"] == "none" and row["context_worker_pid"] != os.getpid()
+    assert cli.main(["run", str(source), "how=none", "--repeat", "1", "--warmup", "0", "--no-isolate", "--json"]) == 0
+    assert "context_worker_pid" not in capsys.readouterr().out
+
+
+def test_a_sweep_in_worker_processes_survives_a_crashing_point(tmp_path):
+    fam = userkernel.kernel_family(write(tmp_path, "crash.c", CRASH))
+    sweep = Sweep("hows", fam.name, grid(how=["none", "segv"]), repeat=1, warmup=0, target_seconds=0.001, runs=1)
+    out = tmp_path / "hows.csv"
+    with pytest.raises(worker.WorkerFailed, match="killed by SIGSEGV"):
+        run_sweep(sweep, out, progress=False, processes=True, warn=lambda text: None)
+    data = Dataset.load(out)
+    assert [row["how"] for row in data.rows] == ["none"]
+    assert [(f["point"]["how"], f["reason"]) for f in data.metadata["failed_runs"]] == [("segv", "was killed by SIGSEGV")]

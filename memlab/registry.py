@@ -128,6 +128,7 @@ def plugin_families(reload: bool = False) -> dict[str, tuple[Family, str]]:
         return _PLUGINS
     found: dict[str, tuple[Family, str]] = {}
     builtin = _builtin()
+    _PLUGINS = found  # a plugin's loader may register a kernel file (register() asks again meanwhile)
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(getattr(entry, "dist", None), "name", None) or "?"
         where = f"entry point {entry.name} of {dist}"

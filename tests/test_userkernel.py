@@ -19,6 +19,8 @@ from memlab.sweep import run_sweep
 
 from conftest import interrupt_measure, memlab_thread_count
 
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parent.parent
 WALK = ROOT / "examples" / "kernels" / "walk.c"
 
@@ -378,3 +380,131 @@ def test_a_sweep_in_worker_processes_survives_a_crashing_point(tmp_path):
     data = Dataset.load(out)
     assert [row["how"] for row in data.rows] == ["none"]
     assert [(f["point"]["how"], f["reason"]) for f in data.metadata["failed_runs"]] == [("segv", "was killed by SIGSEGV")]
+
+
+PLUGIN = '''
+from dataclasses import dataclass
+
+from memlab.family import Family, check_int, coerce_fields
+from memlab.grid import Sweep
+
+
+@dataclass(frozen=True)
+class ToyParams:
+    """``budget_ns``: how long one calibration sample runs."""
+
+    budget_ns: int = 2_000_000
+
+    def __post_init__(self):
+        coerce_fields(self)
+        check_int("budget_ns", self.budget_ns, 1_000_000, 10_000_000)
+
+
+def _figure(data):
+    from memlab import chart
+    return chart.generic_figure(data)
+
+
+FAMILY = Family(name="toy_clock", params_type=ToyParams, core="calibrate", primary_metric="core_GHz",
+                sweeps={"quick": lambda: Sweep("quick", "toy_clock", [{"budget_ns": 2_000_000}], repeat=1)},
+                description="a plugin's family on the calibrate kernel", figure=_figure, default_warmup=0)
+
+INCOMPLETE = Family(name="toy_incomplete", params_type=ToyParams, core="calibrate", figure=_figure)
+
+
+def kernel_files():
+    import memlab.userkernel
+    return memlab.userkernel.kernel_family(__import__("os").environ["TOY_KERNEL_FILE"])
+'''
+
+
+@pytest.fixture
+def plugin_package(tmp_path, monkeypatch):
+    """A throw-away installed package (its module and a dist-info with entry points on sys.path)."""
+    site = tmp_path / "site"
+    (site / "toyplugin").mkdir(parents=True)
+    (site / "toyplugin" / "__init__.py").write_text(PLUGIN)
+    info = site / "toyplugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[memlab.families]\ntoy = toyplugin:FAMILY\nincomplete = toyplugin:INCOMPLETE\n"
+        "kernels = toyplugin:kernel_files\nbroken = toyplugin:ABSENT\n")
+    kernel = tmp_path / "shipped.c"
+    kernel.write_text((VERSIONED % 3).replace('.name = "versioned"', '.name = "shipped"'))
+    monkeypatch.setenv("TOY_KERNEL_FILE", str(kernel))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(registry, "_PLUGINS", None)
+    yield site
+    sys.modules.pop("toyplugin", None)
+    registry._PLUGINS = None
+
+
+def test_a_plugin_family_from_an_entry_point_is_checked_and_listed(plugin_package, capsys):
+    with pytest.warns(registry.PluginFamilyWarning) as caught:
+        families = registry.all_families()
+    messages = sorted(str(w.message) for w in caught)
+    assert any("family 'toy_incomplete' of entry point incomplete of toyplugin is left out: no primary_metric; "
+               "no 'quick' sweep" in m for m in messages), messages
+    assert any("entry point broken of toyplugin (toyplugin:ABSENT) does not load: AttributeError" in m for m in messages)
+    assert "toy_clock" in families and "shipped" in families and "toy_incomplete" not in families
+    assert registry.origin("toy_clock") == "entry point toy of toyplugin"
+    assert registry.origin("shipped") == "entry point kernels of toyplugin"
+    assert memlab.run("toy_clock", repeat=1).median("core_GHz") > 0
+    assert memlab.run("shipped", repeat=1, warmup=0, target_seconds=0.001).median("version") == 3
+    assert cli.main(["run", "--help"]) == 0
+    assert "toy_clock" in capsys.readouterr().out
+    assert cli.main(["sweep", "--list"]) == 0
+    listing = capsys.readouterr().out
+    assert "toy_clock.quick" in listing and "shipped.quick" in listing
+
+
+def test_a_plugin_may_not_take_a_name_of_memlabs(plugin_package):
+    (plugin_package / "toyplugin" / "__init__.py").write_text(PLUGIN.replace('name="toy_clock"', 'name="chase"'))
+    with pytest.warns(registry.PluginFamilyWarning, match="family 'chase' of entry point toy of toyplugin is left out: its name 'chase' is taken by memlab"):
+        families = registry.all_families()
+    assert families["chase"] is registry.family_module("chase").FAMILY
+
+
+GUARD = '''
+import os
+
+import memlab
+from memlab.grid import Sweep
+
+
+def test_kernel_speed(memlab_regression):
+    family = memlab.kernel_family(os.environ["GUARD_KERNEL"])
+    memlab_regression.check(Sweep("guard", family.name, memlab.grid(n=[100, 1000]), repeat=7, warmup=1,
+                                  target_seconds=0.01))
+'''
+
+
+def test_the_pytest_guard_fails_a_doctored_baseline_and_another_source(pytester, monkeypatch, tmp_path):
+    from memlab.pytest_plugin import baseline_stem
+
+    from test_pytest_plugin import PLUGIN_ARGS
+
+    source = write(tmp_path, "guarded.c", VERSIONED % 1)
+    monkeypatch.setenv("GUARD_KERNEL", str(source))
+    pytester.makepyfile(test_kernel_guard=GUARD)
+    path = pytester.path / "memlab-baselines" / f"{baseline_stem('test_kernel_guard.py::test_kernel_speed')}.csv"
+    recordings = []
+    for _ in range(3):  # the fastest of three recordings, as a baseline recorded on a quiet machine
+        pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline").assert_outcomes(passed=1)
+        recordings.append(Dataset.load(path))
+    baseline = recordings[0]
+    assert baseline.metadata["kernel_sha256"] == userkernel.build(source).kernel_sha256
+    baseline.rows = [min((r.rows[i] for r in recordings), key=lambda row: row["ns_per_addition"])
+                     for i in range(len(baseline.rows))]
+    for row in baseline.rows:  # doctored: the baseline twice as fast as this code runs
+        for column in [c for c in row if c.startswith("ns_per_addition")]:
+            row[column] = [v / 2 for v in row[column]] if isinstance(row[column], list) else row[column] / 2
+    baseline.save(path)
+    result = pytester.runpytest(*PLUGIN_ARGS)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*memlab_regression: * significant regression(s) of at least 5.0% against *"])
+    source.write_text(VERSIONED % 2)  # another source: the baseline is not its baseline
+    result = pytester.runpytest(*PLUGIN_ARGS)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*was measured with another source of the kernel (kernel_sha256 *"])

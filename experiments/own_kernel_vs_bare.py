@@ -8,24 +8,28 @@ first in odd ones), both pinned to one CPU. Per case: each side's median
 ns_per_element over the rounds, the median of the per-round ratios bare /
 memlab (1 = parity, below 1 = memlab slower) with its range, and the load
 average. Then the first build of the kernel (an empty cache) and a cached
-one, each in a fresh process, and memlab's build() alone.
+one, each in a fresh process, and memlab's build() alone. Last, how long
+after a SIGINT a long sample of the kernel stops (KeyboardInterrupt), five
+times (``--ctrl-c-only``: that alone).
 
-    python experiments/own_kernel_vs_bare.py [--rounds 7] [--cpu 1]
+    python experiments/own_kernel_vs_bare.py [--rounds 7] [--cpu 1] [--ctrl-c-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import memlab
-from memlab import machine, userkernel
+from memlab import _core, machine, userkernel
 
 HERE = Path(__file__).resolve().parent
 WALK = HERE.parent / "examples" / "kernels" / "walk.c"
@@ -70,12 +74,39 @@ def build_times() -> dict[str, float]:
     return {"first build + load (s)": first, "cached build + load (s)": cached, "cached build() alone (s)": build_only}
 
 
+def ctrl_c_seconds(times: int = 5) -> list[float]:
+    """Seconds from a SIGINT 0.3 s into a 60 s sample of walk.c to the KeyboardInterrupt."""
+    family = memlab.kernel_family(WALK)
+    stops = []
+    for _ in range(times):
+        sent = []
+
+        def interrupt() -> None:
+            sent.append(time.perf_counter())
+            os.kill(os.getpid(), signal.SIGINT)
+
+        with _core.Kernel(family.core, {"size_bytes": 1 << 20, "layout": "list"}) as kernel:
+            timer = threading.Timer(0.3, interrupt)
+            timer.start()
+            try:
+                kernel.measure(target_ns=60 * 10**9, counters=False, deadline_ns=10 * 10**9)
+            except KeyboardInterrupt:
+                stops.append(time.perf_counter() - sent[0])
+            finally:
+                timer.cancel()
+                timer.join()
+    return stops
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--cpu", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=0.1, help="one sample's target (s)")
+    parser.add_argument("--ctrl-c-only", action="store_true", help="only the Ctrl-C measurement")
     args = parser.parse_args()
+    if args.ctrl_c_only:
+        return _print_ctrl_c()
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as folder:
         program = bare_program(Path(folder))
@@ -107,6 +138,13 @@ def main() -> int:
               f"({min(on_cpu):.3f}-{max(on_cpu):.3f}) |")
     for name, seconds in build_times().items():
         print(f"{name}: {seconds:.3f}")
+    return _print_ctrl_c()
+
+
+def _print_ctrl_c() -> int:
+    stops = ctrl_c_seconds()
+    print(f"Ctrl-C: the sample stopped {statistics.median(stops) * 1000:.1f} ms after SIGINT (median of "
+          f"{len(stops)}; {min(stops) * 1000:.1f}-{max(stops) * 1000:.1f} ms); load average {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -508,3 +508,16 @@ def test_the_pytest_guard_fails_a_doctored_baseline_and_another_source(pytester,
     result = pytester.runpytest(*PLUGIN_ARGS)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*was measured with another source of the kernel (kernel_sha256 *"])
+
+
+def test_the_docs_example_kernel_builds_and_measures(tmp_path):
+    import re
+
+    text = (ROOT / "docs" / "own-kernel.md").read_text()
+    block = re.search(r"A 30-line kernel.*?```c\n(.*?)```", text, flags=re.S).group(1)
+    assert len(block.splitlines()) <= 36
+    fam = userkernel.kernel_family(write(tmp_path, "strided.c", block))
+    m = fam.run(size_bytes=4096, stride_bytes=64, repeat=2, warmup=0, target_seconds=0.002)
+    assert m.primary_metric == "ns_per_read" and m.median("reads_per_s") > 0
+    with pytest.raises(ValueError, match=r"stride_bytes=4 is below the minimum 8"):
+        fam.run(stride_bytes=4)

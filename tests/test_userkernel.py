@@ -349,8 +349,17 @@ MEMLAB_KERNEL = {.name = "crasher", .description = "crashes on request", .config
 '''
 
 
+@pytest.fixture
+def crashes_reach_the_parent(monkeypatch):
+    """Under AddressSanitizer (MEMLAB_SANITIZE=address, docs/architecture.md) the worker's SIGSEGV
+    stays a signal instead of ASan's report and exit status 1; without ASan the option is unread."""
+    options = os.environ.get("ASAN_OPTIONS", "")
+    monkeypatch.setenv("ASAN_OPTIONS", f"{options}:handle_segv=0" if options else "handle_segv=0")
+
+
 @pytest.mark.parametrize("how, signal_name", [("segv", "SIGSEGV"), ("abort", "SIGABRT")])
-def test_an_isolated_kernel_that_crashes_is_a_failure_naming_the_signal(tmp_path, how, signal_name):
+def test_an_isolated_kernel_that_crashes_is_a_failure_naming_the_signal(tmp_path, how, signal_name,
+                                                                       crashes_reach_the_parent):
     source = write(tmp_path, "crash.c", CRASH)
     with pytest.raises(worker.WorkerFailed, match=rf"crasher how={how} run 0: the worker process was killed by {signal_name}"):
         memlab.run(str(source), how=how, isolate=True, repeat=1, warmup=0, target_seconds=0.001)
@@ -359,7 +368,7 @@ def test_an_isolated_kernel_that_crashes_is_a_failure_naming_the_signal(tmp_path
     assert m.context["worker_pid"] != os.getpid()
 
 
-def test_memlab_run_file_isolates_by_default(tmp_path, capsys):
+def test_memlab_run_file_isolates_by_default(tmp_path, capsys, crashes_reach_the_parent):
     source = write(tmp_path, "crash.c", CRASH)
     assert cli.main(["run", str(source), "how=segv", "--repeat", "1", "--warmup", "0"]) == 1
     assert "killed by SIGSEGV" in capsys.readouterr().err
@@ -371,7 +380,7 @@ def test_memlab_run_file_isolates_by_default(tmp_path, capsys):
     assert "context_worker_pid" not in capsys.readouterr().out
 
 
-def test_a_sweep_in_worker_processes_survives_a_crashing_point(tmp_path):
+def test_a_sweep_in_worker_processes_survives_a_crashing_point(tmp_path, crashes_reach_the_parent):
     fam = userkernel.kernel_family(write(tmp_path, "crash.c", CRASH))
     sweep = Sweep("hows", fam.name, grid(how=["none", "segv"]), repeat=1, warmup=0, target_seconds=0.001, runs=1)
     out = tmp_path / "hows.csv"

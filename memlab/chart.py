@@ -27,8 +27,19 @@ import os
 import textwrap
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from memlab.dataset import MACHINE_PARAM, OUTCOME_PAIRS, Dataset, machine_series
+from memlab.dataset import (
+    MACHINE_PARAM,
+    OUTCOME_PAIRS,
+    RUN_SPREAD_COLUMN,
+    RUN_UNSTABLE_COLUMN,
+    Dataset,
+    machine_key,
+    machine_series,
+    point_key,
+    run_index,
+)
 from memlab.machine import cache_sizes, identity
+from memlab.significance import UNSTABLE_RUN_SPREAD, is_unstable, median_of_runs, run_spread
 from memlab.units import format_bytes, format_param, metric_label
 
 __all__ = [
@@ -40,10 +51,13 @@ __all__ = [
     "default_machine",
     "family_of",
     "finite",
+    "fold_dataset",
+    "fold_runs",
     "generic_figure",
     "groups",
     "grouping_names",
     "label",
+    "mark_unstable",
     "line_figure",
     "log2_axis",
     "machine_entries",
@@ -62,6 +76,7 @@ __all__ = [
     "table_figure",
     "set_title",
     "to_png",
+    "unstable",
     "varying",
 ]
 
@@ -228,11 +243,108 @@ def finite(value: Any) -> bool:
 
 
 def rows_with(ds: Dataset, metric: str) -> list[dict]:
-    """The rows with a finite ``metric``; ValueError when there is none."""
+    """One row per point (and machine) with a finite ``metric``, its runs folded into it
+    (:func:`fold_runs`); ValueError when there is none."""
     rows = [row for row in ds.rows if finite(row.get(metric))]
     if not rows:
         raise ValueError(f"no row of the dataset has a finite {metric}")
-    return rows
+    return fold_runs(rows, ds.param_names, metric)
+
+
+def fold_runs(rows: Sequence[Mapping[str, Any]], names: Sequence[str], metric: str | Sequence[str]) -> list[dict]:
+    """The runs of each point (docs/dataset.md, "Runs") as one row, in the order of first rows.
+
+    The folded row is the point's first run with each of ``metric`` (one
+    name or several) the median of its run medians, ``<metric>_min`` and
+    ``_max`` over every run, the samples of every run; ``run_spread`` and
+    ``run_unstable`` over all its runs (of the first metric,
+    :func:`memlab.significance.run_spread`) and ``runs`` their count. A point
+    of one run keeps its row as it is.
+
+    >>> rows = [{"family": "f", "n": 1, "t": v, "t_samples": [v], "run": r} for r, v in enumerate((1.0, 2.0, 3.0))]
+    >>> [(row["t"], row["run_spread"], row["run_unstable"]) for row in fold_runs(rows, ["n"], "t")]
+    [(2.0, 3.0, True)]
+    """
+    metrics = [metric] if isinstance(metric, str) else list(metric)
+    points: dict[tuple, dict[int, list[Mapping[str, Any]]]] = {}
+    for row in rows:
+        key = (point_key(row, names), machine_key(row))
+        points.setdefault(key, {}).setdefault(run_index(row), []).append(row)
+    folded = []
+    for runs in points.values():
+        members = [row for group in runs.values() for row in group]
+        if len(members) == 1:
+            folded.append(dict(members[0]))
+            continue
+        row = dict(members[0])
+        for position, name in enumerate(metrics):
+            samples = [[v for r in group for v in _run_samples(r, name)] for group in runs.values()]
+            samples = [run for run in samples if run]
+            if not samples:
+                continue
+            row[name] = median_of_runs(samples)
+            for statistic, pick in (("min", min), ("max", max)):
+                values = [number(r.get(f"{name}_{statistic}")) for r in members]
+                values = [v for v in values if math.isfinite(v)]
+                if values:
+                    row[f"{name}_{statistic}"] = pick(values)
+            if f"{name}_samples" in row:
+                row[f"{name}_samples"] = [v for run in samples for v in run]
+            if position == 0:
+                spread_of_runs = run_spread(samples)
+                row[RUN_SPREAD_COLUMN], row[RUN_UNSTABLE_COLUMN] = spread_of_runs, is_unstable(spread_of_runs)
+        row["runs"] = len(runs)
+        folded.append(row)
+    return folded
+
+
+def fold_dataset(ds: Dataset) -> Dataset:
+    """``ds`` with each point's runs folded into one row (:func:`fold_runs`, every metric, the primary
+    first): what a family's figure, table or headline draws from. A dataset of one run a point
+    comes back as it is.
+
+    >>> rows = [{"family": "f", "n": 1, "t": v, "t_samples": [v], "run": r} for r, v in enumerate((1.0, 3.0))]
+    >>> [row["t"] for row in fold_dataset(Dataset(rows, {"param_names": ["n"]})).rows]
+    [2.0]
+    """
+    if not any(run_index(row) for row in ds.rows):
+        return ds
+    metrics = list(ds.metric_names)
+    try:
+        primary = ds.primary_metric()
+    except ValueError:
+        primary = None
+    if primary in metrics:
+        metrics = [primary] + [m for m in metrics if m != primary]
+    return Dataset(fold_runs(ds.rows, ds.param_names, metrics), ds.metadata)
+
+
+def _run_samples(row: Mapping[str, Any], metric: str) -> list[float]:
+    """A run's finite samples of ``metric`` (its median alone when it kept none)."""
+    samples = [number(v) for v in (row.get(f"{metric}_samples") or [])]
+    samples = [v for v in samples if math.isfinite(v)]
+    if samples:
+        return samples
+    value = number(row.get(metric))
+    return [value] if math.isfinite(value) else []
+
+
+def unstable(row: Mapping[str, Any]) -> bool:
+    """Whether a (folded) row's point is unstable: its runs disagree beyond the bound."""
+    flag = row.get(RUN_UNSTABLE_COLUMN)
+    return flag is True or (isinstance(flag, str) and flag.lower() == "true")
+
+
+def mark_unstable(ax, points: Sequence[tuple[float, float]]) -> None:
+    """The one marker of every figure kind for an unstable point (its runs disagree by more than
+    ``memlab.significance.UNSTABLE_RUN_SPREAD``): a red ring around it, named once in the legend."""
+    if not points:
+        return
+    xs, ys = zip(*points)
+    named = getattr(ax, "_memlab_unstable_named", False)
+    ax.scatter(xs, ys, s=90, facecolors="none", edgecolors="red", linewidths=1.3, zorder=5,
+               label=None if named else f"unstable: runs disagree > {UNSTABLE_RUN_SPREAD:g}x")
+    ax._memlab_unstable_named = True
 
 
 def varying(rows: Sequence[Mapping[str, Any]], names: Iterable[str]) -> list[str]:
@@ -509,6 +621,7 @@ def line_figure(
     xs_all = [float(r[x]) for r in rows]
     if log2_x is None:
         log2_x = min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 16
+    shaky: list[tuple[float, float]] = []
     for members in groups(rows, others).values():
         members = sorted(members, key=lambda r: r[x])
         xs = [r[x] for r in members]
@@ -517,6 +630,7 @@ def line_figure(
         if spread(members, metric) is not None and len(members) > 1:
             ax.fill_between(xs, [r[f"{metric}_min"] for r in members], [r[f"{metric}_max"] for r in members],
                             color=line.get_color(), alpha=0.15, linewidth=0)
+        shaky.extend((r[x], r[metric]) for r in members if unstable(r))
     if log2_x:
         log2_axis(ax, xs_all)
     if caches:
@@ -526,7 +640,8 @@ def line_figure(
     ax.set_ylabel(metric_label(metric))
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    if others:
+    mark_unstable(ax, shaky)
+    if others or shaky:
         ax.legend(fontsize=8, loc="best")
     set_title(fig, ds, title or f"{family_of(ds)}: {metric_label(metric)} vs {x.replace('_', ' ')}")
     return fig
@@ -585,6 +700,7 @@ def bars_figure(
     series_keys = list(groups(rows, series))
     colors = {key: f"C{i % 10}" for i, key in enumerate(series_keys)}
     named = set()
+    shaky_bars = False
     for ax in axes[0]:
         ax.set_yscale("log" if log_y else "linear")
     for ax, members in zip(axes[0], panels.values()):
@@ -602,6 +718,9 @@ def bars_figure(
                 named.add(s_key)
                 ax.bar([x], [row[metric] * scale], width * 0.92, color=colors[s_key], label=bar_label,
                        yerr=yerr, capsize=2, error_kw={"elinewidth": 0.8, "ecolor": "0.25"})
+                if unstable(row):
+                    mark_unstable(ax, [(x, row[metric] * scale)])
+                    shaky_bars = True
                 text = annotate(row) if annotate is not None else ""
                 if text:
                     top = row[metric] * scale + (yerr[1][0] if yerr is not None else 0.0)
@@ -623,7 +742,7 @@ def bars_figure(
         else:
             ax.margins(y=0.12)
     axes[0][0].set_ylabel(ylabel or metric_label(metric))
-    if series or reference is not None:
+    if series or reference is not None or shaky_bars:
         outside_legend(fig)
     set_title(fig, ds, (title or f"{family_of(ds)}: {metric_label(metric)}") + (f"\n({note})" if note else ""))
     return fig
@@ -710,6 +829,7 @@ def samples_figure(
         samples = [v for v in (row.get(f"{metric}_samples") or []) if finite(v)]
         ax.scatter([index] * len(samples), samples, color="C0", s=14, alpha=0.6)
         ax.scatter([index], [row[metric]], color="C1", marker="_", s=600, label="median" if index == 0 else None)
+    mark_unstable(ax, [(index, row[metric]) for index, row in enumerate(rows) if unstable(row)])
     if reference is not None and math.isfinite(reference[1]):
         ax.axhline(reference[1], color="k", linestyle="--", linewidth=1, label=reference[0])
     ax.set_xticks(range(len(rows)))

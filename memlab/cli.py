@@ -63,6 +63,7 @@ from memlab.sweep import (
     script_sweeps,
     sweep_metadata,
 )
+from memlab.stability import stability
 from memlab.tour import REDUCED_MAX_POINTS, tour
 from memlab.units import format_duration, suggest
 
@@ -277,6 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="tune only this setting: governor, boost or perf_sample_rate (repeatable)")
     check.add_argument("--state", metavar="FILE",
                        help="where --tune keeps the replaced values (default /run/memlab/tuned.json)")
+    check.add_argument("--stability", action="store_true",
+                       help="also a short A/A (a few seconds): two chase points measured twice in runs, "
+                       "how many flipped verdict and how far their runs disagree")
+    check.add_argument("--stability-runs", type=_bounded_int("--stability-runs", 2, 50), default=3,
+                       metavar="R", help="runs a side of the A/A (2..50, default 3)")
     check.set_defaults(handler=cmd_check)
 
     _run_parser(sub)
@@ -553,10 +559,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not isinstance(planned, int) or isinstance(planned, bool) or planned <= 0:
             raise UsageError(f"--working-set={args.working_set!r} must be a size such as 8GiB")
     report = machine_check(planned_bytes=planned, steal_window_seconds=args.steal_window)
+    aa = stability(runs=args.stability_runs) if args.stability else None
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, sort_keys=True, default=str))
+        facts = report.to_dict()
+        if aa is not None:
+            facts["stability"] = aa.to_dict()
+        print(json.dumps(facts, indent=2, sort_keys=True, default=str))
     else:
         print(report.format())
+        if aa is not None:
+            print()
+            print(aa.format())
     return 0
 
 

@@ -1187,10 +1187,10 @@ class Dataset:
     def merge(cls, *datasets: "Dataset", dedupe: bool = False) -> "Dataset":
         """Concatenate datasets (e.g. shards); metadata comes from the first.
 
-        Rows of the same point measured by the same machine (same :meth:`key`,
-        using the first dataset's ``param_names``, and same
-        :func:`machine_key`) raise ValueError unless ``dedupe=True``, which
-        keeps the first occurrence. The same point from two machines is two
+        Rows of the same run of the same point measured by the same machine
+        (same :meth:`key`, using the first dataset's ``param_names``, same
+        :func:`run_index` and same :func:`machine_key`) raise ValueError
+        unless ``dedupe=True``, which keeps the first occurrence. The same point from two machines is two
         rows (a fleet's hosts); ``metadata["machines"]`` lists the machines of
         every dataset.
 
@@ -1220,13 +1220,14 @@ class Dataset:
             for row in ds.rows:
                 if check:
                     machine = machine_key(row)
-                    key = (*merged.key(row), *machine)
+                    key = (*merged.key(row), *machine, run_index(row))
                     if key in seen:
                         if dedupe:
                             continue
                         host = f" measured by {machine[0] or machine[1]}" if any(machine) else ""
+                        which = f" run {run_index(row)}" if run_index(row) else ""
                         raise DuplicatePointError(
-                            f"merge: duplicate point {merged.key(row)}{host} in dataset {index} "
+                            f"merge: duplicate point {merged.key(row)}{which}{host} in dataset {index} "
                             f"(first seen in dataset {seen[key]})", "dedupe=True"
                         )
                     seen[key] = index

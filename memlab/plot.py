@@ -29,6 +29,7 @@ from memlab.chart import (
     by_machine,
     cache_sizes_of,
     family_of,
+    fold_dataset,
     generic_figure,
     line_figure,
     narrow,
@@ -59,7 +60,9 @@ def figure(data: Dataset | str | os.PathLike):
 
     A dataset of several machines (a fleet sweep, merged shards of several
     hosts) is drawn with one curve, bar series or column per machine: its
-    rows get a ``machine`` parameter (:func:`memlab.chart.by_machine`).
+    rows get a ``machine`` parameter (:func:`memlab.chart.by_machine`). The
+    runs of a point are folded into one mark (:func:`memlab.chart.fold_dataset`):
+    the median of its run medians; an unstable point is ringed in red.
 
     Returns a matplotlib Figure; ValueError for a dataset without rows or
     without a metric to draw, and for a family whose result is a number or
@@ -73,6 +76,7 @@ def figure(data: Dataset | str | os.PathLike):
     if not ds.rows:
         raise ValueError("the dataset has no rows to plot")
     ds = by_machine(ds)  # several machines: one curve (bar series, column) per machine
+    ds = fold_dataset(ds)  # several runs a point: one mark per point (docs/dataset.md, "Runs")
     family = registry.all_families().get(family_of(ds))
     if family is not None and not family.has_figure:
         shown = "a number" if family.table is None else "a table"

@@ -60,6 +60,10 @@ __all__ = [
 ]
 
 TIMES_FILE = "reproduce-times.json"
+
+#: Runs of every point of a quick run (:func:`in_quick_runs`): two fresh setups a point, chosen
+#: so that ``memlab reproduce --quick`` keeps within its 3 minutes (docs/reproduce.md).
+QUICK_RUNS = 2
 VERDICTS_FILE = "verdicts.json"
 REPORT_FILE = "report.html"
 
@@ -227,15 +231,29 @@ def item_sweep(item: Item, quick: bool = False) -> Sweep:
     if not quick:
         return _named_sweep(item.sweep)
     if isinstance(item.quick, str):
-        return _named_sweep(item.quick)
-    return item.quick(_named_sweep(item.sweep))
+        return in_quick_runs(_named_sweep(item.quick))
+    return in_quick_runs(item.quick(_named_sweep(item.sweep)))
+
+
+def in_quick_runs(sweep: Sweep) -> Sweep:
+    """A quick variant measured in :data:`QUICK_RUNS` runs, its samples split over them: the
+    samples a point had (2 or 3) become ``QUICK_RUNS`` runs of ``repeat // QUICK_RUNS`` (at least
+    one), so the quick run samples the variation between setups in about the time it took
+    before (docs/reproduce.md, "Quick and full"). A sweep that says its runs keeps them.
+
+    >>> in_quick_runs(Sweep("q", "calibrate", [{}], repeat=2)).runs, in_quick_runs(Sweep("q", "calibrate", [{}], repeat=2)).repeat
+    (2, 1)
+    """
+    if sweep.runs is not None:
+        return sweep
+    return dataclasses.replace(sweep, runs=QUICK_RUNS, repeat=max(1, sweep.repeat // QUICK_RUNS))
 
 
 def _task_key(sweep: Sweep) -> tuple:
     """What a sweep measures, its name left out: two named sweeps with the same points (say, one
     source figure per machine it was measured on) are run once."""
     return (sweep.family, repr(sweep.points), sweep.repeat, sweep.warmup, sweep.target_seconds,
-            repr(sorted(sweep.options.items())))
+            repr(sorted(sweep.options.items())), sweep.runs)
 
 
 def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike) -> list[Task]:
@@ -265,9 +283,21 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike) -> list[Tas
 
 
 def _pending_points(task: Task) -> list[dict[str, Any]]:
-    """The points of the task's sweep not in its dataset yet (the run's plan)."""
+    """The points of the task's sweep with a run not in its dataset yet (the run's plan)."""
     assert task.sweep is not None
     return Run(task.sweep, task.path).plan().pending
+
+
+def _pending_runs(task: Task) -> int:
+    """How many runs of the task's points are not in its dataset yet."""
+    assert task.sweep is not None
+    return len(Run(task.sweep, task.path).plan().pending_runs)
+
+
+def _runs(task: Task) -> int:
+    """Every run of every point of the task's sweep."""
+    assert task.sweep is not None
+    return len(task.sweep.points) * task.sweep.runs_per_point
 
 
 def _times(out: Path) -> dict[str, float]:
@@ -279,12 +309,12 @@ def _times(out: Path) -> dict[str, float]:
 
 
 def _point_seconds(task: Task, times: dict[str, float]) -> float:
-    """Seconds per point: measured by an earlier run into this folder, else the estimate."""
+    """Seconds per run of a point: measured by an earlier run into this folder, else the estimate."""
     assert task.sweep is not None
     stem = task.path.stem if task.path else ""
     if stem in times:
         return times[stem]
-    return task.seconds / max(1, len(task.sweep.points))
+    return task.seconds / max(1, _runs(task))
 
 
 def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: str | os.PathLike | None = None) -> str:
@@ -295,7 +325,7 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
     times = _times(folder) if out is not None else {}
     totals = {}
     for mode in (False, True):
-        totals[mode] = sum(_point_seconds(task, times) * len(task.sweep.points)
+        totals[mode] = sum(_point_seconds(task, times) * _runs(task)
                            for task in plan(items, mode, folder) if task.sweep is not None)
     tasks = plan(items, quick, folder)
     lines = [f"{'item':<20} {'source':<44} {'sweep':<34} {'time':>9}" + ("  on disk" if out is not None else "")]
@@ -310,7 +340,7 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
                 if position:
                     time_text = "(shared)"
                 else:
-                    time_text = format_duration(_point_seconds(task, times) * len(task.sweep.points))
+                    time_text = format_duration(_point_seconds(task, times) * _runs(task))
                 extra = ""
                 if out is not None and position == 0:
                     pending = len(_pending_points(task))
@@ -387,7 +417,7 @@ def _record_time(out: Path, task: Task, points: int, seconds: float) -> None:
 def _run_task(task: Task, out: Path, bar: Any, times: dict[str, float]) -> None:
     assert task.sweep is not None and task.path is not None
     run = Run(task.sweep, task.path, resume=True)
-    pending = run.plan().pending
+    pending = run.plan().pending_runs
     per_point = _point_seconds(task, times)
     bar.set_description_str(", ".join(i.key for i in task.items)[:60], refresh=True)
     started = time.monotonic()
@@ -439,7 +469,7 @@ def reproduce(
     result.tasks = plan(chosen, quick, out)
     times = _times(out)
     runnable = [t for t in result.tasks if t.sweep is not None]
-    total = sum(_point_seconds(t, times) * len(_pending_points(t)) for t in runnable)
+    total = sum(_point_seconds(t, times) * _pending_runs(t) for t in runnable)
     bar = eta_bar(total, "reproduce", enabled=progress)
     try:
         for task in runnable:

@@ -20,17 +20,18 @@ Every way memlab measures into a dataset goes through one :class:`Run`
   the bars are closed.
 
 The executor is how points are measured: :class:`LocalExecutor` in this
-process one after the other, :class:`FleetExecutor` on the workers of a Dask
+process, :class:`ProcessExecutor` each run in a fresh worker process
+(:mod:`memlab.worker`), :class:`FleetExecutor` on the workers of a Dask
 cluster (docs/fleet.md). An executor gives the run its machines at the start
 (:meth:`start`), measures a list of work (:meth:`measure`, calling back for
-every row) and says what to record at the end (:meth:`finish`). Interleaved
-rounds (every point once per round, the rounds repeated) and an executor
-measuring in worker processes plug in here: a run's order of work is the
-executor's, the writing and the bookkeeping stay the run's.
+every row) and says what to record at the end (:meth:`finish`). The work is
+every run of every point, in rounds (:meth:`Plan.work`: run 0 of every
+point, then run 1 ...): a run's order of work is the executor's, the
+writing and the bookkeeping stay the run's.
 
->>> plan = Run(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1, warmup=0)).plan()
->>> len(plan.pending), round(plan.seconds, 3)
-(1, 0.255)
+>>> plan = Run(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1, warmup=0, runs=2)).plan()
+>>> len(plan.pending), len(plan.pending_runs), round(plan.seconds, 3)
+(1, 2, 0.51)
 """
 
 from __future__ import annotations

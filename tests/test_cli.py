@@ -96,7 +96,7 @@ def test_sweep_list_and_named_sweep(tmp_path):
     out = tmp_path / "q.csv"
     result = run_cli("sweep", "calibrate.quick", "--out", str(out), "--no-progress")
     assert result.returncode == 0, result.stderr
-    assert len(Dataset.load(out)) == 1
+    assert [row["run"] for row in Dataset.load(out).rows] == [0, 1, 2]  # one point, the default 3 runs
 
 
 def test_script_main_prints_the_report_of_the_measured_dataset_and_only_after_success(tmp_path, capsys):
@@ -105,7 +105,7 @@ def test_script_main_prints_the_report_of_the_measured_dataset_and_only_after_su
 
     def sweep(quick=False):
         size = 1 << 20 if quick else 2 << 20
-        return Sweep("tiny", "region", [{"region_bytes": size}], repeat=1, warmup=0)
+        return Sweep("tiny", "region", [{"region_bytes": size}], repeat=1, warmup=0, runs=1)
 
     def report(dataset, quick):
         return f"REPORT quick={quick} rows={len(dataset)} region_bytes={dataset.rows[0]['region_bytes']}"

@@ -615,3 +615,36 @@ def test_one_run_a_side_needs_a_change_beyond_what_runs_differ_by():
     assert verdicts(compare(base, make_dataset(1.01, runs=1, seed=2))) == ["unchanged"] * 4
     mixed = compare(make_dataset(seed=1), make_dataset(1.2, runs=1, seed=2)).points[0]
     assert mixed.reason.startswith("the candidate has one run")
+
+
+def _quick_side(scale: float, between: float, seed: int, points: int = 8) -> Dataset:
+    """A synthetic quick sweep: 3 runs of 3 samples a point (the run loop's quick shape), each run
+    at its own level (between-run noise ``between``), its samples within 1% of it."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for run in range(3):
+        for n in range(points):
+            level = (n + 1) * 10.0 * scale * (1 + rng.normal(0, between))
+            samples = [float(v) for v in level * (1 + rng.normal(0, 0.01, 3))]
+            rows.append({"family": "demo", "n": n, "run": run, "ns_per_element": float(np.median(samples)),
+                         "ns_per_element_samples": samples})
+    return Dataset(rows, {"family": "demo", "param_names": ["n"], "primary_metric": "ns_per_element"})
+
+
+@pytest.mark.parametrize("between", [0.02, 0.2])
+def test_two_quick_sweeps_compare_with_a_verdict_or_inconclusive_runs_never_too_few_samples(between):
+    comparison = compare(_quick_side(1.0, between, 1), _quick_side(1.0, between, 2))
+    assert len(comparison.points) == 8
+    for point in comparison.points:
+        assert point.baseline_runs == point.candidate_runs == 3
+        assert "too few" not in point.reason
+        assert point.verdict in ("unchanged", "inconclusive"), point.reason
+        if point.verdict == "inconclusive":
+            assert point.reason.startswith(("runs disagree by", "change ")), point.reason
+    if between == 0.2:  # runs 20% apart: the unstable rule names the disagreement
+        assert any(p.reason.startswith("runs disagree by") for p in comparison.points)
+
+
+def test_a_real_2x_change_between_two_quick_sweeps_is_a_regression_at_every_point():
+    comparison = compare(_quick_side(1.0, 0.02, 1), _quick_side(2.0, 0.02, 2))
+    assert [p.verdict for p in comparison.points] == ["regression"] * 8

@@ -136,7 +136,7 @@ def kill_after_first_row(pid: int, out: Path, host: str) -> threading.Thread:
 
 def small_chase() -> Sweep:
     return Sweep("fleet", "chase", grid(working_set_bytes=[16384, 65536, 262144], order=["random"]),
-                 repeat=2, warmup=0, target_seconds=0.01)
+                 repeat=2, warmup=0, target_seconds=0.01, runs=1)
 
 
 def key_of(row: dict) -> tuple:
@@ -191,7 +191,7 @@ def test_the_workers_profiler_and_tick_are_stopped_while_measuring_and_restarted
     fake(client, FAKE_A, FAKE_B)
     during = []
     tiny = Sweep("quiet", "chase", grid(working_set_bytes=[16384], order=["random"]),
-                 repeat=1, warmup=0, target_seconds=0.01)
+                 repeat=1, warmup=0, target_seconds=0.01, runs=1)
     run_sweep(tiny, tmp_path / "quiet.csv", client=client, each_host=True, progress=False,
               on_point=lambda point, row: during.append(client.run(_running, fleet.QUIET_CALLBACKS)))
     after = client.run(_running, fleet.QUIET_CALLBACKS)
@@ -270,7 +270,7 @@ def test_a_scheduler_that_does_not_answer_is_named():
 
 def calibrate_sweep(points: int, budget_ns: int) -> Sweep:
     return Sweep("fleet", "calibrate", grid(budget_ns=[budget_ns + i for i in range(points)]),
-                 repeat=1, warmup=0)
+                 repeat=1, warmup=0, runs=1)
 
 
 def test_fleet_rows_have_the_columns_of_local_rows_and_the_points_planned(client, tmp_path):
@@ -286,6 +286,20 @@ def test_fleet_rows_have_the_columns_of_local_rows_and_the_points_planned(client
     planned = sorted(point_key({"family": "calibrate", **p}, ["budget_ns"]) for p in sweep.points)
     for host in ("fake-a", "fake-b"):
         assert sorted(point_key(r, ["budget_ns"]) for r in fleet_rows if r[HOST_COLUMN] == host) == planned
+
+
+def test_each_host_measures_every_run_of_every_point_and_a_rerun_finishes_the_runs(client, tmp_path):
+    fake(client, FAKE_A, FAKE_B)
+    out = tmp_path / "runs.csv"
+    sweep = dataclasses.replace(calibrate_sweep(2, 5_000_000), runs=2)
+    run_sweep(dataclasses.replace(sweep, runs=1), out, client=client, each_host=True, progress=False)
+    dataset = run_sweep(sweep, out, client=client, each_host=True, progress=False)
+    planned = sorted((point_key({"family": "calibrate", **p}, ["budget_ns"]), run)
+                     for p in sweep.points for run in range(2))
+    for host in ("fake-a", "fake-b"):
+        mine = [r for r in Dataset.load(out).rows if r[HOST_COLUMN] == host]
+        assert sorted((point_key(r, ["budget_ns"]), r["run"]) for r in mine) == planned
+    assert len(dataset) == 2 * len(planned)
 
 
 def test_spread_splits_the_points_of_identical_machines(client, tmp_path):
@@ -311,7 +325,7 @@ def test_a_killed_worker_loses_only_its_point_and_a_rerun_completes(own_client, 
     script.write_text("from memlab.grid import Sweep, grid\n\n"
                       "def sweep(quick=False):\n"
                       f"    return Sweep('fleet', 'calibrate', grid(budget_ns={[p['budget_ns'] for p in sweep.points]}),"
-                      " repeat=1, warmup=0)\n")
+                      " repeat=1, warmup=0, runs=1)\n")
     killer = kill_after_first_row(pids[victim], out, "fake-a")
     notes: list[str] = []
     try:
@@ -486,8 +500,9 @@ def test_the_readme_command_measures_on_a_dask_scheduler_and_worker_started_as_r
                 cwd=tmp_path, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
     dataset = Dataset.load(tmp_path / "results" / "chase-quick.csv")
-    points = registry.family("chase").sweep("quick").points
-    assert len(dataset) == len(points)
+    quick = registry.family("chase").sweep("quick")
+    assert len(dataset) == len(quick.points) * quick.runs_per_point  # every run of every point
+    assert sorted({row["run"] for row in dataset.rows}) == list(range(quick.runs_per_point))
     assert {row[HOST_COLUMN] for row in dataset.rows} == {os.uname().nodename}
     assert dataset.metadata["fleet"]["mode"] == "each-host"
     assert dataset.metadata["fleet"]["scheduler"] == address

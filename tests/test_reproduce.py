@@ -111,8 +111,10 @@ def test_a_sweep_this_machine_cannot_build_is_not_measurable(fake_catalogue, tmp
 
 def test_estimate_uses_each_points_duration(tmp_path):
     """A task's estimate is the run's (memlab.runner: one rule for every command)."""
-    sweep = Sweep("s", "system", [{"test": "spawn", "duration_s": 2.0}], repeat=3, warmup=0)
+    sweep = Sweep("s", "system", [{"test": "spawn", "duration_s": 2.0}], repeat=3, warmup=0, runs=1)
     assert estimate_seconds(sweep) == pytest.approx(6.0 + POINT_OVERHEAD_SECONDS)
+    runs = dataclasses.replace(sweep, runs=3)  # every run costs its samples and its setup
+    assert estimate_seconds(runs) == pytest.approx(3 * (6.0 + POINT_OVERHEAD_SECONDS))
     assert Run(sweep).plan().seconds == pytest.approx(estimate_seconds(sweep))
     (task,) = reproducing.plan(catalogue.select(["unixbench-spawn"]), True, tmp_path)
     assert task.seconds == pytest.approx(estimate_seconds(task.sweep))
@@ -121,7 +123,7 @@ def test_estimate_uses_each_points_duration(tmp_path):
 def test_estimate_uses_the_familys_sample_length():
     """A clearing point that pauses 5 s before each sample costs those seconds (clear's sample_seconds)."""
     paused = Sweep("s", "clear_fault", [{"region_bytes": 2 << 20, "pages": "4k", "pause_s": 5.0}],
-                   repeat=1, warmup=0, target_seconds=0.01)
+                   repeat=1, warmup=0, target_seconds=0.01, runs=1)
     assert estimate_seconds(paused) == pytest.approx(5.01 + POINT_OVERHEAD_SECONDS)
 
 
@@ -134,7 +136,8 @@ def test_listing_shows_every_item_and_the_totals():
 
 def test_listing_totals_use_the_seconds_measured_into_the_folder(fake_catalogue, tmp_path):
     (task,) = [t for t in reproducing.plan(catalogue.select(["clock"]), True, tmp_path) if t.sweep is not None]
-    (tmp_path / reproducing.TIMES_FILE).write_text(json.dumps({task.path.stem: 3600.0 / len(task.sweep.points)}))
+    runs = len(task.sweep.points) * task.sweep.runs_per_point  # the file holds seconds per run of a point
+    (tmp_path / reproducing.TIMES_FILE).write_text(json.dumps({task.path.stem: 3600.0 / runs}))
     text = reproducing.listing(catalogue.select(["clock"]), quick=True, out=tmp_path)
     assert "quick run 60.0 min" in text and "measured by the runs into this folder" in text
 
@@ -146,7 +149,8 @@ def test_reproduce_writes_datasets_report_and_verdicts(fake_catalogue, tmp_path)
     result = reproducing.reproduce(["clock", "smt"], quick=True, out=tmp_path, progress=False)
     clock, smt = result.items
     assert [v.status for v in clock.verdicts] == [REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE]
-    assert clock.path == tmp_path / "calibrate-quick.csv" and len(Dataset.load(clock.path)) == 1
+    assert clock.path == tmp_path / "calibrate-quick.csv"
+    assert len(Dataset.load(clock.path)) == reproducing.QUICK_RUNS  # one point, in the quick runs
     assert [v.status for v in smt.verdicts] == [NOT_MEASURABLE] and "needs SMT" in smt.verdicts[0].detail
     data = json.loads((tmp_path / "verdicts.json").read_text())
     assert data["counts"] == {REPRODUCED: 1, NOT_REPRODUCED: 1, NOT_MEASURABLE: 2}
@@ -377,3 +381,12 @@ def test_verdicts_and_times_are_written_without_following_a_planted_link(fake_ca
     assert victim.read_text() == "secret"
     assert json.loads((out / reproducing.VERDICTS_FILE).read_text())["items"]
     assert json.loads((out / reproducing.TIMES_FILE).read_text())
+
+
+def test_a_quick_run_splits_its_samples_over_runs():
+    QUICK_RUNS, in_quick_runs = reproducing.QUICK_RUNS, reproducing.in_quick_runs
+    two = in_quick_runs(Sweep("q", "calibrate", [{}], repeat=2))
+    assert (two.runs, two.repeat) == (QUICK_RUNS, max(1, 2 // QUICK_RUNS))
+    assert in_quick_runs(Sweep("q", "calibrate", [{}], repeat=2, runs=5)).runs == 5  # a sweep's own runs stay
+    tasks = reproducing.plan(catalogue.select(), True, "/nonexistent-memlab-plan")
+    assert [t.items[0].key for t in tasks if t.sweep is not None and t.sweep.runs is None] == []

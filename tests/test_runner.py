@@ -239,3 +239,26 @@ def test_open_refuses_a_fresh_run_over_rows_before_the_machine_check(tmp_path, m
         Run(calibrate(2_000_000), out, resume=False).execute(progress=False)
     assert started == [] and len(Dataset.load(out)) == 1
     assert json.loads(out.with_suffix(".json").read_text())["sweep"] == "r"
+
+
+def test_memlab_run_measures_the_runs_asked_for(tmp_path, capsys):
+    assert cli.main(["run", "calibrate", "budget_ns=2000000", "--repeat", "1", "--warmup", "0"]) == 0
+    assert "run 1/" not in capsys.readouterr().out  # one run unless asked
+    out = tmp_path / "two.csv"
+    assert cli.main(["run", "calibrate", "budget_ns=2000000", "--repeat", "1", "--warmup", "0", "--runs", "2",
+                     "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "run 1/2:" in text and "run 2/2:" in text and "run spread" in text and "2 rows ->" in text
+    assert [run_index(row) for row in Dataset.load(out).rows] == [0, 1]
+
+
+def test_memlab_sweep_takes_runs_and_processes(tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    assert cli.main(["sweep", "calibrate.quick", "--runs", "2", "--repeat", "1", "--processes",
+                     "--out", str(out), "--no-progress"]) == 0
+    rows = Dataset.load(out).rows
+    assert [run_index(row) for row in rows] == [0, 1]
+    assert len({row[context_column("worker_pid")] for row in rows}) == 2
+    assert Dataset.load(out).metadata["runs"] == 2
+    assert cli.main(["sweep", "calibrate.quick", "--runs", "0"]) == 2
+    assert "--runs" in capsys.readouterr().err

@@ -172,7 +172,7 @@ def test_an_old_region_sweep_resumes_on_the_renamed_parameter(tmp_path):
     """Rows measured as region ``bytes`` count as done for ``region_bytes``: only the new point is measured."""
     path = tmp_path / "region.csv"
     sweep = memlab.Sweep("sizes", "region", memlab.grid(region_bytes=[1 << 20, 2 << 20], populate=["touch"]),
-                         repeat=1, warmup=0)
+                         repeat=1, warmup=0, runs=1)
     old = memlab.run("region", region_bytes=1 << 20, populate="touch", repeat=1, warmup=0).to_row()
     old = {("bytes" if k == "region_bytes" else k): v for k, v in old.items() if k != "strict_pages"}
     old["allow_fallback"] = True  # the old name said the opposite: True is strict_pages=False

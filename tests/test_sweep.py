@@ -21,7 +21,7 @@ MiB = 1 << 20
 
 def region_sweep(n_points: int = 4) -> Sweep:
     sizes = [(i + 1) * MiB for i in range(n_points)]
-    return Sweep("test", "region", grid(region_bytes=sizes, populate=["touch"]), repeat=1, warmup=0)
+    return Sweep("test", "region", grid(region_bytes=sizes, populate=["touch"]), repeat=1, warmup=0, runs=1)
 
 
 def test_grid_is_a_cartesian_product_in_fixed_order():
@@ -122,7 +122,7 @@ def test_real_sigint_leaves_rows_on_disk_and_resume_finishes(tmp_path):
 
         def sweep(quick=False):
             return Sweep("slow", "calibrate",
-                         [{"budget_ns": 300_000_000 + i} for i in range(6)], repeat=1, warmup=0)
+                         [{"budget_ns": 300_000_000 + i} for i in range(6)], repeat=1, warmup=0, runs=1)
 
         if __name__ == "__main__":
             raise SystemExit(script_main(sweep))
@@ -213,7 +213,7 @@ def test_resume_matches_points_whose_family_reports_a_same_named_metric(tmp_path
     from memlab.sweep import Sweep
 
     sweep = Sweep("one", "chase", [{"working_set_bytes": 1 << 14}], repeat=1, warmup=0,
-                  target_seconds=0.01)
+                  target_seconds=0.01, runs=1)
     run_sweep(sweep, tmp_path / "c.csv", progress=False)
     run_sweep(sweep, tmp_path / "c.csv", progress=False)
     assert len(Dataset.load(tmp_path / "c.csv")) == 1
@@ -224,7 +224,8 @@ def test_resume_refuses_a_row_whose_parameter_cell_is_empty(tmp_path, capsys):
     sweep has, and measured the point again (9 rows for 8 points; issue 27)."""
     from memlab.cli import main
 
-    sweep = Sweep("eight", "calibrate", grid(budget_ns=[1_000_000 + i for i in range(8)]), repeat=1, warmup=0)
+    sweep = Sweep("eight", "calibrate", grid(budget_ns=[1_000_000 + i for i in range(8)]), repeat=1, warmup=0,
+                  runs=1)
     out = tmp_path / "eight.csv"
     run_sweep(sweep, out, progress=False)
     lines = out.read_text().split("\n")
@@ -241,7 +242,7 @@ def test_resume_refuses_a_row_whose_parameter_cell_is_empty(tmp_path, capsys):
     script.write_text("from memlab.grid import Sweep, grid\n"
                       "def sweep(quick=False):\n"
                       "    return Sweep('eight', 'calibrate', grid(budget_ns=[1_000_000 + i for i in range(8)]),"
-                      " repeat=1, warmup=0)\n")
+                      " repeat=1, warmup=0, runs=1)\n")
     capsys.readouterr()
     assert main(["sweep", str(script), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err

@@ -530,3 +530,17 @@ def test_the_docs_example_kernel_builds_and_measures(tmp_path):
     assert m.primary_metric == "ns_per_read" and m.median("reads_per_s") > 0
     with pytest.raises(ValueError, match=r"stride_bytes=4 is below the minimum 8"):
         fam.run(stride_bytes=4)
+
+
+def test_memlab_plot_draws_a_kernel_dataset_where_the_kernel_is_not_built(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from memlab import plot
+
+    fam = userkernel.kernel_family(write(tmp_path, "v.c", VERSIONED % 1))
+    out = tmp_path / "two.csv"
+    run_sweep(Sweep("ns", fam.name, grid(n=[1, 8]), repeat=2, warmup=0, target_seconds=0.002, runs=1), out,
+              progress=False)
+    monkeypatch.setattr(registry, "_REGISTERED", {})  # another process: the family is not registered there
+    assert "versioned" not in registry.all_families()
+    axes = plot.figure(Dataset.load(out)).axes[0]
+    assert axes.get_xlabel().startswith("n") and len(axes.get_lines()) == 1  # a line over n, not bars

@@ -525,7 +525,8 @@ class FleetExecutor:
         quieted = fleet.quiet_workers(self.dask_client, addresses, True)
         try:
             self.result = fleet.dispatch(self.dask_client, plan.family.name, self.hosts, self.queues,
-                                         run.options, record, requeue=self.mode == "spread")
+                                         run.options, record, requeue=self.mode == "spread",
+                                         prelude=plan.family.prelude)
         finally:
             fleet.quiet_workers(self.dask_client, [a for a, names in quieted.items()
                                                    if isinstance(names, list) and names], False)

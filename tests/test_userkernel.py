@@ -139,6 +139,8 @@ def test_a_kernel_built_in_a_temporary_directory_is_measured(tmp_path):
         assert sample["elapsed_ns"] >= 0.02e9
         assert sample["calls_per_sample"] >= 1
     assert sorted(os.listdir(tmp_path)) == ["walk.c"]  # nothing beside the source
+    assert registry.check_declarations(registry.family("walk")) == []  # what a plugin family must declare
+    assert registry.origin("walk") == "registered"
     assert registry.family("walk").metadata["kernel_sha256"] == userkernel.build(source).kernel_sha256
 
 

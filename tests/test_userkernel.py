@@ -546,3 +546,21 @@ def test_memlab_plot_draws_a_kernel_dataset_where_the_kernel_is_not_built(tmp_pa
     assert "versioned" not in registry.all_families()
     axes = plot.figure(Dataset.load(out)).axes[0]
     assert axes.get_xlabel().startswith("n") and len(axes.get_lines()) == 1  # a line over n, not bars
+
+
+def test_the_bare_comparator_builds_and_walks_the_same_file(tmp_path):
+    import importlib.util
+
+    if shutil.which("taskset") is None:
+        pytest.skip("taskset (util-linux), which the script pins the bare program with, is not installed")
+
+    spec = importlib.util.spec_from_file_location("own_kernel_vs_bare", ROOT / "experiments" / "own_kernel_vs_bare.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    program = script.bare_program(tmp_path)
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    for layout in ("array", "list"):
+        wall, on_cpu = script.bare(program, layout, 16 << 10, 0.002, cpu)
+        assert wall > 0 and on_cpu > 0
+    memlab_wall, memlab_on_cpu = script.harness("list", 16 << 10, 0.002, cpu)
+    assert memlab_wall > 0 and memlab_on_cpu > 0

@@ -1,12 +1,8 @@
 """Your own experiment: a C kernel file built, cached, loaded and measured as a family (memlab.userkernel)."""
 
-import dataclasses
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest

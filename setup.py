@@ -65,7 +65,7 @@ def march_flags() -> list:
 def compile_flags() -> tuple:
     flags = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-fno-strict-aliasing"]
     flags += march_flags()
-    link = ["-lpthread"]
+    link = ["-lpthread", "-ldl"]
     if os.environ.get("MEMLAB_SANITIZE"):
         sanitizer = os.environ["MEMLAB_SANITIZE"]
         flags += [f"-fsanitize={sanitizer}", "-fno-omit-frame-pointer", "-g"]
@@ -81,11 +81,13 @@ build_flags = " ".join(cflags)
 core = Extension(
     "memlab._core",
     sources=sorted(glob.glob("csrc/*.c")),
-    depends=sorted(glob.glob("csrc/*.h")),
-    include_dirs=["csrc"],
+    depends=sorted(glob.glob("csrc/*.h")) + ["memlab/include/memlab_kernel.h"],
+    include_dirs=["csrc", "memlab/include"],
     extra_compile_args=cflags,
     extra_link_args=ldflags,
-    define_macros=[("ML_BUILD_CFLAGS", '"' + build_flags.replace('"', "") + '"')],
+    define_macros=[("ML_BUILD_CFLAGS", '"' + build_flags.replace('"', "") + '"'),
+                   # the compiler user kernels are built with (memlab.userkernel)
+                   ("ML_BUILD_CC", '"' + os.environ.get("CC", "cc").replace('"', "") + '"')],
 )
 
 # Small C programs the package runs as separate processes (memlab/_bin/):

@@ -478,6 +478,7 @@ struct ml_context {
      * that called setup/measure. */
     int (*check_interrupt)(ml_context *ctx);
     void *binding; /* module.c's private data */
+    const struct ml_family *family; /* the family being run (a user kernel's setup finds itself) */
 };
 
 static inline int ml_interrupted(ml_context *ctx)

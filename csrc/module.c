@@ -9,9 +9,13 @@
 #include <string.h>
 
 #include "memlab.h"
+#include "userkernel.h"
 
 #ifndef ML_BUILD_CFLAGS
 #define ML_BUILD_CFLAGS "unknown"
+#endif
+#ifndef ML_BUILD_CC
+#define ML_BUILD_CC "cc"
 #endif
 
 #define MAX_BUFFERS 8
@@ -55,7 +59,7 @@ static const ml_family *find_family(const char *name)
     for (size_t i = 0; i < count; i++)
         if (strcmp(table[i]->name, name) == 0)
             return table[i];
-    return NULL;
+    return ml_user_kernel_find(name);
 }
 
 static int compare_family_names(const void *a, const void *b)
@@ -466,7 +470,7 @@ static PyObject *Kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
 
     ml_error err = {0};
     binding_data data = {0};
-    ml_context ctx = {.check_interrupt = check_interrupt, .binding = &data};
+    ml_context ctx = {.check_interrupt = check_interrupt, .binding = &data, .family = family};
     int rc;
     start_deadline(&data, deadline_ns);
     data.thread_state = PyEval_SaveThread();
@@ -513,7 +517,7 @@ static PyObject *Kernel_measure(KernelObject *self, PyObject *args, PyObject *kw
     ml_error err = {0};
     binding_data data = {0};
     ml_context ctx = {.target_ns = target_ns, .counters = counters,
-                      .check_interrupt = check_interrupt, .binding = &data};
+                      .check_interrupt = check_interrupt, .binding = &data, .family = self->family};
     ml_counter_values_missing(&m->counters, 0);
     int rc;
     self->busy = 1;
@@ -685,6 +689,55 @@ static PyObject *core_families(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(
     return result;
 }
 
+static PyObject *user_param_to_dict(const ml_param *p, const mlk_param *declared)
+{
+    PyObject *d = param_to_dict(p);
+    if (d && (set_item(d, "unit", PyUnicode_FromString(declared->unit ? declared->unit : "")) < 0 ||
+              set_item(d, "help", PyUnicode_FromString(declared->help ? declared->help : "")) < 0))
+        Py_CLEAR(d);
+    return d;
+}
+
+static PyObject *core_load_kernel(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *path_object;
+    if (!PyArg_ParseTuple(args, "O&:load_kernel", PyUnicode_FSConverter, &path_object))
+        return NULL;
+    ml_error err = {0};
+    const mlk_kernel *kernel = NULL;
+    const ml_family *family = ml_user_kernel_load(PyBytes_AS_STRING(path_object), &kernel, &err);
+    Py_DECREF(path_object);
+    if (!family) {
+        raise_ml_error(&err);
+        return NULL;
+    }
+    PyObject *entry = family_to_dict(family);
+    PyObject *params = PyList_New(0);
+    if (!entry || !params)
+        goto error;
+    size_t i = 0;
+    for (const ml_param *p = family->params; p->name; p++, i++) {
+        PyObject *item = user_param_to_dict(p, ml_user_kernel_param(family, i));
+        int rc = item ? PyList_Append(params, item) : -1;
+        Py_XDECREF(item);
+        if (rc < 0)
+            goto error;
+    }
+    if (PyDict_SetItemString(entry, "params", params) < 0 ||
+        set_item(entry, "name", PyUnicode_FromString(family->name)) < 0 ||
+        set_item(entry, "unit", PyUnicode_FromString(kernel->unit ? kernel->unit : "iteration")) < 0 ||
+        set_item(entry, "primary_metric", kernel->primary_metric ? PyUnicode_FromString(kernel->primary_metric)
+                                                                 : Py_NewRef(Py_None)) < 0 ||
+        set_item(entry, "api_version", PyLong_FromLong(ML_KERNEL_API_VERSION)) < 0)
+        goto error;
+    Py_DECREF(params);
+    return entry;
+error:
+    Py_XDECREF(entry);
+    Py_XDECREF(params);
+    return NULL;
+}
+
 static PyObject *core_counters_probe(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
     ml_counters counters;
@@ -721,7 +774,7 @@ static PyObject *core_counters_probe(PyObject *Py_UNUSED(module), PyObject *Py_U
 
 static PyObject *core_build_info(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
-    return Py_BuildValue("{s:s,s:s,s:s}", "cflags", ML_BUILD_CFLAGS, "compiler",
+    return Py_BuildValue("{s:s,s:s,s:s,s:s}", "cflags", ML_BUILD_CFLAGS, "cc", ML_BUILD_CC, "compiler",
 #ifdef __VERSION__
                          "gcc-compatible " __VERSION__,
 #else
@@ -751,6 +804,10 @@ static PyMethodDef core_methods[] = {
      "cpu_features() -> {sse2, avx2, avx512f: bool} as the kernels choose them "
      "(less what MEMLAB_HIDE_CPU_FEATURES hides)"},
     {"now_ns", core_now_ns, METH_NOARGS, "now_ns() -> CLOCK_MONOTONIC in ns"},
+    {"load_kernel", core_load_kernel, METH_VARARGS,
+     "load_kernel(path) -> {name, description, params, unit, primary_metric, api_version}\n\nLoad a "
+     "user kernel (a shared object built against memlab_kernel.h) and enter it as a family for the "
+     "life of the process; ValueError naming what is wrong with it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -771,6 +828,8 @@ static int core_exec(PyObject *module)
         return -1;
     /* the name every thread the core starts carries (ml_thread_start_pinned) */
     if (PyModule_AddStringConstant(module, "THREAD_NAME", ML_THREAD_NAME) < 0)
+        return -1;
+    if (PyModule_AddIntConstant(module, "KERNEL_API_VERSION", ML_KERNEL_API_VERSION) < 0)
         return -1;
     return 0;
 }

@@ -22,6 +22,8 @@ from memlab.registry import family as get_family
 # As for compare: memlab.reproduce is the function; the module is memlab.reproduce in sys.modules.
 from memlab.reproduce import reproduce
 from memlab.sweep import run_sweep
+from memlab.userkernel import include_dir, is_kernel_path, kernel_family
+from memlab.userkernel import run as run_kernel_file
 
 __all__ = [
     "ConditionsWarning",
@@ -39,6 +41,8 @@ __all__ = [
     "core_ghz",
     "get_family",
     "grid",
+    "include_dir",
+    "kernel_family",
     "reproduce",
     "run",
     "run_sweep",
@@ -47,5 +51,9 @@ __all__ = [
 
 
 def run(family_name: str, params=None, **options) -> Measurement:
-    """Measure one point of a family: ``memlab.run("chase", working_set_bytes=2**20)``."""
+    """Measure one point of a family: ``memlab.run("chase", working_set_bytes=2**20)``, or of a
+    kernel file (built, cached and registered first: ``memlab.run("./probe.c", size_bytes=4096)``;
+    ``isolate=True`` measures it in a worker process, where a crash cannot take this one down)."""
+    if is_kernel_path(family_name):
+        return run_kernel_file(family_name, params, **options)
     return get_family(family_name).run(params, **options)

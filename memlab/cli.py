@@ -41,7 +41,7 @@ from typing import Any, Callable, Sequence
 
 from tqdm import tqdm
 
-from memlab import catalogue, export, machine, machine_model, measure, plot, registry
+from memlab import catalogue, export, machine, machine_model, measure, plot, registry, userkernel
 from memlab._core import build_info
 from memlab._version import __version__
 from memlab.chart import outcome_note, require_matplotlib
@@ -216,6 +216,26 @@ class _Parser(argparse.ArgumentParser):
                 action, f"invalid choice: {value!r}{suggest(value, action.choices)} (choose from {choices})")
 
 
+class _PrintInclude(argparse.Action):
+    """``memlab --include``: the directory of memlab_kernel.h (as ``python -c 'import numpy; print(numpy.get_include())'``)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(userkernel.include_dir())
+        parser.exit(0)
+
+
+def _load_kernel_file(argv: list[str]) -> list[str]:
+    """``memlab run ./probe.c ...``: build and register the kernel file, so that the parser knows its family;
+    argv with the file replaced by the family's name (and --isolate unless --in-process is given)."""
+    if len(argv) < 2 or argv[0] != "run" or not userkernel.is_kernel_path(argv[1]):
+        return argv
+    fam = userkernel.kernel_family(argv[1])
+    return ["run", fam.name, *argv[2:]]
+
+
 def version_text() -> str:
     """``memlab --version``: the version, the Python and how the C core was built.
 
@@ -232,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memlab", description="memory and kernel experiments")
     parser.add_argument("--version", action="version", version=version_text(),
                         help="print memlab's version and how its C core was built")
+    parser.add_argument("--include", action=_PrintInclude,
+                        help="print the directory of memlab_kernel.h, for a compiler's -I (docs/own-kernel.md)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     info = sub.add_parser("info", help="machine facts, counters and core clock",
@@ -384,8 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _run_parser(sub) -> None:
     """``memlab run FAMILY key=value ...``: one sub-command per family, whose --help lists its parameters."""
     run = sub.add_parser(
-        "run", help="measure one point: memlab run FAMILY key=value ...",
-        description="measure one point of a family; `memlab run FAMILY --help` lists its parameters",
+        "run", help="measure one point: memlab run FAMILY key=value ... (or a kernel file: memlab run ./probe.c ...)",
+        description="measure one point of a family, or of a C kernel file (FILE.c, docs/own-kernel.md); "
+                    "`memlab run FAMILY --help` lists its parameters",
     )
     run.set_defaults(handler=cmd_run, family=None)
     families = run.add_subparsers(dest="family", metavar="FAMILY", parser_class=_Parser)
@@ -403,6 +426,10 @@ def _run_parser(sub) -> None:
         _runs_options(parser, f"runs of the point, each a fresh setup (1..{MAX_RUNS}; default 1)")
         parser.add_argument("--json", action="store_true", help="print the row as JSON")
         _quiet_option(parser)
+        if fam.prelude is not None:  # a kernel file's family
+            parser.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                                help="measure in a worker process, where a crash of the kernel (SIGSEGV, "
+                                     "abort) is a failed point and exit 1 (default: --isolate)")
         parser.set_defaults(handler=cmd_run)
 
 
@@ -576,18 +603,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     assignments = typed_assignments(fam.params_type, args.assignments)
     params = dataclasses.asdict(fam.params(assignments))
     runs = args.runs or 1
+    isolate = getattr(args, "isolate", False)  # a kernel file's family: in a worker process
     if not args.out and runs == 1:
-        measurements = [fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)]
+        if isolate:
+            measurements = [userkernel.run_isolated(fam, assignments, repeat=args.repeat, warmup=args.warmup,
+                                                    cpu=args.cpu)]
+        else:
+            measurements = [fam.run(assignments, repeat=args.repeat, warmup=args.warmup, cpu=args.cpu)]
         rows = [measurements[0].to_row()]
     else:  # a one-point run (memlab.runner.Run): metadata, machine check, the rows tagged with their machine
         sweep = Sweep("run", fam.name, [params], repeat=args.repeat or fam.default_repeat,
                       warmup=fam.default_warmup if args.warmup is None else args.warmup, runs=runs)
-        one = Run(sweep, args.out or None, cpu=args.cpu)
+        one = Run(sweep, args.out or None, cpu=args.cpu, processes=isolate)
         if args.out:
             _check_run_output(args.out, one, fam)
         measurements = []
         dataset = one.execute(progress=False, warn=lambda text: None, on_measurement=measurements.append)
-        rows = dataset.rows[-len(measurements):]
+        rows = dataset.rows[-(len(measurements) or runs):]
+        if isolate:  # the worker processes handed back rows
+            measurements = [userkernel.measurement_from_row(fam, row) for row in rows]
     for index, (measurement, row) in enumerate(zip(measurements, rows)):
         if args.json:
             print(json.dumps(row, default=str))
@@ -1058,6 +1092,10 @@ def _run(argv: list[str], script: SweepFactory | None = None) -> int:
 
 
 def _dispatch(argv: list[str], script: SweepFactory | None) -> int:
+    try:
+        argv = _load_kernel_file(argv)
+    except (ValueError, FileNotFoundError) as error:  # it does not compile, or it is no kernel: a bad argument
+        return _usage(str(error))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -1640,8 +1640,9 @@ def check_compatible(
 ) -> dict[str, Any]:
     """Whether rows described by metadata ``new`` may join the dataset ``existing`` read from ``path``.
 
-    DatasetError with the reason when the dataset's ``family`` or ``sweep``
-    differs from the new one's (both set), when it holds rows of another
+    DatasetError with the reason when the dataset's ``family``, ``sweep`` or
+    ``kernel_sha256`` (a user kernel's source, memlab.userkernel) differs
+    from the new one's (both set), when it holds rows of another
     family, or when its parameters differ: a parameter the new rows lack,
     or a new parameter it has no column for and ``defaults`` gives no value
     of. Returns the values to give the existing rows for the new parameters
@@ -1652,7 +1653,7 @@ def check_compatible(
     {'m': 0}
     """
     old = existing.metadata
-    for name in ("family", "sweep"):
+    for name in ("family", "sweep", "kernel_sha256"):  # kernel_sha256: a user kernel's source
         if name in old and name in new and old[name] != new[name]:
             raise DatasetError(
                 f"{path} holds {name}={old[name]!r} but this run has {name}={new[name]!r}; "

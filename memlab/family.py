@@ -91,6 +91,12 @@ class Family:
     ``figure=None`` and gives ``headline(dataset)`` (one sentence with the
     number, shown in large type) and/or ``table(dataset)`` (header and
     cells, with units, shown instead of the generic table).
+
+    ``metadata`` goes into every dataset of the family: a user kernel's
+    ``kernel_sha256`` and build (memlab.userkernel), which resume and the
+    pytest guard compare. ``prelude`` (``"module:function"`` and its keyword
+    arguments) is what a worker process (memlab.worker) runs first to know
+    the family: a user kernel's builds and registers it there.
     """
 
     name: str
@@ -115,6 +121,8 @@ class Family:
     one_cpu: str = "caller"
     one_cpu_refusal: str = ""
     on_cpu: Callable[[Any], Sequence[OnCpu]] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    prelude: tuple[str, Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.one_cpu not in ONE_CPU:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib
 import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -297,12 +298,15 @@ def plan_each_host(
 # running
 
 
-def measure_point(family_name: str, point: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+def measure_point(family_name: str, point: Mapping[str, Any], options: Mapping[str, Any],
+                  prelude: tuple[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The task each point is on a worker: measure it, return its row and the task's own time.
 
     ``options`` go to ``Family.run`` (repeat, warmup, cpu, target_seconds
     and the sweep's options); a ``run`` entry of ``point`` is the run's
-    index, given to the row. ``task_s`` is the wall time of the whole task
+    index, given to the row. ``prelude`` (``"module:function"`` and its
+    keyword arguments: ``Family.prelude``) runs first: a kernel file's
+    family is built and registered on the worker from the source it carries. ``task_s`` is the wall time of the whole task
     on the worker (monotonic clock), against which the client measures what
     Dask added.
 
@@ -317,6 +321,9 @@ def measure_point(family_name: str, point: Mapping[str, Any], options: Mapping[s
     ['began_unix', 'ended_unix', 'row', 'task_s', 'warning']
     """
     began_unix, begin = time.time(), time.monotonic()
+    if prelude is not None:  # a kernel file's family: its source travels here and is built (memlab.userkernel)
+        module_name, _, function_name = prelude[0].partition(":")
+        getattr(importlib.import_module(module_name), function_name)(**dict(prelude[1]))
     point = dict(point)
     run = point.pop(RUN_COLUMN, None)  # which run of the point this task is (the run loop's rounds)
     measurement = get_family(family_name).run(point, **dict(options))
@@ -360,6 +367,7 @@ def dispatch(
     record: Callable[[Host, Mapping[str, Any], dict[str, Any]], None],
     *,
     requeue: bool = False,
+    prelude: tuple[str, Mapping[str, Any]] | None = None,
     window: int = WINDOW,
     liveness_seconds: float = LIVENESS_SECONDS,
 ) -> FleetResult:
@@ -401,7 +409,7 @@ def dispatch(
         while queue and holding[host.address] < window and host.address not in stopped:
             point = queue.popleft()
             future = client.submit(
-                measure_point, family_name, dict(point), dict(options),
+                measure_point, family_name, dict(point), dict(options), prelude,
                 workers=[host.address], allow_other_workers=False, resources={RESOURCE: 1}, pure=False,
             )
             holding[host.address] += 1

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from memlab import registry
+from memlab import registry, userkernel
 from memlab.chart import (
     INSTALL_HINT,
     as_dataset,
@@ -84,4 +84,6 @@ def figure(data: Dataset | str | os.PathLike):
         raise ValueError(f"{family.name}'s result is {shown}, not a figure (memlab report shows it){said}")
     if family is not None and family.figure is not None:
         return family.figure(ds)
+    if family is None and ds.metadata.get("kernel_sha256"):  # a kernel file's data, its family not built here
+        return userkernel.default_figure(ds)
     return generic_figure(ds)

@@ -284,6 +284,12 @@ class RegressionGuard:
                 else "delete it or record it again with: pytest --memlab-save-baseline"
             )
             fail("no readable baseline", f"{error}; {hint}")
+        old_kernel, new_kernel = baseline.metadata.get("kernel_sha256"), dataset.metadata.get("kernel_sha256")
+        if old_kernel and new_kernel and old_kernel != new_kernel:  # a user kernel's source changed
+            fail("baseline of another kernel source",
+                 f"the baseline {stored} was measured with another source of the kernel "
+                 f"(kernel_sha256 {str(old_kernel)[:12]}, this run {str(new_kernel)[:12]}); "
+                 "record it again with: pytest --memlab-save-baseline")
         comparison = compare(baseline, dataset, metric=metric, better=better, threshold=threshold,
                              alpha=self.alpha)
         comparison.baseline_label = str(stored)

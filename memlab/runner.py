@@ -400,7 +400,8 @@ class ProcessExecutor(LocalExecutor):
     ``timeout_seconds``) is a failed run: said in a warning, listed in
     ``metadata["failed_runs"]``, the other runs measured; once the file is closed the first
     failure is raised (:class:`memlab.worker.WorkerFailed`). ``prelude`` and ``prelude_args``
-    run in every worker before it measures (registering a user kernel's family there)."""
+    run in every worker before it measures (default: the family's ``prelude``, which builds and
+    registers a user kernel's family there)."""
 
     label = " (worker processes)"
 
@@ -421,9 +422,12 @@ class ProcessExecutor(LocalExecutor):
         if timeout is None:
             per_run = dict(zip([plan.key(p) for p in plan.points], plan.seconds_per_run))[plan.key(point)]
             timeout = per_run * PROCESS_TIMEOUT_FACTOR + PROCESS_TIMEOUT_SLACK_SECONDS
+        prelude, prelude_args = self.prelude, self.prelude_args
+        if prelude is None and plan.family.prelude is not None:  # a user kernel: built and registered there
+            prelude, prelude_args = plan.family.prelude
         try:
-            result = worker.measure_run(plan.family.name, point, run.options, run=index, prelude=self.prelude,
-                                        prelude_args=self.prelude_args, timeout_seconds=timeout)
+            result = worker.measure_run(plan.family.name, point, run.options, run=index, prelude=prelude,
+                                        prelude_args=prelude_args, timeout_seconds=timeout)
         except worker.WorkerFailed as failure:
             self.failures.append(failure)
             run.warn(f"memlab: warning: {run.family.name} {run.describe_run(point, index)}: the worker process {failure.reason}; "
@@ -522,7 +526,8 @@ class FleetExecutor:
         quieted = fleet.quiet_workers(self.dask_client, addresses, True)
         try:
             self.result = fleet.dispatch(self.dask_client, plan.family.name, self.hosts, self.queues,
-                                         run.options, record, requeue=self.mode == "spread")
+                                         run.options, record, requeue=self.mode == "spread",
+                                         prelude=plan.family.prelude)
         finally:
             fleet.quiet_workers(self.dask_client, [a for a, names in quieted.items()
                                                    if isinstance(names, list) and names], False)
@@ -875,6 +880,7 @@ def sweep_metadata(
         "machine_fingerprint": fingerprint(facts),
         "memlab_version": __version__,
         "command": " ".join(sys.argv),
+        **family.metadata,  # a user kernel's kernel_sha256 and build
     }
 
 

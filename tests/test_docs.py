@@ -93,7 +93,7 @@ def test_the_site_has_every_page_and_the_readme_names_its_command():
     page it names exists and it has the section the notebook pages fill; README says how to build
     the site. index.md (README) and gallery.md are made by the hooks (docs/hooks/)."""
     config = (ROOT / "mkdocs.yml").read_text()
-    named = set(re.findall(r":\s*([\w/]+\.md)\s*$", config, flags=re.M))
+    named = set(re.findall(r":\s*([\w/-]+\.md)\s*$", config, flags=re.M))
     pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     generated = {"index.md", "gallery.md"}
     assert pages | generated == named, (sorted(pages - named), sorted(named - pages - generated))

@@ -57,6 +57,10 @@ def _set_env(name: str, value: str) -> None:
     os.environ[name] = value
 
 
+def _unset_env(name: str) -> None:
+    os.environ.pop(name, None)
+
+
 def _set_nanny_env(name: str, value: str, dask_worker=None) -> None:
     # The nannies of a LocalCluster share one process: each keeps the environment of the
     # worker it (re)starts in its own ``env``.
@@ -506,3 +510,44 @@ def test_the_readme_command_measures_on_a_dask_scheduler_and_worker_started_as_r
     assert {row[HOST_COLUMN] for row in dataset.rows} == {os.uname().nodename}
     assert dataset.metadata["fleet"]["mode"] == "each-host"
     assert dataset.metadata["fleet"]["scheduler"] == address
+
+
+KERNEL = r'''
+#include "memlab_kernel.h"
+typedef struct { int64_t n; } cfg;
+static const mlk_param params[] = {MLK_INT(cfg, n, 1, 1000, 10, "", "additions per iteration"), {0}};
+static int measure(void *state, uint64_t iterations, mlk_sample *sample, mlk_host *host)
+{
+    (void)host;
+    const cfg *c = state;
+    uint64_t x = 0;
+    for (uint64_t i = 0; i < iterations * (uint64_t)c->n; i++) {
+        x += i;
+        mlk_keep(x);
+    }
+    sample->units = (double)iterations * (double)c->n;
+    return 0;
+}
+MEMLAB_KERNEL = {.name = "fleet_adds", .description = "adds", .config_size = sizeof(cfg), .params = params,
+                 .unit = "addition", .measure = measure};
+'''
+
+
+def test_a_kernel_files_source_travels_to_each_worker_and_is_built_there(client, each_host, tmp_path, monkeypatch):
+    from memlab import userkernel  # each_host: the two workers pass for two hosts
+
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    source = tmp_path / "adds.c"
+    source.write_text(KERNEL)
+    family = userkernel.kernel_family(source)
+    source.unlink()  # the workers build what the parent built, not what is on disk now
+    client.run(_set_env, "MEMLAB_CACHE_DIR", str(tmp_path / "worker-cache"))
+    try:
+        sweep = Sweep("adds", family.name, grid(n=[5, 50]), repeat=1, warmup=0, target_seconds=0.002, runs=1)
+        data = run_sweep(sweep, tmp_path / "adds.csv", client=client, each_host=True, progress=False)
+    finally:
+        client.run(_unset_env, "MEMLAB_CACHE_DIR")
+    assert len(data.rows) == 2 * len(workers(client))
+    assert sorted(row["n"] for row in data.rows) == [5] * len(workers(client)) + [50] * len(workers(client))
+    assert data.metadata["kernel_sha256"] == family.metadata["kernel_sha256"]
+    assert list((tmp_path / "worker-cache" / "kernels").glob("adds-*.so"))  # built there, from the source sent

@@ -1,8 +1,10 @@
 """The notebooks: stored without outputs, quick by default, and each runs top to bottom.
 
-A notebook names the families it needs in its metadata (``memlab.families``);
-it is skipped, with the reason, while one of them is not registered in
-memlab/registry.py (a family whose branch has not been merged yet).
+A notebook names the families it needs in its metadata (``memlab.families``),
+or the kernel files it writes and measures (``memlab.kernel_files``:
+notebooks/own_kernel.ipynb); it is skipped, with the reason, while one of the
+families is not registered in memlab/registry.py (a family whose branch has
+not been merged yet).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ pytest.importorskip("ipykernel", reason="the notebook extra (ipykernel) is not i
 pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-EXPECTED = ["bandwidth.ipynb", "chase.ipynb", "clearing.ipynb", "matrix.ipynb", "pipes.ipynb", "system.ipynb"]
+EXPECTED = ["bandwidth.ipynb", "chase.ipynb", "clearing.ipynb", "matrix.ipynb", "own_kernel.ipynb", "pipes.ipynb",
+            "system.ipynb"]
 CELL_TIMEOUT_S = 600
 
 
@@ -44,7 +47,8 @@ def test_notebook_is_stored_clean_and_quick(name):
     parameters = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(parameters) == 1, f"{name}: needs exactly one cell tagged 'parameters'"
     assert "FULL = False" in parameters[0].source.splitlines(), f"{name}: must be stored in quick mode"
-    assert nb.metadata["memlab"]["families"], f"{name}: metadata.memlab.families is empty"
+    assert nb.metadata["memlab"]["families"] or nb.metadata["memlab"].get("kernel_files"), (
+        f"{name}: metadata.memlab.families is empty (and it names no kernel_files)")
     assert nb.cells[0].cell_type == "markdown" and nb.cells[-1].cell_type == "markdown"
 
 
@@ -53,7 +57,8 @@ def test_notebook_is_stored_clean_and_quick(name):
 # average 5 on a 2-vCPU VM, pytest --durations): 600 s keeps 5x above it.
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", EXPECTED)
-def test_notebook_runs_top_to_bottom_in_quick_mode(name, tmp_path):
+def test_notebook_runs_top_to_bottom_in_quick_mode(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMLAB_CACHE_DIR", str(tmp_path / "cache"))  # a kernel file's builds stay in the test's folder
     nb = load(name)
     registered = set(all_families())
     missing = [f for f in nb.metadata["memlab"]["families"] if f not in registered]

@@ -974,16 +974,22 @@ def init(
 
 
 def percent_of_naive(dataset: Dataset) -> Dataset:
-    """Add each row's time relative to naive at the same n (``percent_of_naive``), as table 6.2 shows it.
+    """Add each row's time relative to naive at the same n (``percent_of_naive``), as table 6.2 shows it,
+    and in the same run where the rows have runs (run r of every variant is taken in one round).
 
     >>> ds = percent_of_naive(Dataset([{"n": 8, "variant": "naive", "seconds": 2.0},
     ...                                {"n": 8, "variant": "tiled", "seconds": 0.5}]))
     >>> ds.column("percent_of_naive")
     [100.0, 25.0]
+    >>> percent_of_naive(Dataset([{"n": 8, "variant": "naive", "seconds": 2.0, "run": 0},
+    ...                           {"n": 8, "variant": "naive", "seconds": 4.0, "run": 1},
+    ...                           {"n": 8, "variant": "tiled", "seconds": 1.0, "run": 0},
+    ...                           {"n": 8, "variant": "tiled", "seconds": 1.0, "run": 1}])).column("percent_of_naive")
+    [100.0, 100.0, 50.0, 25.0]
     """
-    naive = {row["n"]: row["seconds"] for row in dataset.rows if row["variant"] == "naive"}
+    naive = {(row["n"], row.get("run")): row["seconds"] for row in dataset.rows if row["variant"] == "naive"}
     for row in dataset.rows:
-        base = naive.get(row["n"])
+        base = naive.get((row["n"], row.get("run")))
         row["percent_of_naive"] = 100.0 * row["seconds"] / base if base else math.nan
     return dataset
 

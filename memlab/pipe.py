@@ -394,15 +394,16 @@ def add_ratios(dataset: Dataset) -> Dataset:
     """Label each row with its rung and placement and its rate relative to the first rung.
 
     Adds ``rung``, ``rung_name``, ``placement``, ``ratio_to_first`` and
-    ``ratio_to_previous`` (medians of GiB_per_s, within one placement).
+    ``ratio_to_previous`` (medians of GiB_per_s, within one placement and one run: the rungs of
+    run r are taken in one round, so each is set beside the first rung of its own run).
     """
     rows = [dict(row) for row in dataset.rows]
     for row in rows:
         found = rung_of(row)
         row["rung"], row["rung_name"] = found if found else (-1, "")
         row["placement"] = _placement_of(row)
-    for placement in {row["placement"] for row in rows}:
-        members = sorted((r for r in rows if r["placement"] == placement and r["rung"] >= 0),
+    for placement, run in {(row["placement"], row.get("run")) for row in rows}:
+        members = sorted((r for r in rows if r["placement"] == placement and r.get("run") == run and r["rung"] >= 0),
                          key=lambda r: r["rung"])
         first = next((r["GiB_per_s"] for r in members if r["rung"] == 0), math.nan)
         previous = math.nan

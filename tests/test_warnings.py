@@ -85,8 +85,9 @@ class Disturbed(LocalExecutor):
             run.record(point, {**measurement.to_row(), **self.tags}, "on CPU 10% of its wall time (below 90%)")
 
 
-def _sweep() -> Sweep:
-    return Sweep("disturbed", "calibrate", [{"budget_ns": 2_000_000}, {"budget_ns": 3_000_000}], repeat=1, warmup=0)
+def _sweep(runs: int = 1) -> Sweep:
+    return Sweep("disturbed", "calibrate", [{"budget_ns": 2_000_000}, {"budget_ns": 3_000_000}], repeat=1, warmup=0,
+                 runs=runs)
 
 
 def test_a_run_gives_each_disturbed_point_as_a_conditions_warning(tmp_path):
@@ -163,7 +164,7 @@ def test_run_and_sweep_end_with_one_summary_line_and_quiet_keeps_only_it(tmp_pat
     script = tmp_path / "two.py"
     script.write_text("from memlab.sweep import Sweep\n\n\ndef sweep(quick=False):\n"
                       "    return Sweep('two', 'calibrate', [{'budget_ns': 2000000}, {'budget_ns': 3000000}], "
-                      "repeat=1, warmup=0)\n")
+                      "repeat=1, warmup=0, runs=1)\n")
     assert cli.main(["sweep", str(script), "--out", str(tmp_path / "two.csv"), "--no-progress"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert sum("on CPU 10% of its wall time" in line for line in err) == 2, err

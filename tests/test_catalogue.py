@@ -125,6 +125,44 @@ def test_items_are_unique_cited_and_point_at_files_that_exist():
         assert source.url.startswith("https://") and source.author and source.year
 
 
+#: The published numbers checked against the original's own text (issue 31): table 6.2's
+#: percentages, figure 6.12's times (and the ratios of them) and the pipe article's rung rates.
+READ_IN_THE_ORIGINAL = {
+    "table6.2": ("transposed, % of naive time", "sub-matrix (tiled), % of naive time",
+                 "vectorised sub-matrix, % of naive time"),
+    "fig6.12": ("__sync_add_and_fetch, 1 million increments", "__sync_fetch_and_add, 1 million increments",
+                "compare-and-swap loop, 1 million increments", "fetch_and_add / add_and_fetch",
+                "compare-and-swap loop / add_and_fetch"),
+    "pipes-ladder": tuple(f"{name}, two CPUs" for name, _ in pipe.RUNGS),
+}
+
+
+def test_every_number_says_whether_it_was_read_in_the_original_or_a_translation():
+    for entry in catalogue.ITEMS:
+        for number in entry.numbers:
+            where = f"{entry.key}: {number.quantity!r}"
+            assert isinstance(number.provenance, catalogue.Provenance), f"{where} has no provenance"
+            assert number.provenance.kind in catalogue.PROVENANCES, where
+            assert number.provenance.url == catalogue.SOURCES[entry.source].url, where
+            wanted = (catalogue.ORIGINAL if number.quantity in READ_IN_THE_ORIGINAL.get(entry.key, ())
+                      else catalogue.TRANSLATION)
+            assert number.provenance.kind == wanted, f"{where} is read in the {number.provenance.kind}"
+    quantities = {(e.key, n.quantity) for e in catalogue.ITEMS for n in e.numbers}
+    assert {(k, q) for k, qs in READ_IN_THE_ORIGINAL.items() for q in qs} <= quantities
+
+
+def test_a_provenance_is_original_or_translation_with_an_http_url():
+    with pytest.raises(ValueError, match="kind='copied' is not one of 'original', 'translation'"):
+        catalogue.Provenance("copied", "https://lwn.net/Articles/855226/")
+    with pytest.raises(ValueError, match="url='seeds/003.txt' is not an http"):
+        catalogue.Provenance(catalogue.TRANSLATION, "seeds/003.txt")
+    with pytest.raises(TypeError, match="provenance='original' is not a Provenance"):
+        catalogue.Number("x", 1.0, "x", provenance="original")
+    original = catalogue.Provenance(catalogue.ORIGINAL, "https://mazzo.li/posts/fast-pipes.html")
+    assert str(original) == "original at https://mazzo.li/posts/fast-pipes.html"
+    assert original.to_dict() == {"kind": "original", "url": "https://mazzo.li/posts/fast-pipes.html"}
+
+
 def test_bulk_allocation_says_user_space_cannot_call_the_allocator():
     entry = catalogue.item("bulk-populate")
     assert "cannot call the kernel's bulk page allocator" in entry.note

@@ -8,10 +8,13 @@ from typing import Callable
 
 from memlab.catalogue.claims import Direction, Ratio, Same, Sanity
 from memlab.catalogue.core import (
+    SOURCES,
+    TRANSLATION,
     Claim,
     Item,
     NotMeasurable,
     Number,
+    Provenance,
     Verdict,
     curve,
     finite,
@@ -23,6 +26,9 @@ from memlab.catalogue.core import (
 )
 from memlab.dataset import Dataset
 from memlab.units import format_bytes
+
+#: Where this module's published numbers were read (see each number's provenance).
+_TRANSLATED = Provenance(TRANSLATION, SOURCES["clearing"].url)
 
 # ---- the huge-page clearing patches ---------------------------------------------------
 
@@ -79,8 +85,8 @@ CLEAR_FAULT = Item(
     machine=GENOA,
     numbers=(
         Number("2 MiB THP demand faults, GB/s", 23.58, "GB/s", _fault_rate("thp"),
-               "after the patch (11.76 before): the kernel's own clearing"),
-        Number("1 GiB pages, GB/s", 25.40, "GB/s", _fault_rate("hugetlb-1g"), "24.85 before"),
+               "after the patch (11.76 before): the kernel's own clearing", provenance=_TRANSLATED),
+        Number("1 GiB pages, GB/s", 25.40, "GB/s", _fault_rate("hugetlb-1g"), "24.85 before", provenance=_TRANSLATED),
     ),
     claims=(
         Claim("From 256 MiB on, THP faults make memory usable faster than 4 KiB faults.",
@@ -117,8 +123,9 @@ CLEAR_ORDER = Item(
     machine=GENOA,
     numbers=(
         Number("sequential / old order, 4 KiB clears (rep stosb)", 23.58 / 11.76, "x", _order_ratio("rep_stosb"),
-               "11.76 -> 23.58 GB/s, +100.51%"),
-        Number("sequential / old order, 4 KiB clears (memset)", 23.58 / 11.76, "x", _order_ratio("memset")),
+               "11.76 -> 23.58 GB/s, +100.51%", provenance=_TRANSLATED),
+        Number("sequential / old order, 4 KiB clears (memset)", 23.58 / 11.76, "x", _order_ratio("memset"),
+               provenance=_TRANSLATED),
     ),
     claims=(
         Claim("Clearing the 4 KiB subpages of each 2 MiB page in address order is faster than the old "
@@ -161,7 +168,7 @@ CLEAR_EXTENT = Item(
     machine=GENOA,
     numbers=(
         Number("1 GiB pages (already sequential) after / before", 25.40 / 24.85, "x", _extent_ratio(32 << 20, 2 << 20),
-               "24.85 -> 25.40 GB/s: about flat"),
+               "24.85 -> 25.40 GB/s: about flat", provenance=_TRANSLATED),
     ),
     claims=(
         Claim("Clearing in 2 MiB calls is faster than in 4 KiB calls (sequential order).",
@@ -221,13 +228,16 @@ CLEAR_PATCH = Item(
     machine=GENOA,
     numbers=(
         Number("2 MiB: after / before", 23.58 / 11.76, "x", _patch_ratio("sequential", 2 << 20, "kernel", 4096),
-               "11.76 -> 23.58 GB/s"),
+               "11.76 -> 23.58 GB/s", provenance=_TRANSLATED),
         Number("1 GiB (32 MiB batches vs 2 MiB calls): after / before", 25.40 / 24.85, "x",
-               _patch_ratio("sequential", 32 << 20, "sequential", 2 << 20), "24.85 -> 25.40 GB/s"),
+               _patch_ratio("sequential", 32 << 20, "sequential", 2 << 20), "24.85 -> 25.40 GB/s",
+               provenance=_TRANSLATED),
         Number("LLC miss rate, old order", 0.1096, "fraction",
-               lambda ds: value_of(ds, "baseline_llc_miss_ratio", order="sequential", baseline_order="kernel")),
+               lambda ds: value_of(ds, "baseline_llc_miss_ratio", order="sequential", baseline_order="kernel"),
+               provenance=_TRANSLATED),
         Number("LLC miss rate, sequential", 0.0073, "fraction",
-               lambda ds: value_of(ds, "llc_miss_ratio", order="sequential", baseline_order="kernel")),
+               lambda ds: value_of(ds, "llc_miss_ratio", order="sequential", baseline_order="kernel"),
+               provenance=_TRANSLATED),
     ),
     claims=(
         Claim("Sequential clearing in 2 MiB extents beats the old kernel order in 4 KiB calls.",

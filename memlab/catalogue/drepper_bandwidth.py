@@ -14,10 +14,13 @@ from memlab.catalogue import core
 from memlab.catalogue.claims import Direction, Ratio, Same, Sanity, Steps
 from memlab.catalogue.core import (
     REGION_NAMES,
+    SOURCES,
+    TRANSLATION,
     Claim,
     Item,
     NotMeasurable,
     Number,
+    Provenance,
     Verdict,
     curve,
     nearest,
@@ -30,6 +33,9 @@ from memlab.catalogue.core import (
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
 from memlab.units import format_bytes
+
+#: Where this module's published numbers were read (see each number's provenance).
+_TRANSLATED = Provenance(TRANSLATION, SOURCES["drepper"].url)
 
 # ---- Drepper, sections 3.5.1 and 3.5.3: bandwidth ------------------------------------
 
@@ -99,7 +105,7 @@ def bw_rate(ds: Dataset, where: str, **match: Any) -> float:
 def _bw_number(quantity: str, source: float, where: str, note: str = "", base: Mapping[str, Any] | None = None,
                **match: Any) -> Number:
     match = {**(ONE_THREAD if base is None else base), **match}
-    return Number(quantity, source, "bytes/cycle", lambda ds: bw_rate(ds, where, **match), note)
+    return Number(quantity, source, "bytes/cycle", lambda ds: bw_rate(ds, where, **match), note, provenance=_TRANSLATED)
 
 
 
@@ -264,7 +270,7 @@ FIG3_26 = _bw_item(
         _bw_number("write, L1d region", 16, "l1", "close to 16: a write-back L1d", op="write"),
         Number("read / write beyond the last cache", 20, "x",
                lambda ds: bw_rate(ds, "beyond_llc", **READ) / bw_rate(ds, "beyond_llc", **WRITE),
-               "up to 20 times"),
+               "up to 20 times", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Reading stays near its L1d rate well past the L1d: the L2 region reads about the "
@@ -436,7 +442,7 @@ FIG3_31 = Item(
         Number("background working set", 2 << 20, "bytes",
                lambda ds: statistics.median(row["background_working_set_bytes"] for row in
                                             rows_where(ds, None, background_op=("read", "write"))),
-               "half the shared cache", compare=False),
+               "half the shared cache", compare=False, provenance=_TRANSLATED),
     ),
     claims=(
         Claim("Beside a worker writing its own half of the shared cache, the measured thread slows down "

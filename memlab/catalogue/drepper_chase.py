@@ -17,10 +17,13 @@ from memlab.catalogue import core
 from memlab.catalogue.claims import Ratio, Same, Sanity, Steps
 from memlab.catalogue.core import (
     REGION_NAMES,
+    SOURCES,
+    TRANSLATION,
     Claim,
     Item,
     NotMeasurable,
     Number,
+    Provenance,
     Verdict,
     _value,
     at_largest_common,
@@ -45,6 +48,9 @@ from memlab.dataset import Dataset
 from memlab.grid import Sweep
 from memlab.units import format_bytes
 
+#: Where this module's published numbers were read (see each number's provenance).
+_TRANSLATED = Provenance(TRANSLATION, SOURCES["drepper"].url)
+
 # ---- Drepper, section 3.3.2: the pointer chase ---------------------------------------
 
 P4 = ("Pentium 4 in 64-bit mode (16 KiB L1d, 1 MiB L2; main memory 200+ cycles away); "
@@ -65,7 +71,7 @@ def _chase_item(number: str, title: str, measured: str, numbers: Sequence[Number
 
 
 def _cycles_number(quantity: str, source: float, where: str, note: str = "", **match: Any) -> Number:
-    return Number(quantity, source, "cycles", lambda ds: cycles_in(ds, where, **match), note)
+    return Number(quantity, source, "cycles", lambda ds: cycles_in(ds, where, **match), note, provenance=_TRANSLATED)
 
 
 def _seq_beyond_over_l2(ds: Dataset) -> float:
@@ -213,7 +219,7 @@ FIG3_12 = _chase_item(
     "each page unused and not counted): every element then needs its own TLB entry.",
     numbers=[
         Number("working set where one element per page first costs 2x packed", 8192, "bytes",
-               _per_page_jump, "the jump starts at 2^13 bytes: 64 TLB entries", compare=False),
+               _per_page_jump, "the jump starts at 2^13 bytes: 64 TLB entries", compare=False, provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Once the pages outnumber the TLB, one element per page costs far more than the packed "
@@ -459,10 +465,10 @@ FIG3_16 = _chase_item(
     numbers=[
         Number("random walk, misses per reference at the largest working set", None, "%",
                _largest_miss_ratio("random"), "the text gives no number: the ratio grows once the set exceeds "
-               "the L2, towards almost 100%"),
+               "the L2, towards almost 100%", provenance=_TRANSLATED),
         Number("sequential walk, misses per reference at the largest working set", None, "%",
                _largest_miss_ratio("sequential"), "the text gives no number: with (nearly) perfect prediction L2 "
-               "use grows only slightly"),
+               "use grows only slightly", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Once the working set exceeds the L2, the random walk's miss ratio climbs with it: higher at "
@@ -509,7 +515,8 @@ def _memory_slowdowns(two: float, four: float, note_two: str, note_four: str) ->
     def slowdown(threads: int) -> Callable[[Dataset], float]:
         return lambda ds: _thread_slowdown(ds, threads, "beyond_llc")[1]
 
-    return [Number(f"slowdown of the fastest of {n} threads, beyond the last cache", source, "%", slowdown(n), note)
+    return [Number(f"slowdown of the fastest of {n} threads, beyond the last cache", source, "%", slowdown(n), note,
+                   provenance=_TRANSLATED)
             for n, source, note in ((2, two, note_two), (4, four, note_four))]
 
 
@@ -680,7 +687,7 @@ FIG3_21 = _threads_item(
     numbers=[
         Number("cycles per element, the most threads at the largest working set", 1500, "cycles",
                _most_threads_cycles, "the extreme case: four threads, the largest set; here as many threads as "
-               "this machine ran", compare=False),
+               "this machine ran", compare=False, provenance=_TRANSLATED),
     ],
     claims=[
         Claim("While the list fits in the caches the threads scale almost linearly: in the L2 region two threads "
@@ -762,8 +769,9 @@ FIG3_30 = _chase_item(
     "each element against in its last word; the slowdown of the second in percent.",
     numbers=[
         Number("slowdown beyond the L2, sequential", 0.7, "%", _critical_word_number("sequential"),
-               "about 0.7%; slightly more for sequential access"),
-        Number("slowdown beyond the L2, random", 0.7, "%", _critical_word_number("random"), "about 0.7%"),
+               "about 0.7%; slightly more for sequential access", provenance=_TRANSLATED),
+        Number("slowdown beyond the L2, random", 0.7, "%", _critical_word_number("random"), "about 0.7%",
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Beyond the L2 a critical word at the end of the line costs a little, never saves: the walk with "
@@ -814,7 +822,8 @@ FIG6_7 = _chase_item(
     numbers=[
         Number("time saved by prefetching beyond the L2", 0.08, "fraction",
                lambda ds: 1 - value_beyond(ds, prefetch_distance=5, helper_thread=False)
-               / value_beyond(ds, prefetch_distance=0, helper_thread=False), "50-60 cycles, up to 8%"),
+               / value_beyond(ds, prefetch_distance=0, helper_thread=False), "50-60 cycles, up to 8%",
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("While the list fits in the cache, prefetching changes nothing.",
@@ -856,7 +865,7 @@ FIG6_8 = _chase_item(
     numbers=[
         Number("time saved by the helper thread beyond the L2", 0.25, "fraction",
                lambda ds: 1 - value_beyond(ds, helper_thread=True)
-               / value_beyond(ds, prefetch_distance=0, helper_thread=False), "about 25%"),
+               / value_beyond(ds, prefetch_distance=0, helper_thread=False), "about 25%", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Beyond the cache, a helper thread reading ahead makes the walk faster than no prefetch.",
@@ -926,9 +935,9 @@ FIG7_9 = _chase_item(
     "Figure 3.15's random NPAD=0 walk on 4 KiB pages and on 2 MiB huge pages (hugetlbfs).",
     numbers=[
         Number("speed-up of huge pages at 2^20 bytes", 0.57, "fraction", _huge_gain_at(1 << 20),
-               "the whole set fits one 2 MiB page: no DTLB misses"),
+               "the whole set fits one 2 MiB page: no DTLB misses", provenance=_TRANSLATED),
         Number("speed-up of huge pages at the largest working set", 0.38, "fraction", _huge_gain_at(None),
-               "the source: 38% at 512 MiB"),
+               "the source: 38% at 512 MiB", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("At 2^20 bytes the walk is faster on huge pages than on 4 KiB pages.",
@@ -1035,10 +1044,11 @@ FIG5_3 = _chase_item(
     "number of hops between the walking CPU and the memory.",
     numbers=[
         Number("read, 1 hop / 0 hops", 1.09, "x", _hop_ratio("follow", 1),
-               "9% slower (figure 5.4's bandwidth test: remote reads 20% slower)"),
-        Number("read, 2 hops / 0 hops", 1.30, "x", _hop_ratio("follow", 2), "30% slower"),
-        Number("write, 2 hops / read, 0 hops", 1.49, "x", _hop_ratio("inc", 2), "49% slower"),
-        Number("write, 2 hops / write, 0 hops", 1.32, "x", _hop_ratio("inc", 2, "inc"), "32% slower"),
+               "9% slower (figure 5.4's bandwidth test: remote reads 20% slower)", provenance=_TRANSLATED),
+        Number("read, 2 hops / 0 hops", 1.30, "x", _hop_ratio("follow", 2), "30% slower", provenance=_TRANSLATED),
+        Number("write, 2 hops / read, 0 hops", 1.49, "x", _hop_ratio("inc", 2), "49% slower", provenance=_TRANSLATED),
+        Number("write, 2 hops / write, 0 hops", 1.32, "x", _hop_ratio("inc", 2, "inc"), "32% slower",
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Beyond the caches, reading memory one hop away costs more than reading local memory.",
@@ -1104,13 +1114,13 @@ FIG6_2 = _chase_item(
     "The figure is the slowdown of the second placement.",
     numbers=[
         Number("sequential, L2 region, slowdown", 17, "%", _pair_number("l2", "sequential, 4 lines"),
-               "about 17%"),
+               "about 17%", provenance=_TRANSLATED),
         Number("sequential, beyond the L2, slowdown", 27, "%", _pair_number("beyond_l2", "sequential, 4 lines"),
-               "27% once main memory is used"),
+               "27% once main memory is used", provenance=_TRANSLATED),
         Number("random, 2 lines, L2 region, slowdown", None, "%", _pair_number("l2", "random, 2 lines"),
-               "between 25% and 35% (both random curves)"),
+               "between 25% and 35% (both random curves)", provenance=_TRANSLATED),
         Number("random, 2 lines, beyond the L2, slowdown", None, "%", _pair_number("beyond_l2", "random, 2 lines"),
-               "falls to about 10%: each memory access costs more, not the second line less"),
+               "falls to about 10%: each memory access costs more, not the second line less", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("While the list fits in the L1d, using a second cache line costs nothing.",
@@ -1155,12 +1165,12 @@ FIG6_4 = _chase_item(
     "and random order. The figure is the slowdown of the misaligned list.",
     numbers=[
         Number("sequential, L2 region, slowdown", 300, "%", lambda ds: 100 * _misalign_slowdown(ds, "l2", "sequential"),
-               "about 300%: the L1d-L2 link is overloaded"),
+               "about 300%: the L1d-L2 link is overloaded", provenance=_TRANSLATED),
         Number("sequential, beyond the L2, slowdown", None, "%",
                lambda ds: 100 * _misalign_slowdown(ds, "beyond_l2", "sequential"),
-               "between 20% and 30% for very large working sets"),
+               "between 20% and 30% for very large working sets", provenance=_TRANSLATED),
         Number("random, L2 region, slowdown", None, "%", lambda ds: 100 * _misalign_slowdown(ds, "l2", "random"),
-               "smaller than sequential: hidden by the higher cost of each access"),
+               "smaller than sequential: hidden by the higher cost of each access", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Walked sequentially, misaligned elements cost more than aligned ones while the list fits in "
@@ -1305,11 +1315,13 @@ FIG6_5 = _chase_item(
     "elements): cycles per element by distance and list length. At a multiple of one L1d way all elements "
     "share one cache set.",
     numbers=[
-        Number("cycles per element, no set conflict", 3, "cycles", _fig6_5_cycles("l1_ns"), "L1d hits"),
+        Number("cycles per element, no set conflict", 3, "cycles", _fig6_5_cycles("l1_ns"), "L1d hits",
+               provenance=_TRANSLATED),
         Number("cycles per element, a set overflowing", 10, "cycles", _fig6_5_cycles("conflict_ns"),
-               "the elements come from the L2 on every lap"),
-        Number("L1d ways read off the map", 8, "ways", _fig6_5_geometry("ways"), compare=False),
-        Number("L1d size read off the map", 32 << 10, "bytes", _fig6_5_geometry("l1d_bytes"), compare=False),
+               "the elements come from the L2 on every lap", provenance=_TRANSLATED),
+        Number("L1d ways read off the map", 8, "ways", _fig6_5_geometry("ways"), compare=False, provenance=_TRANSLATED),
+        Number("L1d size read off the map", 32 << 10, "bytes", _fig6_5_geometry("l1d_bytes"), compare=False,
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Elements one L1d way apart all share one cache set: a list longer than the ways costs far more "
@@ -1368,9 +1380,11 @@ FIG7_1 = _chase_item(
     "The random NPAD=0 walk with the hardware counters attached: cycles (CPU_CLK_UNHALTED) over instructions "
     "retired (INST_RETIRED), by working set.",
     numbers=[
-        Number("CPI, L1d region", 1.0, "cycles/instruction", _cpi_in("l1"), "1 or less"),
-        Number("CPI, L2 region", 3.0, "cycles/instruction", _cpi_in("l2"), "rises to 3.0 past the L1d"),
-        Number("CPI, beyond the L2", 20, "cycles/instruction", _cpi_in("beyond_l2"), "above 20"),
+        Number("CPI, L1d region", 1.0, "cycles/instruction", _cpi_in("l1"), "1 or less", provenance=_TRANSLATED),
+        Number("CPI, L2 region", 3.0, "cycles/instruction", _cpi_in("l2"), "rises to 3.0 past the L1d",
+               provenance=_TRANSLATED),
+        Number("CPI, beyond the L2", 20, "cycles/instruction", _cpi_in("beyond_l2"), "above 20",
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Once the L1d is exceeded, each instruction takes more cycles.",

@@ -424,7 +424,7 @@ OPTERON = {"read": levels(32, 20, 10, 2.3), "write": levels(18.7, 6, 2.8, 0.5), 
 # (item, claim index, holds, fails, cannot tell, the reason's words)
 CASES = [
     ("fig3.10", 0, chase((SEQ, steps(1, 2, 2.5))), chase((SEQ, steps(1, 2, 10))),
-     chase((SEQ, steps(1, 2, 2.5)), sizes=SIZES[:11]), "beyond 4x the L2"),
+     chase((SEQ, steps(1, 2, 2.5)), sizes=SIZES[:14]), "beyond 2x the last cache"),
     ("fig3.10", 1, chase((SEQ, steps(1, 2, 2))), chase((SEQ, steps(2, 2, 2))),
      chase((SEQ, steps(1, 2, 2)), sizes=SIZES[6:]), "within the L1d"),
     ("fig3.11", 0, chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1.1, 6, 20), 31: steps(1.2, 6, 40)})),
@@ -436,7 +436,7 @@ CASES = [
     ("fig3.11", 2, chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 20), 31: steps(1, 6, 40)})),
      chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 8), 31: steps(1, 6, 40)})),
      chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 20), 31: steps(1, 6, 40)}),
-           sizes=SIZES[:11]), "beyond 4x the L2"),
+           sizes=SIZES[:14]), "beyond 2x the last cache"),
     ("fig3.12", 0, layouts(steps(2, 3, 3), steps(2, 30, 60)), layouts(steps(2, 3, 3), steps(2.2, 2.5, 2.5)),
      chase(({"layout": "packed"}, steps(2, 3, 3))), "page_per_element"),
     ("fig3.12", 1, layouts(steps(2, 3, 3), steps(2, 30, 60)), layouts(steps(2, 3, 3), steps(4, 30, 60)),
@@ -694,8 +694,8 @@ CASES += [
      pairs((0.0, 0.30, 0.10), series=["sequential, 4 lines"]), "order=random"),
     ("fig6.4", 0, misaligned((3.0, 0.25)), misaligned((0.0, 0.25)), misaligned((3.0, 0.25), orders=("random",)),
      "order=sequential"),
-    ("fig6.4", 1, misaligned((3.0, 0.25)), misaligned((3.0, 0.0)), misaligned((3.0, 0.25), sizes=SIZES[:11]),
-     "beyond 4x the L2"),
+    ("fig6.4", 1, misaligned((3.0, 0.25)), misaligned((3.0, 0.0)), misaligned((3.0, 0.25), sizes=SIZES[:14]),
+     "beyond 2x the last cache"),
     ("fig6.4", 2, misaligned((3.0, 0.25), (0.3, 0.1)), misaligned((0.05, 0.25), (0.3, 0.1)),
      misaligned((3.0, 0.25), orders=("sequential",)), "order=random"),
     ("fig6.5", 0, surface(one_way), surface(lambda d, n: False), surface(one_way, ways=16, distances=(1, 16, 32, 64, 128)),
@@ -894,6 +894,66 @@ def test_helper_thread_needs_two_cpus():
     ds = prefetch(steps(10, 12, 50), steps(10, 12, 45), helper=steps(12, 15, 37), cpu_count=1)
     found = judged("fig6.8", 0, ds)
     assert found.status == NOT_MEASURABLE and "needs 2 CPUs" in found.detail
+
+
+@pytest.mark.parametrize("key,index,build", [
+    ("fig3.10", 0, lambda inside: chase((SEQ, steps(1, 2, 2.5) if inside else steps(1, 2, 10)))),
+    ("fig3.11", 2, lambda inside: chase(*npads({0: steps(1, 2, 3), 7: steps(1, 6, 10), 15: steps(1, 6, 20),
+                                                31: steps(1, 6, 40 if inside else 15)}))),
+    ("fig3.13", 0, lambda inside: chase(*ops({"follow": steps(1, 2, 3), "addnext0": steps(1, 2, 6 if inside else 3)}))),
+    ("fig6.4", 1, lambda inside: misaligned((3.0, 0.25 if inside else 0.0))),
+    ("fig7.9", 1, lambda inside: huge(steps(2, 4, 100), steps(1, 2, 50 if inside else 100))),
+])
+def test_memory_claims_are_judged_beyond_the_last_cache_not_in_the_l3(key, index, build):
+    """The source's "beyond the L2" is main memory (the P4 has no L3): a machine whose L3 still holds
+    the set must not decide the claim. Each dataset shows the source's effect in the L3 (4x the L2
+    to half the L3) and, in main memory, the effect (inside) or none; only main memory counts."""
+
+    def with_l3(inside: bool) -> Dataset:
+        # a 64 MiB L3: its sets (4 to 64 MiB) outnumber main memory's (128 and 256 MiB)
+        l3 = [ws for ws in SIZES if 4 * L2 <= ws <= 64 << 20]
+        rows = [row for row in build(inside).rows if row["working_set_bytes"] not in l3]
+        rows += [row for row in build(True).rows if row["working_set_bytes"] in l3]
+        caches = [*MACHINE["caches"][:2], {"level": 3, "type": "Unified", "size_bytes": 64 << 20}]
+        return Dataset(rows, meta(caches=caches))
+
+    assert judged(key, index, with_l3(True)).status == REPRODUCED
+    found = judged(key, index, with_l3(False))
+    assert found.status == NOT_REPRODUCED, found.detail
+
+
+@pytest.mark.parametrize("key,index,ds", [
+    ("fig3.13", 0, chase(*ops({"follow": steps(1, 2, 3), "addnext0": steps(1, 2, 6)}), sizes=SIZES[:14])),
+    ("fig7.9", 1, huge(steps(2, 4, 100), steps(1, 2, 50), sizes=SIZES[:14])),
+    ("fig3.17", 0, blocks({1: rising(1, 30), 64: rising(1, 45), "whole": rising(1, 60)}, sizes=SIZES[:14])),
+])
+def test_a_sweep_that_stops_inside_the_last_cache_cannot_tell_a_memory_claim(key, index, ds):
+    found = judged(key, index, ds)
+    assert found.status == NOT_MEASURABLE and "beyond 2x the last cache" in found.detail, found.detail
+
+
+def test_block_walks_are_judged_at_blocks_smaller_than_the_set():
+    """A block of 65536 pages (256 MiB) at a 256 MiB set is the whole-list walk again: it takes no
+    part in the steps, and a sweep whose only blocks are that large cannot tell."""
+    ds = blocks({1: rising(1, 30), 64: rising(1, 45), 1 << 16: rising(1, 60), "whole": rising(1, 60)})
+    found = judged("fig3.17", 1, ds)
+    assert found.status == REPRODUCED and "65536 pages" not in found.detail and "64 pages" in found.detail
+    only_large = blocks({1 << 16: rising(1, 60), "whole": rising(1, 60)}, sizes=[1 << 28])
+    found = judged("fig3.17", 0, only_large)
+    assert found.status == NOT_MEASURABLE and "no block smaller than the working set of 256 MiB" in found.detail
+
+
+def test_block_quick_keeps_blocks_smaller_than_its_set_beyond_the_last_cache():
+    from memlab import chase
+
+    quick = catalogue.item("fig3.17").quick(chase.fig3_17())
+    sizes = catalogue.caches(Dataset([], {}))
+    llc = max(size for name, size in sizes.items() if not name.endswith("i"))
+    largest = max(p["working_set_bytes"] for p in quick.points)
+    assert largest >= min(4 * llc, max(p["working_set_bytes"] for p in chase.fig3_17().points))
+    kept = {p["block_pages"] for p in quick.points if p["order"] == "random_blocks"}
+    assert len(kept) == 3 and all(2 * k * 4096 <= largest for k in kept)
+    assert any(p["order"] == "random" and p["working_set_bytes"] == largest for p in quick.points)
 
 
 def test_huge_pages_fall_back_to_thp_where_hugetlb_was_refused():

@@ -330,7 +330,8 @@ FIG3_28 = _bw_item(
     numbers=[
         _bw_number("read, L1d region", 32, "l1", "more than 32: two loads per cycle", op="read"),
         _bw_number("write, L1d region", 18.7, "l1", op="write"),
-        _bw_number("read, beyond the L2", 2.3, "beyond_l2", "the curve flattens quickly: little prefetching",
+        _bw_number("read, beyond the last cache", 2.3, "beyond_llc", "the curve flattens quickly to 2.3: "
+                   "little prefetching; its flat low end, main memory (one region, not the L3 and memory mixed)",
                    op="read"),
         _bw_number("write, L2 region", 6, "l2", op="write"),
         _bw_number("write, L3 region", 2.8, "l3", op="write"),

@@ -985,6 +985,29 @@ def test_the_zen_extent_claim_needs_the_cpu_identity():
     assert not catalogue.item("clear-extent").numbers[0].compare  # 1 GiB pages flat: not this quantity
 
 
+def test_fault_rates_sit_beside_the_figures_of_the_order_this_kernel_clears_in():
+    item = catalogue.item("clear-fault")
+    numbers = {n.quantity: n for n in item.numbers}
+    before = numbers["2 MiB THP demand faults before the patch, GB/s"]
+    after = numbers["2 MiB THP demand faults after the patch, GB/s"]
+    populate = numbers["2 MiB THP populate before the patch (the slides' baseline), GB/s"]
+    assert (before.source, populate.source, after.source) == (11.76, 11.79, 23.58)
+    old = faults(3.0, 10.0, populate={"madvise_populate_write": 4.0})
+    for row in old.rows:
+        if row["populate"] == "madvise_populate_write":
+            row["pages"] = "thp"
+    old.metadata["machine"]["kernel_release"] = "6.18.0-1-cloud-amd64"
+    assert before.measure(old) == (10.0, "")
+    assert populate.measure(old) == (4.0, "")
+    value, why = after.measure(old)
+    assert value is None and "6.18.0-1-cloud-amd64 predates the sequential-clearing patch" in why
+    later = Dataset(old.rows, meta(kernel_release="7.1.0"))
+    value, why = before.measure(later)
+    assert value is None and "whether it clears in the old order or sequentially is not known" in why
+    value, why = before.measure(Dataset(old.rows, meta()))
+    assert value is None and "kernel release is unknown" in why
+
+
 def test_huge_pages_fall_back_to_thp_where_hugetlb_was_refused():
     ds = huge(rising(2, 200), rising(1, 100), granted=0.0)
     thp = huge(rising(2, 200), rising(1, 100), kind="thp")
@@ -1129,6 +1152,7 @@ def test_the_source_index_has_a_row_per_item():
 
 
 @pytest.mark.parametrize("name", ["memlab.catalogue", "memlab.catalogue.core", "memlab.catalogue.claims",
+                                  "memlab.catalogue.clearing",
                                   "memlab.reproduce"])
 def test_docstring_examples(name, tmp_path, monkeypatch):
     module = importlib.import_module(name)  # memlab.reproduce the attribute is the function

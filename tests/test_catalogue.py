@@ -418,10 +418,11 @@ def joined(*datasets) -> Dataset:
     return Dataset([row for ds in datasets for row in ds.rows], datasets[0].metadata)
 
 
-def background(beside_writer, beside_reader, sizes=SIZES, background_bytes=4 << 20):
+def background(beside_writer, beside_reader, sizes=SIZES, background_bytes=4 << 20, alone=levels(10, 10, 10, 2)):
+    """Figure 3.31: each op beside a writing and a reading worker, and alone (the control)."""
     series = []
     for op in ("read", "write"):
-        for bg, fn in (("write", beside_writer), ("read", beside_reader)):
+        for bg, fn in (("write", beside_writer), ("read", beside_reader), ("none", alone)):
             if fn is not None:
                 series.append(({"op": op, "background_op": bg, "background_working_set_bytes": background_bytes}, fn))
     return bw(*series, sizes=sizes)
@@ -946,6 +947,18 @@ def test_a_sweep_that_stops_inside_the_last_cache_cannot_tell_a_memory_claim(key
     assert found.status == NOT_MEASURABLE and "beyond 2x the last cache" in found.detail, found.detail
 
 
+def test_the_background_drop_is_judged_against_the_same_sets_alone():
+    """A drop from a sixteenth to a quarter of the shared cache that the thread shows alone too is the
+    thread's own caches, not the background worker's evictions; without the control it cannot tell."""
+    own = levels(10, 10, 5, 2)
+    found = judged("fig3.31", 0, background(own, levels(10, 10, 10, 2), alone=own))
+    assert found.status == INCONCLUSIVE and "beside a writer / alone 1 " in found.detail, found.detail
+    found = judged("fig3.31", 0, background(own, levels(10, 10, 10, 2), alone=levels(10, 10, 2.5, 2)))
+    assert found.status == NOT_REPRODUCED, found.detail
+    found = judged("fig3.31", 0, background(own, levels(10, 10, 10, 2), alone=None))
+    assert found.status == NOT_MEASURABLE and "has no control" in found.detail
+
+
 def test_block_walks_are_judged_at_blocks_smaller_than_the_set():
     """A block of 65536 pages (256 MiB) at a 256 MiB set is the whole-list walk again: it takes no
     part in the steps, and a sweep whose only blocks are that large cannot tell."""
@@ -1203,10 +1216,10 @@ def test_bandwidth_quick_variants_keep_a_few_sets_of_the_full_sweep(monkeypatch)
     assert sorted({p["working_set_bytes"] for p in two.points}) == [8 << 10, 256 << 10, 16 << 20]
     assert {p["op"] for p in two.points} == {"read", "write"} and len(two.points) == 6
     points = [{"op": op, "background_op": bg, "working_set_bytes": s, "background_working_set_bytes": 4 << 20}
-              for s in SIZES for op in ("read", "write") for bg in ("read", "write")]
+              for s in SIZES for op in ("read", "write") for bg in ("none", "read", "write")]
     quick = catalogue.item("fig3.31").quick(Sweep("fig3_31", "bandwidth", points, repeat=5))
     assert sorted({p["working_set_bytes"] for p in quick.points}) == [512 << 10, 2 << 20]
-    assert len(quick.points) == 8
+    assert len(quick.points) == 12 and {p["background_op"] for p in quick.points} == {"none", "read", "write"}
 
 
 def test_a_run_narrowed_to_one_cpu_cannot_judge_two_cpu_claims():

@@ -531,14 +531,15 @@ def background_working_set_bytes(placement: str = "cores") -> int:
 
 def two_processes(quick: bool = False) -> Sweep:
     """Fig. 3.31: one thread reads or writes sets of every size while a second worker on
-    another core reads or writes its own set of half their shared cache.
+    another core reads or writes its own set of half their shared cache; and, as the control in
+    the same run, the same points with no background worker (``background_op`` none).
 
     >>> two_processes  # doctest: +ELLIPSIS
     <function two_processes at ...>
     """
     choose("cores", 2)
     background = background_working_set_bytes("cores")
-    points = grid(background_op=["read", "write"], op=["read", "write"],
+    points = grid(background_op=["none", "read", "write"], op=["read", "write"],
                   working_set_bytes=sizes(quick))
     for point in points:
         point.update(threads=1, placement="cores", shared=False,

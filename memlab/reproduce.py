@@ -131,7 +131,8 @@ class ItemResult:
             "error": self.error,
             "numbers": [
                 {"quantity": n.quantity, "unit": n.unit, "source": n.source, "measured": value,
-                 "ratio": n.ratio(value), "reason": reason}
+                 "ratio": n.ratio(value), "reason": reason,
+                 "provenance": n.provenance.to_dict() if n.provenance else None}
                 for n, value, reason in self.numbers
             ],
             "claims": [
@@ -148,7 +149,8 @@ class ItemResult:
             ratio = number.ratio(value)
             here = format_number(value) if value is not None else f"- ({reason})"
             lines.append(f"  {number.quantity}: source {format_number(number.source)} {number.unit}, "
-                         f"here {here}" + (f", ratio {ratio:.3g}" if ratio is not None else ""))
+                         f"here {here}" + (f", ratio {ratio:.3g}" if ratio is not None else "")
+                         + (f" [{number.provenance.kind}]" if number.provenance else ""))
         for claim, found in zip(self.item.claims, self.verdicts):
             status = f"sanity check: {found.status}" if claim.sanity else found.status
             lines.append(f"  [{status}] {claim.text}\n      {found.detail}"
@@ -732,10 +734,24 @@ def _numbers_html(result: ItemResult) -> str:
         ratio = number.ratio(value)
         here = _number_text(value) if value is not None else f"- ({reason})"
         rows.append([escape(number.quantity), escape(number.unit), escape(_number_text(number.source)),
-                     escape(here), escape("-" if ratio is None else f"{ratio:.3g}"), escape(number.note)])
+                     escape(here), escape("-" if ratio is None else f"{ratio:.3g}"), escape(number.note),
+                     _provenance_html(number.provenance)])
     return ("<p><b>The source's numbers beside this machine's</b></p>"
-            + html_table(["quantity", "unit", "source", "this machine", "here / source", "note"], rows,
+            + html_table(["quantity", "unit", "source", "this machine", "here / source", "note", "read in"], rows,
                          html_cells=True, wrap=(0, 3, 5)))
+
+
+def _provenance_html(provenance: Any) -> str:
+    """Where a published number was read: the original (linked) or a translation of it.
+
+    >>> _provenance_html(None)
+    '-'
+    """
+    if provenance is None:
+        return "-"
+    name = "the original" if provenance.kind == "original" else "a translation of the original"
+    return f'<a href="{escape(provenance.url)}">{name}</a>'
+
 
 
 def _verdicts_html(result: ItemResult) -> str:

@@ -617,7 +617,7 @@ def test_fig3_31_gives_the_background_half_the_shared_cache():
     expected = (shared[0]["size_bytes"] if shared else bw._largest_cache_bytes()) // 2 // 128 * 128
     assert {p["background_working_set_bytes"] for p in sweep.points} == {expected}
     assert {(p["op"], p["background_op"]) for p in sweep.points} == {
-        (a, b) for a in ("read", "write") for b in ("read", "write")}
+        (a, b) for a in ("read", "write") for b in ("none", "read", "write")}  # "none": the control
 
 
 def test_the_quick_sweep_measures_and_draws(tmp_path):

@@ -51,8 +51,10 @@ def fake_item(key: str = "clock", quick="calibrate.quick", claims=None) -> Item:
     return Item(
         key=key, source="drepper", section="0.0", label="Figure 0.1", title="the clock <and> friends",
         sweep="calibrate.quick", quick=quick, measured="a dependent add chain", machine="none",
-        numbers=(Number("core clock", 2.0, "GHz", lambda ds: catalogue.value_of(ds, "core_GHz")),
-                 Number("counter", 1.0, "x", lambda ds: _cannot(ds))),
+        numbers=(Number("core clock", 2.0, "GHz", lambda ds: catalogue.value_of(ds, "core_GHz"),
+                        provenance=catalogue.Provenance(catalogue.ORIGINAL, "https://example.org/original")),
+                 Number("counter", 1.0, "x", lambda ds: _cannot(ds),
+                        provenance=catalogue.Provenance(catalogue.TRANSLATION, "https://example.org/original"))),
         claims=tuple(claims or (Claim("the clock ticks", "nowhere 1.1", _holds),
                                 Claim("the clock is absurdly fast", "nowhere 1.2", _fails),
                                 Claim("cycles are counted", "nowhere 1.3", _cannot),
@@ -168,6 +170,10 @@ def test_reproduce_writes_datasets_report_and_verdicts(fake_catalogue, tmp_path)
     assert clock.verdicts[3].reason and "candidate defect" not in clock.verdicts[3].reason
     assert data["items"][0]["numbers"][0]["measured"] > 0
     assert "no PMU" in data["items"][0]["numbers"][1]["reason"]
+    assert [n["provenance"] for n in data["items"][0]["numbers"]] == [
+        {"kind": "original", "url": "https://example.org/original"},
+        {"kind": "translation", "url": "https://example.org/original"}]
+    assert "ratio" in clock.table() and "[original]" in clock.table() and "[translation]" in clock.table()
     assert "no PMU" in data["items"][0]["claims"][2]["detail"]
 
 
@@ -180,6 +186,8 @@ def test_report_shows_source_numbers_and_each_verdict_kind(fake_catalogue, tmp_p
         assert kind in text
     assert "https://people.freebsd.org/~lstewart/articles/cpumemory.pdf" in parsed.links
     assert "here / source" in parsed.cells and "core clock" in parsed.cells
+    assert "read in" in parsed.cells and "the original" in parsed.cells
+    assert "a translation of the original" in parsed.cells and "https://example.org/original" in parsed.links
     assert "A stand-in item for the tests." in text
     assert "Sanity checks (not counted as reproduced)" in text and "inconclusive" in text
     assert "needs SMT" in text and "no PMU" in text

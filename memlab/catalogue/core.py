@@ -1,6 +1,6 @@
 """The catalogue's core types and the readers of a dataset every source module shares.
 
-:class:`Verdict`, :class:`Claim`, :class:`Number`, :class:`Source`, :class:`Item`
+:class:`Verdict`, :class:`Claim`, :class:`Number` (and its :class:`Provenance`), :class:`Source`, :class:`Item`
 and :class:`NotMeasurable`; the dataset helpers (:func:`rows_where`,
 :func:`value_of`, :func:`curve`, :func:`caches`, :func:`region` ...) and the
 quick variants of sweeps (:func:`shorter`, :func:`at_working_sets`,
@@ -114,6 +114,45 @@ class Claim:
         return result
 
 
+#: A published number read in the source's own text (its original language, at its URL).
+ORIGINAL = "original"
+#: A published number read in a translation of the source, not checked against the original's text.
+TRANSLATION = "translation"
+#: Where a published number may have been read, in the order a report explains them.
+PROVENANCES = (ORIGINAL, TRANSLATION)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a published :class:`Number` was read: ``kind`` (:data:`ORIGINAL`: in the source's
+    own text; :data:`TRANSLATION`: in a translation of it, so a digit the translation changed
+    would be copied here) and ``url``, the public original the number belongs to (for a
+    translation: the original it translates, the text to check the number against).
+
+    >>> str(Provenance("translation", "https://lwn.net/Articles/855226/"))
+    'translation of https://lwn.net/Articles/855226/'
+    >>> Provenance("copied", "https://lwn.net/")
+    Traceback (most recent call last):
+    ...
+    ValueError: provenance kind='copied' is not one of 'original', 'translation'
+    """
+
+    kind: str
+    url: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in PROVENANCES:
+            raise ValueError(f"provenance kind={self.kind!r} is not one of {', '.join(map(repr, PROVENANCES))}")
+        if not self.url.startswith(("https://", "http://")):
+            raise ValueError(f"provenance url={self.url!r} is not an http(s) URL")
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.url}" if self.kind == ORIGINAL else f"translation of {self.url}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "url": self.url}
+
+
 @dataclass(frozen=True)
 class Number:
     """One published number of the source, beside the same quantity measured here.
@@ -121,7 +160,8 @@ class Number:
     ``measured(dataset)`` returns this machine's value in ``unit`` (or raises
     :class:`NotMeasurable`); ``compare`` says whether the ratio measured /
     source means something (same quantity, same unit; not a machine
-    constant such as a TLB size).
+    constant such as a TLB size); ``provenance`` (a :class:`Provenance`): whether the
+    source's value was read in the original or in a translation, and the original's URL.
     """
 
     quantity: str
@@ -130,6 +170,11 @@ class Number:
     measured: Callable[[Dataset], float] | None = None
     note: str = ""
     compare: bool = True
+    provenance: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        if self.provenance is not None and not isinstance(self.provenance, Provenance):
+            raise TypeError(f"number {self.quantity!r}: provenance={self.provenance!r} is not a Provenance")
 
     def measure(self, dataset: Dataset) -> tuple[float | None, str]:
         """(value, "") or (None, the reason it cannot be read from ``dataset``)."""

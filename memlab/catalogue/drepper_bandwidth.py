@@ -14,10 +14,13 @@ from memlab.catalogue import core
 from memlab.catalogue.claims import Direction, Ratio, Same, Sanity, Steps
 from memlab.catalogue.core import (
     REGION_NAMES,
+    SOURCES,
+    TRANSLATION,
     Claim,
     Item,
     NotMeasurable,
     Number,
+    Provenance,
     Verdict,
     curve,
     nearest,
@@ -30,6 +33,9 @@ from memlab.catalogue.core import (
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
 from memlab.units import format_bytes
+
+#: Where this module's published numbers were read (see each number's provenance).
+_TRANSLATED = Provenance(TRANSLATION, SOURCES["drepper"].url)
 
 # ---- Drepper, sections 3.5.1 and 3.5.3: bandwidth ------------------------------------
 
@@ -99,7 +105,7 @@ def bw_rate(ds: Dataset, where: str, **match: Any) -> float:
 def _bw_number(quantity: str, source: float, where: str, note: str = "", base: Mapping[str, Any] | None = None,
                **match: Any) -> Number:
     match = {**(ONE_THREAD if base is None else base), **match}
-    return Number(quantity, source, "bytes/cycle", lambda ds: bw_rate(ds, where, **match), note)
+    return Number(quantity, source, "bytes/cycle", lambda ds: bw_rate(ds, where, **match), note, provenance=_TRANSLATED)
 
 
 
@@ -264,7 +270,7 @@ FIG3_26 = _bw_item(
         _bw_number("write, L1d region", 16, "l1", "close to 16: a write-back L1d", op="write"),
         Number("read / write beyond the last cache", 20, "x",
                lambda ds: bw_rate(ds, "beyond_llc", **READ) / bw_rate(ds, "beyond_llc", **WRITE),
-               "up to 20 times"),
+               "up to 20 times", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Reading stays near its L1d rate well past the L1d: the L2 region reads about the "
@@ -324,7 +330,8 @@ FIG3_28 = _bw_item(
     numbers=[
         _bw_number("read, L1d region", 32, "l1", "more than 32: two loads per cycle", op="read"),
         _bw_number("write, L1d region", 18.7, "l1", op="write"),
-        _bw_number("read, beyond the L2", 2.3, "beyond_l2", "the curve flattens quickly: little prefetching",
+        _bw_number("read, beyond the last cache", 2.3, "beyond_llc", "the curve flattens quickly to 2.3: "
+                   "little prefetching; its flat low end, main memory (one region, not the L3 and memory mixed)",
                    op="read"),
         _bw_number("write, L2 region", 6, "l2", op="write"),
         _bw_number("write, L3 region", 2.8, "l3", op="write"),
@@ -384,19 +391,29 @@ def _background_sets(ds: Dataset) -> tuple[int, float, float]:
 
 
 def _drop_by_op(ds: Dataset) -> dict[str, float]:
+    """Per op: (large / small set beside a writing worker) / (large / small set alone), the control
+    measured in the same run: the drop the background worker causes, not the one the measured
+    thread's own caches cause."""
     background, small, large = _background_sets(ds)
     ratios = {}
     for op in ("read", "write"):
         points = curve(ds, "bytes_per_cycle", op=op, background_op="write", threads=1)
-        if small not in points or large not in points:
-            raise NotMeasurable(f"op={op} beside a writing background worker lacks "
-                                f"{format_bytes(small)} or {format_bytes(large)}")
-        ratios[f"{op}, {format_bytes(large)} / {format_bytes(small)}"] = points[large] / points[small]
+        try:
+            alone = curve(ds, "bytes_per_cycle", op=op, background_op="none", threads=1,
+                          background_working_set_bytes=background)
+        except NotMeasurable:
+            raise NotMeasurable(f"op={op} has no control: the same points with no background worker "
+                                f"(background_op=none) were not measured in this run") from None
+        for name, found in (("beside a writing background worker", points), ("alone", alone)):
+            if small not in found or large not in found:
+                raise NotMeasurable(f"op={op} {name} lacks {format_bytes(small)} or {format_bytes(large)}")
+        drop = (points[large] / points[small]) / (alone[large] / alone[small])
+        ratios[f"{op}, {format_bytes(large)} / {format_bytes(small)}, beside a writer / alone"] = drop
     return ratios
 
 
-_background_drop = Direction(_drop_by_op, False, "beside a background worker writing half the shared cache, "
-                             "bytes per cycle")
+_background_drop = Direction(_drop_by_op, False, "bytes per cycle beside a background worker writing half the "
+                             "shared cache, against the same sets alone in the same run")
 
 
 def _writer_over_reader(ds: Dataset) -> dict[str, float]:
@@ -417,8 +434,8 @@ _writer_worse = Direction(_writer_over_reader, False, "bytes per cycle beside a 
 
 def _fig3_31_quick(sweep: Sweep) -> Sweep:
     """The two measured sets the claims compare, nearest a sixteenth and a quarter of the cache the
-    two workers share, beside a reading and a writing worker (every point fills the background
-    set, half that cache, so the quick run keeps few)."""
+    two workers share, beside a reading and a writing worker and alone (the control; every point
+    with a worker fills the background set, half that cache, so the quick run keeps few)."""
     background = sweep.points[0]["background_working_set_bytes"]
     sizes = sorted({p["working_set_bytes"] for p in sweep.points})
     keep = {nearest(sizes, t) for t in (background / 8, background / 2)}
@@ -436,12 +453,13 @@ FIG3_31 = Item(
         Number("background working set", 2 << 20, "bytes",
                lambda ds: statistics.median(row["background_working_set_bytes"] for row in
                                             rows_where(ds, None, background_op=("read", "write"))),
-               "half the shared cache", compare=False),
+               "half the shared cache", compare=False, provenance=_TRANSLATED),
     ),
     claims=(
         Claim("Beside a worker writing its own half of the shared cache, the measured thread slows down "
-              "before its set reaches a quarter of that cache: it is slower at a quarter than at a "
-              "sixteenth, where a cache split evenly between the cores would hold both.",
+              "before its set reaches a quarter of that cache: from a sixteenth to a quarter it loses more "
+              "than the same sets lose alone (the control, measured in the same run), where a cache split "
+              "evenly between the cores would hold both.",
               "Drepper 3.5.3, fig. 3.31: performance degrades before the working set reaches 1 MB, not at "
               "the 2 MB each core could use; the processes share no memory, so this is eviction alone",
               _background_drop),

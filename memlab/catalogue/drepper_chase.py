@@ -17,10 +17,13 @@ from memlab.catalogue import core
 from memlab.catalogue.claims import Ratio, Same, Sanity, Steps
 from memlab.catalogue.core import (
     REGION_NAMES,
+    SOURCES,
+    TRANSLATION,
     Claim,
     Item,
     NotMeasurable,
     Number,
+    Provenance,
     Verdict,
     _value,
     at_largest_common,
@@ -38,12 +41,16 @@ from memlab.catalogue.core import (
     rows_where,
     shorter,
     together,
+    value_of,
     verdict,
 )
 from memlab.chase_analysis import associativity, counter_ratios
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
 from memlab.units import format_bytes
+
+#: Where this module's published numbers were read (see each number's provenance).
+_TRANSLATED = Provenance(TRANSLATION, SOURCES["drepper"].url)
 
 # ---- Drepper, section 3.3.2: the pointer chase ---------------------------------------
 
@@ -65,16 +72,16 @@ def _chase_item(number: str, title: str, measured: str, numbers: Sequence[Number
 
 
 def _cycles_number(quantity: str, source: float, where: str, note: str = "", **match: Any) -> Number:
-    return Number(quantity, source, "cycles", lambda ds: cycles_in(ds, where, **match), note)
+    return Number(quantity, source, "cycles", lambda ds: cycles_in(ds, where, **match), note, provenance=_TRANSLATED)
 
 
 def _seq_beyond_over_l2(ds: Dataset) -> float:
     l2 = region_median(ds, "l2", order="sequential")
-    return largest(region(ds, curve(ds, "ns_per_element", order="sequential"), "beyond_l2"))[1] / l2
+    return largest(region(ds, curve(ds, "ns_per_element", order="sequential"), "beyond_llc"))[1] / l2
 
 
-_seq_beyond_l2_low = Same(_seq_beyond_over_l2, 200 / 9, "sequential, the largest working set beyond 4x the L2 / "
-                          "the L2 region, ns per element", "about 9 cycles per element in the L2 and beyond it, "
+_seq_beyond_l2_low = Same(_seq_beyond_over_l2, 200 / 9, "sequential, the largest working set beyond the last cache "
+                          "/ the L2 region, ns per element", "about 9 cycles per element in the L2 and beyond it, "
                           "against 200+ for a memory access")
 
 
@@ -94,14 +101,16 @@ FIG3_10 = _chase_item(
     numbers=[
         _cycles_number("L1d region", 4, "l1", "P4 L1d hit", order="sequential"),
         _cycles_number("L2 region", 9, "l2", "less than the L2's 14 cycles: prefetching", order="sequential"),
-        _cycles_number("beyond the L2", 9, "beyond_l2", "main memory costs 200+ cycles; prefetching hides it",
-                       order="sequential"),
+        _cycles_number("beyond the last cache", 9, "beyond_llc", "main memory costs 200+ cycles; prefetching "
+                       "hides it", order="sequential"),
     ],
     claims=[
-        Claim("Beyond the L2 a sequential walk costs about what it costs in the L2, not a memory "
-              "access: within the square root of the memory access's 22x of the L2 region's time per element.",
+        Claim("From main memory (beyond the last cache) a sequential walk costs about what it costs in the L2, "
+              "not a memory access: within the square root of the memory access's 22x of the L2 region's time "
+              "per element.",
               "Drepper 3.3.2, fig. 3.10: about 9 cycles per element both in the L2 and beyond it, "
-              "where a memory access costs more than 200", _seq_beyond_l2_low),
+              "where a memory access costs more than 200 (the P4 has no L3: beyond its L2 is main memory)",
+              _seq_beyond_l2_low),
         Claim("The L2 region costs more per element than the L1d region.",
               "Drepper 3.3.2, fig. 3.10: about 4 cycles in L1d, about 9 in L2",
               _l2_above_l1(9 / 4, "about 4 cycles in the L1d, about 9 in the L2", order="sequential")),
@@ -160,9 +169,11 @@ FIG3_11 = _chase_item(
         Claim("In the L2 region, elements of a cache line or more (NPAD 7, 15, 31) cost more than "
               "8-byte elements.", "Drepper 3.3.2, fig. 3.11: about 28 cycles for NPAD 7-31 in L2, "
               "about 9 for NPAD=0", _above("npad", 0, (7, 15, 31), "l2", 28 / 9, "about 28 cycles for NPAD 7-31 against 9")),
-        Claim("Beyond the L2, the larger the element the more each costs (NPAD 0 < 7 < 15 < 31).",
-              "Drepper 3.3.2, fig. 3.11: beyond L2 the four curves differ widely, in element-size order",
-              _grows_with("npad", (0, 7, 15, 31), "beyond_l2")),
+        Claim("From main memory (beyond the last cache), the larger the element the more each costs "
+              "(NPAD 0 < 7 < 15 < 31).",
+              "Drepper 3.3.2, fig. 3.11: beyond L2 the four curves differ widely, in element-size order (the P4 "
+              "has no L3: beyond its L2 is main memory)",
+              _grows_with("npad", (0, 7, 15, 31), "beyond_llc")),
     ],
 )
 
@@ -213,7 +224,7 @@ FIG3_12 = _chase_item(
     "each page unused and not counted): every element then needs its own TLB entry.",
     numbers=[
         Number("working set where one element per page first costs 2x packed", 8192, "bytes",
-               _per_page_jump, "the jump starts at 2^13 bytes: 64 TLB entries", compare=False),
+               _per_page_jump, "the jump starts at 2^13 bytes: 64 TLB entries", compare=False, provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Once the pages outnumber the TLB, one element per page costs far more than the packed "
@@ -232,15 +243,16 @@ FIG3_13 = _chase_item(
     "Sequential 16-byte elements (NPAD=1): follow the pointers; Inc adds 1 to pad[0] of each "
     "element; Addnext0 adds the next element's pad[0] to its own.",
     numbers=[
-        _cycles_number("beyond the L2, follow", 14, "beyond_l2", op="follow"),
-        _cycles_number("beyond the L2, addnext0", 28, "beyond_l2", "twice follow: written lines go "
+        _cycles_number("beyond the last cache, follow", 14, "beyond_llc", op="follow"),
+        _cycles_number("beyond the last cache, addnext0", 28, "beyond_llc", "twice follow: written lines go "
                        "back to memory", op="addnext0"),
     ],
     claims=[
-        Claim("Beyond the L2, a walk that writes (Addnext0) costs about twice Follow per element: "
-              "modified lines must be written back.",
-              "Drepper 3.3.2, fig. 3.13: 28 cycles for Addnext0 beyond L2, twice the 14 of Follow",
-              _above("op", "follow", ("addnext0",), "beyond_l2", 28 / 14, "28 cycles against 14")),
+        Claim("From main memory (beyond the last cache), a walk that writes (Addnext0) costs about twice "
+              "Follow per element: modified lines must be written back.",
+              "Drepper 3.3.2, fig. 3.13: 28 cycles for Addnext0 beyond L2, twice the 14 of Follow (the P4 has "
+              "no L3: beyond its L2 is main memory, where the written lines go back)",
+              _above("op", "follow", ("addnext0",), "beyond_llc", 28 / 14, "28 cycles against 14")),
     ],
 )
 
@@ -288,37 +300,64 @@ FIG3_15 = _chase_item(
 )
 
 
+#: Figure 3.17's blocks are counted in 4 KiB pages.
+PAGE_BYTES = 4096
+
+
 def _fig3_17_quick(sweep: Sweep) -> Sweep:
-    """The smallest, a middle and the largest block size and the whole list, at the four working
-    sets of :func:`at_working_sets`."""
-    blocks = sorted({p["block_pages"] for p in sweep.points if p.get("order") == "random_blocks"})
+    """The whole list and three block sizes (the smallest, a middle one and the largest of those
+    at most half the largest working set kept) at the four working sets of :func:`at_working_sets`
+    and one beyond the last cache (four times it, the nearest the full sweep has): a block as
+    large as the set is the whole-list walk again, so every block size kept is smaller than the
+    set the claims judge at."""
+    sizes = core.caches(Dataset([], {}))
+    llc = max(size for name, size in sizes.items() if not name.endswith("i"))
+    sweep_sizes = sorted({p["working_set_bytes"] for p in sweep.points})
+    memory = nearest(sweep_sizes, 4 * llc)
+    blocks = sorted({p["block_pages"] for p in sweep.points if p.get("order") == "random_blocks"
+                     and 2 * p["block_pages"] * PAGE_BYTES <= memory})
     keep = {blocks[0], blocks[len(blocks) // 2], blocks[-1]} if blocks else set()
     points = [p for p in sweep.points if p.get("order") == "random" or p.get("block_pages") in keep]
-    return at_working_sets()(dataclasses.replace(sweep, points=points))
+    return at_working_sets(memory)(dataclasses.replace(sweep, points=points))
+
+
+def _smaller_blocks(ds: Dataset) -> tuple[float, list[int]]:
+    """The largest working set beyond the last cache the whole-list walk measured, and the block
+    sizes measured there that are smaller than it (a block as large as the set is the whole list)."""
+    size, _ = largest(region(ds, curve(ds, "ns_per_element", order="random"), "beyond_llc"))
+    blocks = sorted({row["block_pages"] for row in rows_where(ds, "ns_per_element", order="random_blocks",
+                                                              working_set_bytes=size)
+                     if row["block_pages"] * PAGE_BYTES < size})
+    if not blocks:
+        raise NotMeasurable(f"no block smaller than the working set of {format_bytes(size)} was measured there")
+    return size, blocks
+
+
+def _at(ds: Dataset, size: float, **match: Any) -> float:
+    return value_of(ds, "ns_per_element", working_set_bytes=size, **match)
 
 
 def _blocks_and_whole(ds: Dataset) -> dict[str, float]:
-    smallest = min(row["block_pages"] for row in rows_where(ds, "ns_per_element", order="random_blocks"))
-    _, found = at_largest_common(ds, "ns_per_element", "beyond_l2", {
-        f"blocks of {smallest} page(s)": {"order": "random_blocks", "block_pages": smallest},
-        "the whole list": {"order": "random"}})
-    return found
+    size, blocks = _smaller_blocks(ds)
+    return {f"blocks of {blocks[0]} page(s)": _at(ds, size, order="random_blocks", block_pages=blocks[0]),
+            "the whole list": _at(ds, size, order="random")}
 
 
-_blocks_faster = Steps(_blocks_and_whole, True, "ns per element at the largest working set beyond 4x the L2")
+_blocks_faster = Steps(_blocks_and_whole, True, "ns per element at the largest working set beyond the last cache")
 
 
 def _by_block_size(ds: Dataset) -> dict[str, float]:
-    blocks = sorted({row["block_pages"] for row in rows_where(ds, "ns_per_element", order="random_blocks")})
+    size, blocks = _smaller_blocks(ds)
     if len(blocks) < 2:
-        raise NotMeasurable("fewer than two block sizes were measured")
-    groups = {f"{k} pages": {"order": "random_blocks", "block_pages": k} for k in blocks}
-    groups["whole list"] = {"order": "random"}
-    return at_largest_common(ds, "ns_per_element", "beyond_l2", groups)[1]
+        raise NotMeasurable(f"fewer than two block sizes smaller than the working set of {format_bytes(size)} "
+                            "were measured there")
+    found = {f"{k} pages": _at(ds, size, order="random_blocks", block_pages=k) for k in blocks}
+    found["whole list"] = _at(ds, size, order="random")
+    return found
 
 
 _blocks_approach_whole = Steps(_by_block_size, True, "ns per element by block size at the largest working set "
-                               "beyond 4x the L2")
+                               "beyond the last cache")
 
 
 FIG3_17 = _chase_item(
@@ -459,10 +498,10 @@ FIG3_16 = _chase_item(
     numbers=[
         Number("random walk, misses per reference at the largest working set", None, "%",
                _largest_miss_ratio("random"), "the text gives no number: the ratio grows once the set exceeds "
-               "the L2, towards almost 100%"),
+               "the L2, towards almost 100%", provenance=_TRANSLATED),
         Number("sequential walk, misses per reference at the largest working set", None, "%",
                _largest_miss_ratio("sequential"), "the text gives no number: with (nearly) perfect prediction L2 "
-               "use grows only slightly"),
+               "use grows only slightly", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Once the working set exceeds the L2, the random walk's miss ratio climbs with it: higher at "
@@ -509,7 +548,8 @@ def _memory_slowdowns(two: float, four: float, note_two: str, note_four: str) ->
     def slowdown(threads: int) -> Callable[[Dataset], float]:
         return lambda ds: _thread_slowdown(ds, threads, "beyond_llc")[1]
 
-    return [Number(f"slowdown of the fastest of {n} threads, beyond the last cache", source, "%", slowdown(n), note)
+    return [Number(f"slowdown of the fastest of {n} threads, beyond the last cache", source, "%", slowdown(n), note,
+                   provenance=_TRANSLATED)
             for n, source, note in ((2, two, note_two), (4, four, note_four))]
 
 
@@ -680,7 +720,7 @@ FIG3_21 = _threads_item(
     numbers=[
         Number("cycles per element, the most threads at the largest working set", 1500, "cycles",
                _most_threads_cycles, "the extreme case: four threads, the largest set; here as many threads as "
-               "this machine ran", compare=False),
+               "this machine ran", compare=False, provenance=_TRANSLATED),
     ],
     claims=[
         Claim("While the list fits in the caches the threads scale almost linearly: in the L2 region two threads "
@@ -762,8 +802,9 @@ FIG3_30 = _chase_item(
     "each element against in its last word; the slowdown of the second in percent.",
     numbers=[
         Number("slowdown beyond the L2, sequential", 0.7, "%", _critical_word_number("sequential"),
-               "about 0.7%; slightly more for sequential access"),
-        Number("slowdown beyond the L2, random", 0.7, "%", _critical_word_number("random"), "about 0.7%"),
+               "about 0.7%; slightly more for sequential access", provenance=_TRANSLATED),
+        Number("slowdown beyond the L2, random", 0.7, "%", _critical_word_number("random"), "about 0.7%",
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Beyond the L2 a critical word at the end of the line costs a little, never saves: the walk with "
@@ -814,7 +855,8 @@ FIG6_7 = _chase_item(
     numbers=[
         Number("time saved by prefetching beyond the L2", 0.08, "fraction",
                lambda ds: 1 - value_beyond(ds, prefetch_distance=5, helper_thread=False)
-               / value_beyond(ds, prefetch_distance=0, helper_thread=False), "50-60 cycles, up to 8%"),
+               / value_beyond(ds, prefetch_distance=0, helper_thread=False), "50-60 cycles, up to 8%",
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("While the list fits in the cache, prefetching changes nothing.",
@@ -856,7 +898,7 @@ FIG6_8 = _chase_item(
     numbers=[
         Number("time saved by the helper thread beyond the L2", 0.25, "fraction",
                lambda ds: 1 - value_beyond(ds, helper_thread=True)
-               / value_beyond(ds, prefetch_distance=0, helper_thread=False), "about 25%"),
+               / value_beyond(ds, prefetch_distance=0, helper_thread=False), "about 25%", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Beyond the cache, a helper thread reading ahead makes the walk faster than no prefetch.",
@@ -889,7 +931,8 @@ def _huge_rows(ds: Dataset) -> dict[str, Any]:
 
 
 def _huge_speedup(at: int | None) -> Callable[[Dataset], float]:
-    """ds -> 4 KiB time / huge-page time per element at ``at`` (the largest common working set for None)."""
+    """ds -> 4 KiB time / huge-page time per element at ``at`` (for None, the largest working set beyond
+    the last cache both page kinds measured: the source's 512 MiB is main memory)."""
 
     def ratio(ds: Dataset) -> float:
         huge = _huge_rows(ds)
@@ -899,7 +942,7 @@ def _huge_speedup(at: int | None) -> Callable[[Dataset], float]:
         common = sorted(set(small) & set(big))
         if not common:
             raise NotMeasurable("4 KiB and huge pages share no working set")
-        size = at if at is not None else common[-1]
+        size = at if at is not None else max(region(ds, {k: small[k] for k in common}, "beyond_llc"))
         if size not in common:
             raise NotMeasurable(f"no working set of {format_bytes(size)} with both page kinds")
         return small[size] / big[size]
@@ -908,7 +951,7 @@ def _huge_speedup(at: int | None) -> Callable[[Dataset], float]:
 
 
 def _huge_faster(at: int | None, gain: float) -> Ratio:
-    where = format_bytes(at) if at is not None else "the largest working set"
+    where = format_bytes(at) if at is not None else "the largest working set beyond the last cache"
 
     def what_kind(ds: Dataset) -> dict[str, float]:
         kind = next(iter(_huge_rows(ds).values()))
@@ -926,15 +969,16 @@ FIG7_9 = _chase_item(
     "Figure 3.15's random NPAD=0 walk on 4 KiB pages and on 2 MiB huge pages (hugetlbfs).",
     numbers=[
         Number("speed-up of huge pages at 2^20 bytes", 0.57, "fraction", _huge_gain_at(1 << 20),
-               "the whole set fits one 2 MiB page: no DTLB misses"),
-        Number("speed-up of huge pages at the largest working set", 0.38, "fraction", _huge_gain_at(None),
-               "the source: 38% at 512 MiB"),
+               "the whole set fits one 2 MiB page: no DTLB misses", provenance=_TRANSLATED),
+        Number("speed-up of huge pages at the largest working set beyond the last cache", 0.38, "fraction",
+               _huge_gain_at(None), "the source: 38% at 512 MiB", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("At 2^20 bytes the walk is faster on huge pages than on 4 KiB pages.",
               "Drepper 7.5, fig. 7.9: 57% faster at 2^20 bytes", _huge_faster(1 << 20, 0.57)),
-        Claim("At the largest working set the walk is still faster on huge pages.",
-              "Drepper 7.5, fig. 7.9: 38% faster at 512 MiB", _huge_faster(None, 0.38)),
+        Claim("From main memory (the largest working set beyond the last cache) the walk is still faster on "
+              "huge pages.",
+              "Drepper 7.5, fig. 7.9: 38% faster at 512 MiB, far beyond the caches", _huge_faster(None, 0.38)),
     ],
     section="7.5", quick=at_working_sets(1 << 20),
     note="hugetlb pages need a reservation (root: experiments/fig7_9.py makes one); without one the "
@@ -1035,10 +1079,11 @@ FIG5_3 = _chase_item(
     "number of hops between the walking CPU and the memory.",
     numbers=[
         Number("read, 1 hop / 0 hops", 1.09, "x", _hop_ratio("follow", 1),
-               "9% slower (figure 5.4's bandwidth test: remote reads 20% slower)"),
-        Number("read, 2 hops / 0 hops", 1.30, "x", _hop_ratio("follow", 2), "30% slower"),
-        Number("write, 2 hops / read, 0 hops", 1.49, "x", _hop_ratio("inc", 2), "49% slower"),
-        Number("write, 2 hops / write, 0 hops", 1.32, "x", _hop_ratio("inc", 2, "inc"), "32% slower"),
+               "9% slower (figure 5.4's bandwidth test: remote reads 20% slower)", provenance=_TRANSLATED),
+        Number("read, 2 hops / 0 hops", 1.30, "x", _hop_ratio("follow", 2), "30% slower", provenance=_TRANSLATED),
+        Number("write, 2 hops / read, 0 hops", 1.49, "x", _hop_ratio("inc", 2), "49% slower", provenance=_TRANSLATED),
+        Number("write, 2 hops / write, 0 hops", 1.32, "x", _hop_ratio("inc", 2, "inc"), "32% slower",
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Beyond the caches, reading memory one hop away costs more than reading local memory.",
@@ -1104,13 +1149,13 @@ FIG6_2 = _chase_item(
     "The figure is the slowdown of the second placement.",
     numbers=[
         Number("sequential, L2 region, slowdown", 17, "%", _pair_number("l2", "sequential, 4 lines"),
-               "about 17%"),
+               "about 17%", provenance=_TRANSLATED),
         Number("sequential, beyond the L2, slowdown", 27, "%", _pair_number("beyond_l2", "sequential, 4 lines"),
-               "27% once main memory is used"),
+               "27% once main memory is used", provenance=_TRANSLATED),
         Number("random, 2 lines, L2 region, slowdown", None, "%", _pair_number("l2", "random, 2 lines"),
-               "between 25% and 35% (both random curves)"),
+               "between 25% and 35% (both random curves)", provenance=_TRANSLATED),
         Number("random, 2 lines, beyond the L2, slowdown", None, "%", _pair_number("beyond_l2", "random, 2 lines"),
-               "falls to about 10%: each memory access costs more, not the second line less"),
+               "falls to about 10%: each memory access costs more, not the second line less", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("While the list fits in the L1d, using a second cache line costs nothing.",
@@ -1155,19 +1200,21 @@ FIG6_4 = _chase_item(
     "and random order. The figure is the slowdown of the misaligned list.",
     numbers=[
         Number("sequential, L2 region, slowdown", 300, "%", lambda ds: 100 * _misalign_slowdown(ds, "l2", "sequential"),
-               "about 300%: the L1d-L2 link is overloaded"),
-        Number("sequential, beyond the L2, slowdown", None, "%",
-               lambda ds: 100 * _misalign_slowdown(ds, "beyond_l2", "sequential"),
-               "between 20% and 30% for very large working sets"),
+               "about 300%: the L1d-L2 link is overloaded", provenance=_TRANSLATED),
+        Number("sequential, beyond the last cache, slowdown", None, "%",
+               lambda ds: 100 * _misalign_slowdown(ds, "beyond_llc", "sequential"),
+               "between 20% and 30% for very large working sets", provenance=_TRANSLATED),
         Number("random, L2 region, slowdown", None, "%", lambda ds: 100 * _misalign_slowdown(ds, "l2", "random"),
-               "smaller than sequential: hidden by the higher cost of each access"),
+               "smaller than sequential: hidden by the higher cost of each access", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Walked sequentially, misaligned elements cost more than aligned ones while the list fits in "
               "the L2.", "Drepper 6.2.1, fig. 6.4: about 300% for working sets that fit in the L2",
               _misaligned_costs("l2", 300, "about 300% slower")),
-        Claim("Beyond the L2 misaligned elements still cost more than aligned ones.",
-              "Drepper 6.2.1, fig. 6.4: 20% to 30% for very large working sets", _misaligned_costs("beyond_l2", 20, "20% to 30% slower: the lower end taken")),
+        Claim("From main memory (beyond the last cache) misaligned elements still cost more than aligned ones.",
+              "Drepper 6.2.1, fig. 6.4: 20% to 30% for very large working sets (main memory: the curve's "
+              "right end, 2^28 bytes)",
+              _misaligned_costs("beyond_llc", 20, "20% to 30% slower: the lower end taken")),
         Claim("Misalignment costs a sequential walk more than a random one.",
               "Drepper 6.2.1, fig. 6.4: the effect is larger for sequential access; in the random case it is "
               "partly hidden by the higher cost of each access", _sequential_hit_harder),
@@ -1305,11 +1352,13 @@ FIG6_5 = _chase_item(
     "elements): cycles per element by distance and list length. At a multiple of one L1d way all elements "
     "share one cache set.",
     numbers=[
-        Number("cycles per element, no set conflict", 3, "cycles", _fig6_5_cycles("l1_ns"), "L1d hits"),
+        Number("cycles per element, no set conflict", 3, "cycles", _fig6_5_cycles("l1_ns"), "L1d hits",
+               provenance=_TRANSLATED),
         Number("cycles per element, a set overflowing", 10, "cycles", _fig6_5_cycles("conflict_ns"),
-               "the elements come from the L2 on every lap"),
-        Number("L1d ways read off the map", 8, "ways", _fig6_5_geometry("ways"), compare=False),
-        Number("L1d size read off the map", 32 << 10, "bytes", _fig6_5_geometry("l1d_bytes"), compare=False),
+               "the elements come from the L2 on every lap", provenance=_TRANSLATED),
+        Number("L1d ways read off the map", 8, "ways", _fig6_5_geometry("ways"), compare=False, provenance=_TRANSLATED),
+        Number("L1d size read off the map", 32 << 10, "bytes", _fig6_5_geometry("l1d_bytes"), compare=False,
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Elements one L1d way apart all share one cache set: a list longer than the ways costs far more "
@@ -1368,9 +1417,11 @@ FIG7_1 = _chase_item(
     "The random NPAD=0 walk with the hardware counters attached: cycles (CPU_CLK_UNHALTED) over instructions "
     "retired (INST_RETIRED), by working set.",
     numbers=[
-        Number("CPI, L1d region", 1.0, "cycles/instruction", _cpi_in("l1"), "1 or less"),
-        Number("CPI, L2 region", 3.0, "cycles/instruction", _cpi_in("l2"), "rises to 3.0 past the L1d"),
-        Number("CPI, beyond the L2", 20, "cycles/instruction", _cpi_in("beyond_l2"), "above 20"),
+        Number("CPI, L1d region", 1.0, "cycles/instruction", _cpi_in("l1"), "1 or less", provenance=_TRANSLATED),
+        Number("CPI, L2 region", 3.0, "cycles/instruction", _cpi_in("l2"), "rises to 3.0 past the L1d",
+               provenance=_TRANSLATED),
+        Number("CPI, beyond the L2", 20, "cycles/instruction", _cpi_in("beyond_l2"), "above 20",
+               provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Once the L1d is exceeded, each instruction takes more cycles.",

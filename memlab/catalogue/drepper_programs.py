@@ -10,11 +10,15 @@ from typing import Any, Callable, Mapping
 from memlab import share
 from memlab.catalogue.claims import Ratio, Same, Steps
 from memlab.catalogue.core import (
+    ORIGINAL,
+    SOURCES,
     TOGETHER,
+    TRANSLATION,
     Claim,
     Item,
     NotMeasurable,
     Number,
+    Provenance,
     finite,
     need_cpus,
     only,
@@ -22,6 +26,11 @@ from memlab.catalogue.core import (
     value_of,
 )
 from memlab.dataset import Dataset
+
+#: Where this module's published numbers were read (see each number's provenance).
+_TRANSLATED = Provenance(TRANSLATION, SOURCES["drepper"].url)
+#: Table 6.2's percentages and figure 6.12's times, checked against the original's text.
+_ORIGINAL = Provenance(ORIGINAL, SOURCES["drepper"].url)
 
 # ---- Drepper 6.1, 6.2.1: matrices ----------------------------------------------------
 
@@ -55,9 +64,10 @@ TABLE6_1 = Item(
              "with normal stores and with non-temporal stores (movnti).",
     machine="an Intel Core 2 era machine (the text: 0.048 s is about 750 MB/s)",
     numbers=(
-        Number("row-wise, normal stores", 0.048, "s", _init_seconds("row", "normal")),
-        Number("column-wise, normal stores", 0.127, "s", _init_seconds("column", "normal")),
-        Number("column-wise, non-temporal stores", 0.160, "s", _init_seconds("column", "nontemporal")),
+        Number("row-wise, normal stores", 0.048, "s", _init_seconds("row", "normal"), provenance=_TRANSLATED),
+        Number("column-wise, normal stores", 0.127, "s", _init_seconds("column", "normal"), provenance=_TRANSLATED),
+        Number("column-wise, non-temporal stores", 0.160, "s", _init_seconds("column", "nontemporal"),
+               provenance=_TRANSLATED),
     ),
     claims=(
         Claim("With normal stores, row-wise (sequential) initialisation is faster than column-wise.",
@@ -119,11 +129,12 @@ TABLE6_2 = Item(
              "time as a percentage of the naive loop.",
     machine="an Intel Core 2 at 2.66 GHz (naive 318 MFLOP/s, the vectorised version 3.35 GFLOP/s)",
     numbers=(
-        Number("transposed, % of naive time", 23.4, "%", _percent_of_naive("transposed")),
-        Number("sub-matrix (tiled), % of naive time", 17.3, "%", _percent_of_naive("tiled")),
+        Number("transposed, % of naive time", 23.4, "%", _percent_of_naive("transposed"), provenance=_ORIGINAL),
+        Number("sub-matrix (tiled), % of naive time", 17.3, "%", _percent_of_naive("tiled"), provenance=_ORIGINAL),
         Number("vectorised sub-matrix, % of naive time", 9.47, "%", _percent_of_naive(_is_sse2_variant),
-               "the source's SSE2 code (section 9.1)"),
-        Number("naive", 0.318, "GFLOP/s", lambda ds: value_of(ds, "GFLOP_per_s", variant="naive")),
+               "the source's SSE2 code (section 9.1)", provenance=_ORIGINAL),
+        Number("naive", 0.318, "GFLOP/s", lambda ds: value_of(ds, "GFLOP_per_s", variant="naive"),
+               provenance=_TRANSLATED),
     ),
     claims=(
         Claim("Transposing the second matrix first makes the multiply faster than the naive loop.",
@@ -189,9 +200,11 @@ FIG6_10 = Item(
             "(four cores, two L2 caches)",
     numbers=(
         Number("one line / own lines, 2 threads", 3.90, "x", lambda ds: _sharing_ratio(ds, 2),
-               "figure 6.10 (four P4s): 390%"),
-        Number("one line / own lines, 3 threads", 7.34, "x", lambda ds: _sharing_ratio(ds, 3), "734%"),
-        Number("one line / own lines, 4 threads", 11.47, "x", lambda ds: _sharing_ratio(ds, 4), "1147%"),
+               "figure 6.10 (four P4s): 390%", provenance=_TRANSLATED),
+        Number("one line / own lines, 3 threads", 7.34, "x", lambda ds: _sharing_ratio(ds, 3), "734%",
+               provenance=_TRANSLATED),
+        Number("one line / own lines, 4 threads", 11.47, "x", lambda ds: _sharing_ratio(ds, 4), "1147%",
+               provenance=_TRANSLATED),
     ),
     claims=(
         Claim("With two threads on two CPUs, counters sharing one cache line make each thread slower "
@@ -300,17 +313,18 @@ FIG6_12 = Item(
     machine="x86-64, four threads (the text names no machine; an atomic operation costs about 200 cycles there)",
     numbers=(
         Number("__sync_add_and_fetch, 1 million increments", share.SOURCE_ATOMIC_SECONDS["sync_add_and_fetch"], "s",
-               _form_seconds("sync_add_and_fetch"), _SECONDS_NOTE, compare=False),
+               _form_seconds("sync_add_and_fetch"), _SECONDS_NOTE, compare=False, provenance=_ORIGINAL),
         Number("__sync_fetch_and_add, 1 million increments", share.SOURCE_ATOMIC_SECONDS["sync_fetch_and_add"], "s",
-               _form_seconds("sync_fetch_and_add"), _SECONDS_NOTE, compare=False),
+               _form_seconds("sync_fetch_and_add"), _SECONDS_NOTE, compare=False, provenance=_ORIGINAL),
         Number("compare-and-swap loop, 1 million increments", share.SOURCE_ATOMIC_SECONDS["sync_cas"], "s",
-               _form_seconds("sync_cas"), _SECONDS_NOTE, compare=False),
+               _form_seconds("sync_cas"), _SECONDS_NOTE, compare=False, provenance=_ORIGINAL),
         Number("fetch_and_add / add_and_fetch",
                share.SOURCE_ATOMIC_SECONDS["sync_fetch_and_add"] / share.SOURCE_ATOMIC_SECONDS["sync_add_and_fetch"],
-               "x", _form_ratio("sync_fetch_and_add"), "0.21 s / 0.23 s: returning the old value is a little faster"),
+               "x", _form_ratio("sync_fetch_and_add"), "0.21 s / 0.23 s: returning the old value is a little faster",
+               provenance=_ORIGINAL),
         Number("compare-and-swap loop / add_and_fetch",
                share.SOURCE_ATOMIC_SECONDS["sync_cas"] / share.SOURCE_ATOMIC_SECONDS["sync_add_and_fetch"],
-               "x", _form_ratio("sync_cas"), "0.73 s / 0.23 s"),
+               "x", _form_ratio("sync_cas"), "0.73 s / 0.23 s", provenance=_ORIGINAL),
     ),
     claims=(
         Claim("The compare-and-swap loop is clearly slower than both fetch-add forms.",

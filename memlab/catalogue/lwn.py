@@ -7,8 +7,22 @@ from __future__ import annotations
 from typing import Callable
 
 from memlab.catalogue.claims import Direction
-from memlab.catalogue.core import Claim, Item, NotMeasurable, Number, curve, largest, only
+from memlab.catalogue.core import (
+    SOURCES,
+    TRANSLATION,
+    Claim,
+    Item,
+    NotMeasurable,
+    Number,
+    Provenance,
+    curve,
+    largest,
+    only,
+)
 from memlab.dataset import Dataset
+
+#: Where this module's published numbers were read (see each number's provenance).
+_TRANSLATED = Provenance(TRANSLATION, SOURCES["lwn-bulk"].url)
 
 # ---- LWN: bulk page allocation ----------------------------------------------------------
 
@@ -60,9 +74,10 @@ LWN_BULK = Item(
     numbers=(
         Number("bulk over one-by-one (Sun RPC)", 6.0, "x", _populate_ratio("madvise_populate_write"),
                "'close to 500%' better, about 6x; here: MADV_POPULATE_WRITE / touch, 4 KiB pages (an analogue, "
-               "not the same quantity)", compare=False),
+               "not the same quantity)", compare=False, provenance=_TRANSLATED),
         Number("bulk over one-by-one (networking)", 1.13, "x", _populate_ratio("map_populate"),
-               "'almost 13%'; here: MAP_POPULATE / touch, 4 KiB pages (an analogue)", compare=False),
+               "'almost 13%'; here: MAP_POPULATE / touch, 4 KiB pages (an analogue)", compare=False,
+               provenance=_TRANSLATED),
     ),
     claims=(
         Claim("Populating a region in one call is faster than faulting it in one page at a time "

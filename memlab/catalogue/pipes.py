@@ -10,8 +10,26 @@ from typing import Callable
 
 from memlab import pipe
 from memlab.catalogue.claims import Ratio, Same, Steps
-from memlab.catalogue.core import Claim, Item, NotMeasurable, Number, finite, need_cpus, only, value_of
+from memlab.catalogue.core import (
+    ORIGINAL,
+    SOURCES,
+    TRANSLATION,
+    Claim,
+    Item,
+    NotMeasurable,
+    Number,
+    Provenance,
+    finite,
+    need_cpus,
+    only,
+    value_of,
+)
 from memlab.dataset import Dataset
+
+#: Where this module's published numbers were read (see each number's provenance).
+_TRANSLATED = Provenance(TRANSLATION, SOURCES["pipes"].url)
+#: The ladder's per-rung rates, checked against the original article.
+_ORIGINAL = Provenance(ORIGINAL, SOURCES["pipes"].url)
 
 # ---- "Making Linux pipes fast" --------------------------------------------------------
 
@@ -58,7 +76,7 @@ PIPES_LADDER = Item(
              "the one before: write/read, vmsplice/read, vmsplice/splice, + huge pages, + busy loop; "
              "the two processes pinned to two cores (taskset).",
     machine="Intel Core i7-8550U (Skylake), Linux 5.17",
-    numbers=tuple(Number(f"{name}, two CPUs", rate, "GiB/s", _rung_rate(i))
+    numbers=tuple(Number(f"{name}, two CPUs", rate, "GiB/s", _rung_rate(i), provenance=_ORIGINAL)
                   for i, ((name, _), rate) in enumerate(zip(pipe.RUNGS, SOURCE_RUNG_GIB_PER_S))),
     claims=(
         Claim("On two CPUs each rung is faster than the one before.",
@@ -96,7 +114,7 @@ PIPES_TOUCH = Item(
     machine="Intel Core i7-8550U (Skylake), Linux 5.17",
     numbers=(
         Number("never touched / touched, 4 KiB pages", 25.0 / 30.0, "x", _touch_ratio(False),
-               "25 GiB/s instead of 30"),
+               "25 GiB/s instead of 30", provenance=_TRANSLATED),
     ),
     claims=(
         Claim("Splicing never-touched 4 KiB pages is slower than splicing touched pages.",

@@ -9,8 +9,23 @@ from typing import Any, Callable, Mapping, Sequence
 
 from memlab import system
 from memlab.catalogue.claims import Direction, Sanity, Steps
-from memlab.catalogue.core import Claim, Item, NotMeasurable, Number, Verdict, finite, need_cpus, verdict
+from memlab.catalogue.core import (
+    SOURCES,
+    TRANSLATION,
+    Claim,
+    Item,
+    NotMeasurable,
+    Number,
+    Provenance,
+    Verdict,
+    finite,
+    need_cpus,
+    verdict,
+)
 from memlab.dataset import Dataset
+
+#: Where this module's published numbers were read (see each number's provenance).
+_TRANSLATED = Provenance(TRANSLATION, SOURCES["unixbench"].url)
 
 # ---- UnixBench ----------------------------------------------------------------------------
 
@@ -143,9 +158,9 @@ def _loop_item(key: str, name: str, label: str, title: str, measured: str, one: 
     return _unixbench_item(
         key, label, title, measured,
         numbers=[
-            Number("1 copy", one[0], "lps", lambda ds: _result(ds, 1, name), f"index {one[1]}"),
+            Number("1 copy", one[0], "lps", lambda ds: _result(ds, 1, name), f"index {one[1]}", provenance=_TRANSLATED),
             Number("one copy per CPU", many[0], "lps", _many_result(name), f"16 copies, index {many[1]}",
-                   compare=False),
+                   compare=False, provenance=_TRANSLATED),
         ],
         claims=[
             Claim("The machine beats UnixBench's baseline system (index above 10): a sanity check.",
@@ -177,11 +192,11 @@ UNIXBENCH_FILE_COPY = _unixbench_item(
     "(4096 / 8000) KBps.",
     numbers=[
         Number("256 B buffers, 500 blocks", 423736.0, "KBps",
-               lambda ds: _result(ds, 1, "fsbuffer"), "index 2560.3"),
+               lambda ds: _result(ds, 1, "fsbuffer"), "index 2560.3", provenance=_TRANSLATED),
         Number("1024 B buffers, 2000 blocks", 1584363.0, "KBps",
-               lambda ds: _result(ds, 1, "fstime"), "index 4000.9"),
+               lambda ds: _result(ds, 1, "fstime"), "index 4000.9", provenance=_TRANSLATED),
         Number("4096 B buffers, 8000 blocks", 4243414.0, "KBps",
-               lambda ds: _result(ds, 1, "fsdisk"), "index 7316.2"),
+               lambda ds: _result(ds, 1, "fsdisk"), "index 7316.2", provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Larger buffers copy more kilobytes per second (256 < 1024 < 4096 bytes).",
@@ -204,9 +219,9 @@ UNIXBENCH_INDEX = _unixbench_item(
     "Each test's result over its baseline x 10, combined by a geometric mean (the partial index of "
     "execl, the three file copies and process creation), with 1 copy and with one copy per CPU.",
     numbers=[
-        Number("partial index, 1 copy", _published_index(1), "index", _index_of("one")),
+        Number("partial index, 1 copy", _published_index(1), "index", _index_of("one"), provenance=_TRANSLATED),
         Number("partial index, one copy per CPU", _published_index(16), "index", _index_of("many"), "16 copies",
-               compare=False),
+               compare=False, provenance=_TRANSLATED),
     ],
     claims=[
         Claim("Every test beats UnixBench's baseline system (index above 10): a sanity check.",

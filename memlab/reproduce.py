@@ -822,7 +822,7 @@ def _source_label(number: Number) -> str:
     parts = number.quantity.split(", ")
     if len(parts) > 1 and _unit_key(parts[0]) == _unit_key(number.unit):
         parts = parts[1:]
-    return f"source: {format_number(number.source)} {number.unit}, {', '.join(parts)}"
+    return f"source: {float(number.source):.4g} {number.unit}, {', '.join(parts)}"
 
 
 def _working_set_axis(ax: Any) -> bool:

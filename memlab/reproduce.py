@@ -837,9 +837,6 @@ def mark_numbers(fig: Any, ds: Dataset | None, numbers: Sequence[Number]) -> lis
     size; on any other x axis (bars by setting, by rung) a number naming no working set, as a
     line across. The others (a ratio, a size, a region the figure has no point in) are left out
     of the figure; they stay in the numbers table.
-
-    >>> mark_numbers(None, None, [Number("naive / tiled", 5.8, "x", compare=True)])   # doctest: +SKIP
-    []
     """
     drawn: list[str] = []
     sizes = sorted({float(row["working_set_bytes"]) for row in (ds.rows if ds is not None else [])

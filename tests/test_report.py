@@ -68,7 +68,7 @@ def test_report_table_heads_each_series_once_instead_of_repeating_it_in_columns(
     ds = fixtures.chase()
     text = report.build_report([ds], command="x")
     parsed = parse_report(text)
-    assert parsed.cells[:5] == ["working_set_bytes", "ns per element (median)", "min … max", "n",
+    assert parsed.cells[:6] == ["working_set_bytes", "ns per element (median)", "cache here", "min … max", "n",
                                 "cycles per element"]
     headings = [c for c in parsed.cells if c.startswith("npad=")]
     assert headings == ["npad=0 · order=sequential", "npad=7 · order=sequential",

@@ -690,7 +690,7 @@ def mark_source(ax, x: float | None, y: float, label: str, *, span: tuple[float,
     ``span`` (low, high) a line from low to high at ``y`` under the diamond too (a number that
     applies across a region of working sets); with ``x`` None a dotted horizontal line across the
     axes, labelled at its right end (a number that applies to every bar). The y axis grows to
-    show ``y`` when it lies outside; the marks come after the figure's own, so its title and
+    show ``y`` (and its label) when it lies outside or at the top; the marks come after the figure's own, so its title and
     legend stay as they were. Every artist has the gid :data:`SOURCE_GID`.
 
     >>> fig, ax = new_figure()                                        # doctest: +SKIP
@@ -704,8 +704,9 @@ def mark_source(ax, x: float | None, y: float, label: str, *, span: tuple[float,
     log = ax.get_yscale() == "log"
     if log and y <= 0:
         raise ValueError(f"y={y!r} cannot be shown on a log axis (it must be above 0)")
-    if y > high:
-        ax.set_ylim(top=y * 1.5 if log else y + 0.08 * (y - min(low, 0.0)))
+    scale = math.log if log else (lambda v: v)
+    if scale(y) > scale(low) + 0.92 * (scale(high) - scale(low)):  # room above it for its label
+        ax.set_ylim(top=max(high, y * 1.5 if log else y + 0.1 * (y - min(low, 0.0))))
     elif y < low:
         ax.set_ylim(bottom=y / 1.5 if log else y - 0.08 * (high - y))
     style = {"color": "black", "fontsize": 7, "gid": SOURCE_GID,

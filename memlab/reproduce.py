@@ -818,11 +818,30 @@ def _source_label(number: Number) -> str:
 
     >>> _source_label(Number("cycles per element, random, beyond the L2", 240, "cycles"))
     'source: 240 cycles, random, beyond the L2'
+    >>> _source_label(Number("1 GiB pages, GB/s", 25.4, "GB/s"))
+    'source: 25.4 GB/s, 1 GiB pages'
     """
     parts = number.quantity.split(", ")
-    if len(parts) > 1 and _unit_key(parts[0]) == _unit_key(number.unit):
-        parts = parts[1:]
+    if len(parts) > 1:
+        parts = [part for part in parts if _unit_key(part) != _unit_key(number.unit)] or parts
     return f"source: {float(number.source):.4g} {number.unit}, {', '.join(parts)}"
+
+
+def _category(ax: Any, number: Number) -> tuple[float, float] | None:
+    """The x of the one category (bar group) of a figure's x axis the number's quantity names (its
+    first words are the category's label, or the label's last line: "+huge pages" under
+    "vmsplice/splice +huge pages"), and the width of a category; None when none or several do."""
+    first = number.quantity.split(", ")[0].strip().lower()
+    ticks = list(ax.get_xticks())
+    hits = []
+    for x, text in zip(ticks, (label.get_text() for label in ax.get_xticklabels())):
+        lines = [line.strip().lower() for line in text.split("\n") if line.strip()]
+        if lines and first in (" ".join(lines), lines[-1]):
+            hits.append(float(x))
+    if len(hits) != 1:
+        return None
+    steps = [b - a for a, b in zip(ticks, ticks[1:]) if b > a]
+    return hits[0], min(steps) if steps else 1.0
 
 
 def _working_set_axis(ax: Any) -> bool:
@@ -834,8 +853,8 @@ def mark_numbers(fig: Any, ds: Dataset | None, numbers: Sequence[Number]) -> lis
     (:func:`memlab.chart.mark_source`); the labels drawn. A number compares when the figure has
     a y axis in its unit and a place for it: on a working-set axis the region its quantity names
     (a line across the figure's working sets in that region, the marker at their middle) or its
-    size; on any other x axis (bars by setting, by rung) a number naming no working set, as a
-    line across. The others (a ratio, a size, a region the figure has no point in) are left out
+    size; on any other x axis (bars by setting, by rung) a number naming no working set: over
+    the bar group its quantity names (:func:`_category`), else as a line across. The others (a ratio, a size, a region the figure has no point in) are left out
     of the figure; they stay in the numbers table.
     """
     drawn: list[str] = []
@@ -869,6 +888,11 @@ def mark_numbers(fig: Any, ds: Dataset | None, numbers: Sequence[Number]) -> lis
                 span = (inside[0], inside[-1]) if len(inside) > 1 else None
         elif place is not None:
             continue  # a working set on a figure that has none
+        else:
+            named = _category(ax, number)
+            if named is not None:  # over its bar group; else a line across every bar
+                x, width = named
+                span = (x - 0.4 * width, x + 0.4 * width)
         try:
             y = convert(float(number.source))
             chart.mark_source(ax, x, y, label, span=span)

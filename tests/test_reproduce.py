@@ -515,6 +515,23 @@ def test_a_number_on_a_figure_without_working_sets_is_a_line_across():
     assert list(line.get_ydata()) == [20.0, 20.0] and ax.get_ylim()[1] > 20.0  # the axis grew to show it
 
 
+def test_a_number_naming_a_bar_group_is_marked_over_it():
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    from memlab import chart
+    fig, ax = chart.new_figure()
+    ax.bar([0, 1, 2], [1.0, 3.0, 4.0])
+    ax.set_xticks([0, 1, 2], ["write/read", "vmsplice/splice", "vmsplice/splice\n+huge pages"])
+    ax.set_ylabel("GiB per s")
+    numbers = [Number("vmsplice/splice, two CPUs", 32.8, "GiB/s"), Number("+huge pages, two CPUs", 51.0, "GiB/s")]
+    assert reproducing.mark_numbers(fig, Dataset([]), numbers) == [
+        "source: 32.8 GiB/s, vmsplice/splice, two CPUs", "source: 51 GiB/s, +huge pages, two CPUs"]
+    labels, diamonds = _source_marks(fig)
+    # Each over its own group (the label's last line names the third), not a line across.
+    assert [(list(d.get_xdata()), list(d.get_ydata())) for d in diamonds] == [([1.0], [32.8]), ([2.0], [51.0])]
+    spans = [list(line.get_xdata()) for line in ax.lines if line.get_gid() == chart.SOURCE_GID and line.get_marker() != "D"]
+    assert spans == [[pytest.approx(0.6), pytest.approx(1.4)], [pytest.approx(1.6), pytest.approx(2.4)]]
+
+
 def test_a_region_the_figure_has_no_point_in_gets_no_marker():
     pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
     from memlab import plot

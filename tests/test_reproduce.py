@@ -573,3 +573,17 @@ def test_the_numbers_table_names_the_cache_here_from_the_measured_hierarchy():
     column = [row[5] for row in rows]
     # 2^20 bytes is in the L2 by sysfs, beyond the measured 512 KiB L2 edge: the L3 here.
     assert column == ["L2", "L3 / memory", "L3", "-"]
+
+
+def test_numbers_at_one_place_share_one_marker_with_a_line_each():
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    from memlab import plot
+    ds = _chase_dataset()
+    fig = plot.figure(ds)
+    numbers = [Number("cycles per element, write, beyond the last cache", 90, "cycles"),
+               Number("cycles per element, copy, beyond the last cache", 90, "cycles")]
+    assert reproducing.mark_numbers(fig, ds, numbers) == ["source: 90 cycles, write, beyond the last cache",
+                                                          "source: 90 cycles, copy, beyond the last cache"]
+    labels, diamonds = _source_marks(fig)
+    assert labels == ["source: 90 cycles, write, beyond the last cache\nsource: 90 cycles, copy, beyond the last cache"]
+    assert len(diamonds) == 1

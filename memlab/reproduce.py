@@ -801,12 +801,11 @@ def _axes_for(fig: Any, unit: str) -> tuple[Any, Callable[[float], float]] | Non
     for ax in fig.axes:
         for child in getattr(ax, "child_axes", []):
             if _unit_key(child.yaxis.get_label().get_text()) == wanted:
-                fig.draw_without_rendering()  # the secondary axis takes its limits from its parent when drawn
-                x0 = ax.get_xlim()[0]
-
-                def convert(y: float, ax: Any = ax, child: Any = child, x0: float = x0) -> float:
-                    shown = child.transData.transform((x0, y))
-                    return float(ax.transData.inverted().transform(shown)[1])
+                # The secondary axis's scale maps its values onto its parent's scaled y; the
+                # parent's scale, inverted, gives the parent's value (no drawing needed).
+                def convert(y: float, ax: Any = ax, child: Any = child) -> float:
+                    scaled = child.yaxis.get_transform().transform([y])
+                    return float(ax.yaxis.get_transform().inverted().transform(scaled)[0])
 
                 return ax, convert
     return None

@@ -63,6 +63,8 @@ __all__ = [
     "machine_entries",
     "machine_labels",
     "mark_caches",
+    "mark_source",
+    "cache_level",
     "narrow",
     "outcome_note",
     "telling_names",
@@ -676,6 +678,71 @@ def mark_caches(ax, sizes: Mapping[str, int], x_range: tuple[float, float], sour
         text = source if not sizes else f"cache sizes of {source}"
         ax.text(0.99, 0.01, text, transform=ax.transAxes, ha="right",
                 va="bottom", fontsize=7, color="0.4")
+
+
+#: The gid of every artist :func:`mark_source` draws (a test or a reader finds the marks by it).
+SOURCE_GID = "memlab-source"
+
+
+def mark_source(ax, x: float | None, y: float, label: str, *, span: tuple[float, float] | None = None) -> None:
+    """One number of a source on a figure, in ``ax``'s data coordinates: a white diamond at
+    (``x``, ``y``) with ``label`` beside it (``"source: 240 cycles, beyond the L2"``); with
+    ``span`` (low, high) a line from low to high at ``y`` under the diamond too (a number that
+    applies across a region of working sets); with ``x`` None a dotted horizontal line across the
+    axes, labelled at its right end (a number that applies to every bar). The y axis grows to
+    show ``y`` (and its label) when it lies outside or at the top; the marks come after the figure's own, so its title and
+    legend stay as they were. Every artist has the gid :data:`SOURCE_GID`.
+
+    >>> fig, ax = new_figure()                                        # doctest: +SKIP
+    >>> mark_source(ax, 1 << 20, 240.0, "source: 240 cycles, P4")     # doctest: +SKIP
+    """
+    if not (isinstance(y, (int, float)) and math.isfinite(y)):
+        raise ValueError(f"y={y!r} must be a finite number")
+    if x is not None and not (isinstance(x, (int, float)) and math.isfinite(x)):
+        raise ValueError(f"x={x!r} must be a finite number or None")
+    low, high = ax.get_ylim()
+    log = ax.get_yscale() == "log"
+    if log and y <= 0:
+        raise ValueError(f"y={y!r} cannot be shown on a log axis (it must be above 0)")
+    scale = math.log if log else (lambda v: v)
+    if scale(y) > scale(low) + 0.92 * (scale(high) - scale(low)):  # room above it for its label
+        ax.set_ylim(top=max(high, y * 1.5 if log else y + 0.1 * (y - min(low, 0.0))))
+    elif y < low:
+        ax.set_ylim(bottom=y / 1.5 if log else y - 0.08 * (high - y))
+    style = {"color": "black", "fontsize": 7, "gid": SOURCE_GID,
+             "bbox": {"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.75}}
+    if x is None:
+        ax.axhline(y, color="black", linestyle=":", linewidth=1.1, zorder=6, gid=SOURCE_GID)
+        ax.annotate(label, xy=(1.0, y), xycoords=("axes fraction", "data"), xytext=(-3, 2),
+                    textcoords="offset points", ha="right", va="bottom", zorder=7, **style)
+        return
+    if span is not None:
+        ax.plot(list(span), [y, y], color="black", linewidth=1.2, zorder=6, gid=SOURCE_GID,
+                solid_capstyle="butt")
+    ax.plot([x], [y], marker="D", markersize=6, markerfacecolor="white", markeredgecolor="black",
+            markeredgewidth=1.2, linestyle="none", zorder=7, gid=SOURCE_GID)
+    # The label beside the marker, on the side with room: to its left in the right part of the axes.
+    across = ax.transAxes.inverted().transform(ax.transData.transform((x, y)))[0]
+    right = not math.isfinite(across) or across < 0.55
+    ax.annotate(label, xy=(x, y), xytext=(5 if right else -5, 4), textcoords="offset points",
+                ha="left" if right else "right", va="bottom", zorder=7, **style)
+
+
+def cache_level(size: float, sizes: Mapping[str, int]) -> str:
+    """The smallest data cache of ``sizes`` (name -> bytes, as :func:`cache_sizes_of` gives them)
+    that holds ``size`` bytes, else ``memory``; "-" when no data cache size is known.
+
+    >>> sizes = {"L1d": 48 << 10, "L1i": 32 << 10, "L2": 1 << 20, "L3": 32 << 20}
+    >>> [cache_level(s, sizes) for s in (4096, 48 << 10, 64 << 10, 8 << 20, 128 << 20)]
+    ['L1d', 'L1d', 'L2', 'L3', 'memory']
+    """
+    data = sorted((bytes_, name) for name, bytes_ in sizes.items() if bytes_ and not name.endswith("i"))
+    if not data:
+        return "-"
+    for bytes_, name in data:
+        if size <= bytes_:
+            return name
+    return "memory"
 
 
 # --------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from memlab import chart, plot, registry
+from memlab import chart, hierarchy, plot, registry
 from memlab._version import __version__
 from memlab.conditions import ON_CPU_MIN_FRACTION, STEAL_MAX_FRACTION
 from memlab.dataset import (
@@ -54,7 +54,7 @@ from memlab.family import Family
 from memlab.files import atomic_write, check_output_file_in_new_directory
 from memlab.machine import collect, format_facts
 from memlab.significance import UNSTABLE_RUN_SPREAD, is_unstable, run_spread
-from memlab.units import column_unit, format_number, format_param
+from memlab.units import column_unit, format_bytes, format_number, format_param
 
 __all__ = ["ReportItem", "anchor", "as_items", "build_report", "escape", "html_table", "reason_html",
            "unstable_points", "write_report"]
@@ -106,7 +106,9 @@ class ReportItem:
 
     ``lead`` and ``trail`` are HTML fragments made by memlab (escape anything
     else with :func:`escape`) shown before the figure and after the table;
-    ``caption`` replaces the family's caption under the figure.
+    ``caption`` replaces the family's caption under the figure. ``marks``: called with the
+    matplotlib figure after the family drew it and before it is embedded (``memlab reproduce``
+    marks the source's numbers on it, :func:`memlab.chart.mark_source`).
     """
 
     title: str
@@ -117,6 +119,7 @@ class ReportItem:
     lead: list[str] = field(default_factory=list)
     trail: list[str] = field(default_factory=list)
     caption: str | None = None
+    marks: Callable[[Any], Any] | None = None
 
 
 def reason_html(reason: str) -> str:
@@ -209,7 +212,12 @@ def _table(ds: Dataset) -> str:
     watched = any(key in row for row in ds.rows for key in _CONDITION_COLUMNS)
     if watched:
         header.append("conditions")
-    lines = [_conditions_note(ds), _unstable_note(ds), _fixed_params(ds, shown), "<div class=scroll><table>",
+    levels = cache_levels_here(ds) if "working_set_bytes" in columns else None
+    if levels is not None:
+        at = columns.index("working_set_bytes") + 2  # after the working set and, when it is first, the value
+        header.insert(at, CACHE_COLUMN)
+    lines = [_conditions_note(ds), _unstable_note(ds), _fixed_params(ds, shown), _cache_note(levels),
+             "<div class=scroll><table>",
              "<thead><tr>"]
     lines += [f"<th>{_escape(h)}</th>" for h in header]
     lines.append("</tr></thead>")
@@ -224,6 +232,9 @@ def _table(ds: Dataset) -> str:
             cells = [*params_cells[:1], _scaled(row.get(metric), factor), *params_cells[1:], spread,
                      format_number(row.get("repeat"))]
             cells += [_scaled(row.get(c), f) for c, (_, f) in zip(extras, extra_units)]
+            if levels is not None:
+                size = row.get("working_set_bytes")
+                cells.insert(at, chart.cache_level(float(size), levels[0]) if chart.finite(size) else "-")
             html_cells = [f"<td>{_escape(c)}</td>" for c in cells]
             if watched:
                 html_cells.append(f"<td>{_conditions_badge(row)}</td>")
@@ -385,16 +396,55 @@ def _check_summary(meta: dict) -> str:
 #: The reason the C core gives for a counter a family did not ask for (csrc/counters.c).
 NOT_REQUESTED = "not requested"
 
-def _figure_html(ds: Dataset, title: str, figures: dict[int, str] | None = None) -> str:
+#: The column of a points or numbers table naming the cache each working set falls in here.
+CACHE_COLUMN = "cache here"
+
+
+def cache_levels_here(ds: Dataset) -> tuple[dict[str, int], str]:
+    """The cache sizes a working set of ``ds`` is placed by in the column :data:`CACHE_COLUMN`
+    (:func:`memlab.chart.cache_level`), and where they come from: the edges of this machine's
+    measured hierarchy where ``memlab reproduce`` attached it (:func:`memlab.hierarchy.attach`),
+    else the sizes sysfs reports (:func:`memlab.chart.cache_sizes_of`).
+
+    >>> cache_levels_here(Dataset([], {"machine": {"caches": [{"level": 1, "type": "Data", "size_bytes": 32768}]}}))
+    ({'L1d': 32768}, 'dataset')
+    """
+    attached = hierarchy.attached(ds.metadata)
+    if attached is not None:
+        sizes = hierarchy.cache_sizes_measured(attached[0])
+        if sizes:
+            return sizes, "measured"
+    return chart.cache_sizes_of(ds)
+
+
+def _cache_note(levels: tuple[dict[str, int], str] | None) -> str:
+    """What the column :data:`CACHE_COLUMN` goes by (nothing when the table has none)."""
+    if levels is None:
+        return ""
+    sizes, source = levels
+    by = {"measured": "the cache edges measured on this machine's latency curve",
+          "dataset": "the cache sizes sysfs reported for the dataset's machine",
+          "this machine": "the cache sizes sysfs reports on this machine"}.get(source, source)
+    listed = ", ".join(f"{name} {format_bytes(size)}" for name, size in sorted(sizes.items(), key=lambda kv: kv[1])
+                       if not name.endswith("i"))
+    return (f"<p class=meta>{CACHE_COLUMN}: the smallest cache each working set fits in, by {_escape(by)}"
+            + (f" ({_escape(listed)})" if listed else "") + "; memory beyond the last.</p>")
+
+
+def _figure_html(ds: Dataset, title: str, figures: dict[Any, str] | None = None,
+                 marks: Callable[[Any], Any] | None = None) -> str:
     """The figure embedded once, as the smaller of SVG and a palette PNG
     (:func:`memlab.chart.embedded_image`), scaled by CSS to the screen's width; its ``alt`` text is
     the title the figure shows (or why there is none). ``figures`` keeps what was drawn by dataset
-    object, so that items showing one dataset draw it once."""
-    key = id(ds)
+    object (and ``marks``), so that items showing one dataset draw it once. ``marks`` (a
+    :class:`ReportItem`'s) draws on the figure before it is embedded."""
+    key = (id(ds), id(marks) if marks is not None else None)
     if figures is not None and key in figures:
         return figures[key]
     try:
         fig = plot.figure(ds)
+        if marks is not None:
+            marks(fig)
         mime, data = chart.embedded_image(fig)
         shown = chart.figure_title(fig) or f"{title}: standard figure"
         uri = f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
@@ -439,7 +489,7 @@ def _section(index: int, item: ReportItem, figures: dict[int, str] | None = None
                 except (ValueError, TypeError, KeyError) as error:
                     parts.append(f"<p class=meta>No result could be read: {_escape(error)}</p>")
             if family is None or family.has_figure:
-                parts.append(_figure_html(ds, item.title, figures))
+                parts.append(_figure_html(ds, item.title, figures, item.marks))
             caption = family.caption_for(ds) if family is not None else ""
             if item.caption is not None:
                 caption = item.caption

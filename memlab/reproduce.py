@@ -20,12 +20,13 @@ import dataclasses
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memlab import catalogue, hierarchy
+from memlab import catalogue, chart, hierarchy
 from memlab.catalogue import (
     FAILS,
     INCONCLUSIVE,
@@ -50,7 +51,8 @@ from memlab.machine import collect_meminfo
 from memlab.reasons import CANDIDATE_DEFECT, Context, explain
 from memlab.registry import family as get_family
 from memlab.measure import cpu_seconds
-from memlab.report import ReportItem, anchor, escape, html_table, reason_html, unstable_points, write_report
+from memlab.report import (CACHE_COLUMN, ReportItem, anchor, cache_levels_here, escape, html_table, reason_html,
+                           unstable_points, write_report)
 from memlab.runner import Run, estimate_seconds, eta_bar, progress_bar, progress_enabled
 from memlab.significance import UNSTABLE_RUN_SPREAD
 from memlab.units import format_bytes, format_duration, format_number
@@ -62,6 +64,8 @@ __all__ = [
     "Task",
     "judge",
     "listing",
+    "mark_numbers",
+    "number_place",
     "plan",
     "region_points",
     "reproduce",
@@ -726,6 +730,186 @@ def _number_text(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else format_number(value)
 
 
+#: Where a source's number applies, read off its quantity's words: the cache regions of
+#: :func:`memlab.catalogue.region` (the one definition of the regions the claims are judged in).
+_REGION_WORDS = (("beyond the last cache", "beyond_llc"), ("beyond the l2", "beyond_l2"), ("l1d region", "l1"),
+                 ("in the l1d", "l1"), ("l2 region", "l2"), ("in the l2", "l2"), ("l3 region", "l3"),
+                 ("in the l3", "l3"))
+_AT_SIZE = re.compile(r"\bat 2\^(\d+) bytes\b")
+#: The cache a region's working sets fall in, as the column "cache here" names it.
+_REGION_LEVEL = {"l1": "L1d", "l2": "L2", "l3": "L3", "beyond_llc": "memory"}
+
+
+def number_place(number: Number) -> tuple[str, float | str] | None:
+    """Where a source's number applies, read off its quantity: ``("region", where)`` (a region of
+    :func:`memlab.catalogue.region`: ``l1``, ``l2``, ``l3``, ``beyond_l2``, ``beyond_llc``),
+    ``("size", bytes)`` ("at 2^20 bytes"), or None (the words name no working set).
+
+    >>> number_place(Number("cycles per element, random, beyond the L2", 240, "cycles"))
+    ('region', 'beyond_l2')
+    >>> number_place(Number("speed-up of huge pages at 2^20 bytes", 0.57, "fraction"))
+    ('size', 1048576)
+    >>> number_place(Number("naive", 0.318, "GFLOP/s")) is None
+    True
+    """
+    words = number.quantity.lower()
+    for phrase, where in _REGION_WORDS:
+        if phrase in words:
+            return "region", where
+    found = _AT_SIZE.search(words)
+    if found:
+        return "size", 1 << int(found.group(1))
+    return None
+
+
+def _cache_here(number: Number, ds: Dataset | None) -> str:
+    """The cache the working sets a number applies to fall in on this machine (the column
+    :data:`memlab.report.CACHE_COLUMN`): its region's cache, or the cache its size fits in; "-"
+    where it names no working set. "Beyond the L2" is the L3 and memory where the machine has an L3."""
+    place = number_place(number)
+    if place is None or ds is None:
+        return "-"
+    sizes, _ = cache_levels_here(ds)
+    kind, where = place
+    if kind == "size":
+        return chart.cache_level(float(where), sizes)
+    if where == "beyond_l2":
+        return "L3 / memory" if "L3" in sizes else "memory"
+    return _REGION_LEVEL.get(str(where), "-")
+
+
+def _unit_key(text: str) -> str:
+    """A unit or an axis label reduced to its unit, so that the two compare: the words in
+    parentheses go, "per element" goes, "per" becomes "/".
+
+    >>> _unit_key("cycles per element (at 3.00 GHz)"), _unit_key("bytes per cycle (per thread)"), _unit_key("GiB/s")
+    ('cycles', 'bytes/cycle', 'gib/s')
+    """
+    text = re.sub(r"\([^)]*\)", " ", text.lower())
+    text = re.sub(r"\bper (list )?element\b", " ", text)
+    text = re.sub(r"\s*\bper\b\s*", "/", text.strip())
+    return re.sub(r"\s+", " ", text).strip(" ,/")
+
+
+def _axes_for(fig: Any, unit: str) -> tuple[Any, Callable[[float], float]] | None:
+    """The axes of ``fig`` whose y axis is in ``unit`` and how a value in ``unit`` becomes that
+    axes' data y (a secondary axis, as the chase's cycles beside its ns, converts through it)."""
+    wanted = _unit_key(unit)
+    if not wanted:
+        return None
+    for ax in fig.axes:
+        if _unit_key(ax.get_ylabel()) == wanted:
+            return ax, lambda y: y
+    for ax in fig.axes:
+        for child in getattr(ax, "child_axes", []):
+            if _unit_key(child.yaxis.get_label().get_text()) == wanted:
+                # The secondary axis's scale maps its values onto its parent's scaled y; the
+                # parent's scale, inverted, gives the parent's value (no drawing needed).
+                def convert(y: float, ax: Any = ax, child: Any = child) -> float:
+                    scaled = child.yaxis.get_transform().transform([y])
+                    return float(ax.yaxis.get_transform().inverted().transform(scaled)[0])
+
+                return ax, convert
+    return None
+
+
+def _source_label(number: Number) -> str:
+    """A marker's label: the source's value and unit, and where it applies (the quantity without
+    a first part that only repeats the unit).
+
+    >>> _source_label(Number("cycles per element, random, beyond the L2", 240, "cycles"))
+    'source: 240 cycles, random, beyond the L2'
+    >>> _source_label(Number("1 GiB pages, GB/s", 25.4, "GB/s"))
+    'source: 25.4 GB/s, 1 GiB pages'
+    """
+    parts = number.quantity.split(", ")
+    if len(parts) > 1:
+        parts = [part for part in parts if _unit_key(part) != _unit_key(number.unit)] or parts
+    return f"source: {float(number.source):.4g} {number.unit}, {', '.join(parts)}"
+
+
+def _category(ax: Any, number: Number) -> tuple[float, float] | None:
+    """The x of the one category (bar group) of a figure's x axis the number's quantity names (its
+    first words are the category's label, or the label's last line: "+huge pages" under
+    "vmsplice/splice +huge pages"), and the width of a category; None when none or several do."""
+    first = number.quantity.split(", ")[0].strip().lower()
+    ticks = list(ax.get_xticks())
+    hits = []
+    for x, text in zip(ticks, (label.get_text() for label in ax.get_xticklabels())):
+        lines = [line.strip().lower() for line in text.split("\n") if line.strip()]
+        if lines and first in (" ".join(lines), lines[-1]):
+            hits.append(float(x))
+    if len(hits) != 1:
+        return None
+    steps = [b - a for a, b in zip(ticks, ticks[1:]) if b > a]
+    return hits[0], min(steps) if steps else 1.0
+
+
+def _working_set_axis(ax: Any) -> bool:
+    return "working set" in ax.get_xlabel().lower()
+
+
+def mark_numbers(fig: Any, ds: Dataset | None, numbers: Sequence[Number]) -> list[str]:
+    """Mark on an item's figure every source number that compares with what it plots
+    (:func:`memlab.chart.mark_source`); the labels drawn. A number compares when the figure has
+    a y axis in its unit and a place for it: on a working-set axis the region its quantity names
+    (a line across the figure's working sets in that region, the marker at their middle) or its
+    size; on any other x axis (bars by setting, by rung) a number naming no working set: over
+    the bar group its quantity names (:func:`_category`), else as a line across. Numbers at one
+    place share one marker, a line of its label each. The others (a ratio, a size, a region the
+    figure has no point in) are left out of the figure; they stay in the numbers table.
+    """
+    drawn: list[str] = []
+    planned: dict[tuple, tuple[Any, list[str]]] = {}
+    sizes = sorted({float(row["working_set_bytes"]) for row in (ds.rows if ds is not None else [])
+                    if chart.finite(row.get("working_set_bytes")) and row["working_set_bytes"] > 0})
+    for number in numbers:
+        if not number.compare or not chart.finite(number.source):
+            continue
+        found = _axes_for(fig, number.unit)
+        if found is None:
+            continue
+        ax, convert = found
+        place = number_place(number)
+        label = _source_label(number)
+        x: float | None = None
+        span: tuple[float, float] | None = None
+        if _working_set_axis(ax):
+            if place is None or not sizes:
+                continue
+            kind, where = place
+            if kind == "size":
+                x = float(where)
+                if not sizes[0] / 2 <= x <= sizes[-1] * 2:
+                    continue
+            else:
+                try:
+                    inside = sorted(catalogue.region(ds, {size: size for size in sizes}, str(where)))
+                except (NotMeasurable, ValueError):
+                    continue  # a region the figure has no point in, or one this machine lacks
+                x = math.exp((math.log(inside[0]) + math.log(inside[-1])) / 2)
+                span = (inside[0], inside[-1]) if len(inside) > 1 else None
+        elif place is not None:
+            continue  # a working set on a figure that has none
+        else:
+            named = _category(ax, number)
+            if named is not None:  # over its bar group; else a line across every bar
+                x, width = named
+                span = (x - 0.4 * width, x + 0.4 * width)
+        try:
+            y = convert(float(number.source))
+        except ValueError:
+            continue
+        planned.setdefault((id(ax), x, y, span), (ax, []))[1].append(label)
+    for (_, x, y, span), (ax, labels) in planned.items():
+        try:  # numbers at one place (write and copy both 0.5 bytes/cycle there) share a marker, a line each
+            chart.mark_source(ax, x, y, "\n".join(labels), span=span)
+        except ValueError:
+            continue  # a value the axis cannot show (0 on a log axis)
+        drawn += labels
+    return drawn
+
+
 def _numbers_html(result: ItemResult) -> str:
     if not result.numbers:
         return ""
@@ -734,11 +918,12 @@ def _numbers_html(result: ItemResult) -> str:
         ratio = number.ratio(value)
         here = _number_text(value) if value is not None else f"- ({reason})"
         rows.append([escape(number.quantity), escape(number.unit), escape(_number_text(number.source)),
-                     escape(here), escape("-" if ratio is None else f"{ratio:.3g}"), escape(number.note),
+                     escape(here), escape("-" if ratio is None else f"{ratio:.3g}"),
+                     escape(_cache_here(number, result.dataset)), escape(number.note),
                      _provenance_html(number.provenance)])
     return ("<p><b>The source's numbers beside this machine's</b></p>"
-            + html_table(["quantity", "unit", "source", "this machine", "here / source", "note", "read in"], rows,
-                         html_cells=True, wrap=(0, 3, 5)))
+            + html_table(["quantity", "unit", "source", "this machine", "here / source", CACHE_COLUMN, "note",
+                          "read in"], rows, html_cells=True, wrap=(0, 3, 6)))
 
 
 def _provenance_html(provenance: Any) -> str:
@@ -797,6 +982,13 @@ def _as_item_sweep(item: Item, dataset: Dataset | None, first: Item) -> Dataset 
     return Dataset(dataset.rows, {**dataset.metadata, "sweep": own})
 
 
+def _marks(judged: ItemResult) -> Callable[[Any], Any] | None:
+    """What draws the item's source numbers on its figure (:func:`mark_numbers`); None without any."""
+    if not judged.item.numbers:
+        return None
+    return lambda fig: mark_numbers(fig, judged.dataset, judged.item.numbers)
+
+
 def _report_items(result: ReproduceResult) -> list[ReportItem]:
     sections = []
     first = {entry.key: task.items[0] for task in result.tasks for entry in task.items}
@@ -810,7 +1002,7 @@ def _report_items(result: ReproduceResult) -> list[ReportItem]:
         sections.append(ReportItem(
             title=judged.item.heading, dataset=_as_item_sweep(judged.item, judged.dataset, first.get(judged.item.key, judged.item)), source=judged.path.name if judged.path else "",
             error=judged.error, lead=lead, notes=notes,
-            caption=judged.item.note or None,
+            caption=judged.item.note or None, marks=_marks(judged),
         ))
     return sections
 

@@ -68,7 +68,7 @@ def test_report_table_heads_each_series_once_instead_of_repeating_it_in_columns(
     ds = fixtures.chase()
     text = report.build_report([ds], command="x")
     parsed = parse_report(text)
-    assert parsed.cells[:5] == ["working_set_bytes", "ns per element (median)", "min … max", "n",
+    assert parsed.cells[:6] == ["working_set_bytes", "ns per element (median)", "cache here", "min … max", "n",
                                 "cycles per element"]
     headings = [c for c in parsed.cells if c.startswith("npad=")]
     assert headings == ["npad=0 · order=sequential", "npad=7 · order=sequential",
@@ -223,3 +223,30 @@ def test_the_clearing_order_figure_says_what_every_bar_shares():
     fig = order_figure(Dataset(rows, fixtures.clear_order().metadata))
     assert "every bar: order=sequential, method=rep_stosb, pages=thp, region_bytes=256 MiB" in \
         report.chart.figure_title(fig)
+
+
+def test_the_points_table_names_the_cache_each_working_set_falls_in_here():
+    from memlab import hierarchy
+    from memlab.hierarchy import Hierarchy, Level
+    caches = {"caches": [{"level": 1, "type": "Data", "size_bytes": 48 << 10},
+                         {"level": 2, "type": "Unified", "size_bytes": 1 << 20}]}
+    rows = [{"family": "chase", "working_set_bytes": size, "order": "random", "ns_per_element": 1.0,
+             "ns_per_element_min": 0.9, "ns_per_element_max": 1.1, "repeat": 1}
+            for size in (16 << 10, 40 << 10, 768 << 10, 4 << 20)]
+    ds = Dataset(rows, {"family": "chase", "param_names": ["working_set_bytes", "order"], "machine": caches})
+
+    def column(dataset):
+        cells = parse_report("<!doctype html>" + report._table(dataset)).cells
+        width = cells.index("n") + 1
+        assert cells[2] == "cache here"  # after the working set and its value
+        return [cells[i + 2] for i in range(width, len(cells), width)]
+
+    # By sysfs's sizes (no hierarchy attached): 40 KiB fits the 48 KiB L1d, 4 MiB fits no cache.
+    assert column(ds) == ["L1d", "L1d", "L2", "memory"]
+    # By the edges measured here (32 KiB, 512 KiB, 2 MiB) where memlab reproduce attached them.
+    found = Hierarchy((Level("L1d", 32 << 10, None, 1.0, None, "L1d", 48 << 10),
+                       Level("L2", 512 << 10, None, 4.0, None, "L2", 1 << 20),
+                       Level("L3", 2 << 20, None, 9.0, None, None, None)), 90.0, ())
+    ds.metadata["hierarchy"] = hierarchy.attach(found, 1 << 34)
+    assert column(ds) == ["L1d", "L2", "L3", "memory"]
+    assert "edges measured on this machine" in report._table(ds)

@@ -451,3 +451,147 @@ def test_a_quick_run_splits_its_samples_over_runs():
     assert in_quick_runs(Sweep("q", "calibrate", [{}], repeat=2, runs=5)).runs == 5  # a sweep's own runs stay
     tasks = reproducing.plan(catalogue.select(), True, "/nonexistent-memlab-plan")
     assert [t.items[0].key for t in tasks if t.sweep is not None and t.sweep.runs is None] == []
+
+
+# ---- the source's numbers on the item's figure, the cache each working set falls in -------------
+
+_CACHES = {"caches": [{"level": 1, "type": "Data", "size_bytes": 48 << 10},
+                      {"level": 2, "type": "Unified", "size_bytes": 1 << 20},
+                      {"level": 3, "type": "Unified", "size_bytes": 32 << 20}]}
+
+
+def _chase_dataset() -> Dataset:
+    """A random walk from 4 KiB to 128 MiB at 3 cycles a ns, on a machine with sysfs caches of 48 KiB, 1 MiB, 32 MiB."""
+    rows = [{"family": "chase", "working_set_bytes": 1 << k, "order": "random", "ns_per_element": 2.0 * k,
+             "cycles_per_element": 6.0 * k, "repeat": 2} for k in range(12, 28)]
+    return Dataset(rows, {"family": "chase", "sweep": "quick", "param_names": ["working_set_bytes", "order"],
+                          "machine": _CACHES})
+
+
+def _chase_item(*numbers: Number) -> Item:
+    return Item(key="walk", source="drepper", section="3.3.2", label="Figure 0.2", title="a walk", sweep="chase.quick",
+                quick="chase.quick", measured="a random walk", machine="none", numbers=numbers,
+                claims=(Claim("the clock ticks", "nowhere", lambda ds: catalogue.verdict(True, "yes")),),
+                script="experiments/fig3_10.py", notebook="notebooks/chase.ipynb")
+
+
+def _source_marks(fig) -> tuple[list[str], list]:
+    """The labels and the diamonds chart.mark_source drew on a figure."""
+    from memlab.chart import SOURCE_GID
+    labels = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == SOURCE_GID]
+    diamonds = [line for ax in fig.axes for line in ax.lines if line.get_gid() == SOURCE_GID and line.get_marker() == "D"]
+    return labels, diamonds
+
+
+def test_the_items_figure_marks_a_source_number_on_its_axis_and_leaves_another_unit_out(monkeypatch):
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    from memlab import report
+    item = _chase_item(Number("cycles per element, random, beyond the last cache", 240, "cycles",
+                              lambda ds: catalogue.value_of(ds, "cycles_per_element")),
+                       Number("random / sequential beyond the L2", 3.0, "x"))
+    judged = reproducing.judge(item, _chase_dataset())
+    (section,) = reproducing._report_items(reproducing.ReproduceResult(out=None, quick=True, items=[judged]))
+    embedded = []
+    real = report.chart.embedded_image
+    monkeypatch.setattr(report.chart, "embedded_image", lambda fig, *a, **k: embedded.append(fig) or real(fig, *a, **k))
+    text = report.build_report([section])
+    (fig,) = embedded
+    labels, diamonds = _source_marks(fig)
+    # One marker, for the number in cycles; the ratio (unit "x") is on no axis of the figure.
+    assert labels == ["source: 240 cycles, random, beyond the last cache"]
+    (diamond,) = diamonds
+    # Beyond twice the 32 MiB last cache the figure has 64 and 128 MiB: the marker at their middle,
+    # at 240 cycles read on the figure's cycles axis (3 cycles a ns: 80 ns on its ns axis).
+    assert list(diamond.get_xdata()) == [pytest.approx(2 ** 26.5)]
+    assert list(diamond.get_ydata()) == [pytest.approx(80.0, rel=1e-6)]
+    assert parse_report(text, allow_external=True).images[0]["data-figure-title"] == report.chart.figure_title(report.plot.figure(judged.dataset))
+
+
+def test_a_number_on_a_figure_without_working_sets_is_a_line_across():
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    from memlab import chart
+    fig, ax = chart.new_figure()
+    ax.bar(["one CPU", "two CPUs"], [8.0, 11.0])
+    ax.set_ylabel("GiB per s")
+    labels = reproducing.mark_numbers(fig, Dataset([]), [
+        Number("vmsplice, two CPUs", 20.0, "GiB/s"),          # applies to the bars: a line across
+        Number("copy beyond the L2", 5.0, "GiB/s"),           # names working sets the figure has none of
+        Number("a page size", 4096.0, "bytes", compare=False),
+    ])
+    assert labels == ["source: 20 GiB/s, vmsplice, two CPUs"]
+    (line,) = [line for line in ax.lines if line.get_gid() == chart.SOURCE_GID]
+    assert list(line.get_ydata()) == [20.0, 20.0] and ax.get_ylim()[1] > 20.0  # the axis grew to show it
+
+
+def test_a_number_naming_a_bar_group_is_marked_over_it():
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    from memlab import chart
+    fig, ax = chart.new_figure()
+    ax.bar([0, 1, 2], [1.0, 3.0, 4.0])
+    ax.set_xticks([0, 1, 2], ["write/read", "vmsplice/splice", "vmsplice/splice\n+huge pages"])
+    ax.set_ylabel("GiB per s")
+    numbers = [Number("vmsplice/splice, two CPUs", 32.8, "GiB/s"), Number("+huge pages, two CPUs", 51.0, "GiB/s")]
+    assert reproducing.mark_numbers(fig, Dataset([]), numbers) == [
+        "source: 32.8 GiB/s, vmsplice/splice, two CPUs", "source: 51 GiB/s, +huge pages, two CPUs"]
+    labels, diamonds = _source_marks(fig)
+    # Each over its own group (the label's last line names the third), not a line across.
+    assert [(list(d.get_xdata()), list(d.get_ydata())) for d in diamonds] == [([1.0], [32.8]), ([2.0], [51.0])]
+    spans = [list(line.get_xdata()) for line in ax.lines if line.get_gid() == chart.SOURCE_GID and line.get_marker() != "D"]
+    assert spans == [[pytest.approx(0.6), pytest.approx(1.4)], [pytest.approx(1.6), pytest.approx(2.4)]]
+
+
+def test_a_region_the_figure_has_no_point_in_gets_no_marker():
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    from memlab import plot
+    small = Dataset([row for row in _chase_dataset().rows if row["working_set_bytes"] <= 1 << 20],
+                    _chase_dataset().metadata)
+    fig = plot.figure(small)
+    assert reproducing.mark_numbers(fig, small, [Number("cycles per element, beyond the last cache", 240, "cycles"),
+                                                 Number("cycles per element, L2 region", 14, "cycles")]) == [
+        "source: 14 cycles, L2 region"]
+
+
+def test_mark_source_refuses_what_an_axis_cannot_show():
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    from memlab import chart
+    fig, ax = chart.new_figure()
+    ax.set_yscale("log")
+    with pytest.raises(ValueError, match="y=0"):
+        chart.mark_source(ax, 1.0, 0.0, "source: 0")
+    with pytest.raises(ValueError, match="y=nan"):
+        chart.mark_source(ax, 1.0, float("nan"), "source: nan")
+
+
+def test_the_numbers_table_names_the_cache_here_from_the_measured_hierarchy():
+    from memlab import hierarchy
+    from memlab.hierarchy import Hierarchy, Level
+    # Measured edges (32 KiB, 512 KiB, 8 MiB) below what sysfs says (48 KiB, 1 MiB, 32 MiB): the column goes by them.
+    found = Hierarchy((Level("L1d", 32 << 10, None, 1.0, None, "L1d", 48 << 10),
+                       Level("L2", 512 << 10, None, 4.0, None, "L2", 1 << 20),
+                       Level("L3", 8 << 20, None, 12.0, None, "L3", 32 << 20)), 90.0, ())
+    ds = _chase_dataset()
+    ds.metadata["hierarchy"] = hierarchy.attach(found, 1 << 34)
+    item = _chase_item(Number("cycles per element, L2 region", 14, "cycles"),
+                       Number("cycles per element, beyond the L2", 240, "cycles"),
+                       Number("speed-up of huge pages at 2^20 bytes", 0.57, "fraction"),
+                       Number("naive", 0.318, "GFLOP/s"))
+    cells = parse_report("<!doctype html>" + reproducing._numbers_html(reproducing.judge(item, ds))).cells
+    header, rows = cells[:8], [cells[i:i + 8] for i in range(8, len(cells), 8)]
+    assert header[5] == "cache here" and len(rows) == 4
+    column = [row[5] for row in rows]
+    # 2^20 bytes is in the L2 by sysfs, beyond the measured 512 KiB L2 edge: the L3 here.
+    assert column == ["L2", "L3 / memory", "L3", "-"]
+
+
+def test_numbers_at_one_place_share_one_marker_with_a_line_each():
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    from memlab import plot
+    ds = _chase_dataset()
+    fig = plot.figure(ds)
+    numbers = [Number("cycles per element, write, beyond the last cache", 90, "cycles"),
+               Number("cycles per element, copy, beyond the last cache", 90, "cycles")]
+    assert reproducing.mark_numbers(fig, ds, numbers) == ["source: 90 cycles, write, beyond the last cache",
+                                                          "source: 90 cycles, copy, beyond the last cache"]
+    labels, diamonds = _source_marks(fig)
+    assert labels == ["source: 90 cycles, write, beyond the last cache\nsource: 90 cycles, copy, beyond the last cache"]
+    assert len(diamonds) == 1

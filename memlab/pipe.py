@@ -394,15 +394,23 @@ def add_ratios(dataset: Dataset) -> Dataset:
     """Label each row with its rung and placement and its rate relative to the first rung.
 
     Adds ``rung``, ``rung_name``, ``placement``, ``ratio_to_first`` and
-    ``ratio_to_previous`` (medians of GiB_per_s, within one placement).
+    ``ratio_to_previous`` (medians of GiB_per_s, within one placement, and
+    within one run where the rows have runs: run r of every rung is taken in
+    one round).
+
+    >>> rows = [{"writer": "write", "reader": "read", "huge_pages": False, "busy_loop": False,
+    ...          "writer_cpu": 0, "reader_cpu": 1, "run": r, "GiB_per_s": 2.0 * (r + 1)} for r in range(2)]
+    >>> rows += [{**row, "writer": "vmsplice", "GiB_per_s": 3.0} for row in rows]
+    >>> [round(row["ratio_to_first"], 2) for row in add_ratios(Dataset(rows)).rows]
+    [1.0, 1.0, 1.5, 0.75]
     """
     rows = [dict(row) for row in dataset.rows]
     for row in rows:
         found = rung_of(row)
         row["rung"], row["rung_name"] = found if found else (-1, "")
         row["placement"] = _placement_of(row)
-    for placement in {row["placement"] for row in rows}:
-        members = sorted((r for r in rows if r["placement"] == placement and r["rung"] >= 0),
+    for placement, run in {(row["placement"], row.get("run")) for row in rows}:
+        members = sorted((r for r in rows if r["placement"] == placement and r.get("run") == run and r["rung"] >= 0),
                          key=lambda r: r["rung"])
         first = next((r["GiB_per_s"] for r in members if r["rung"] == 0), math.nan)
         previous = math.nan

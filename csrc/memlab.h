@@ -154,7 +154,9 @@ struct ml_team {
     pthread_cond_t changed;
     int ready, go, finished;
     int initialised;
-    int awake, stop; /* __atomic_* only */
+    int released;        /* set by ml_team_release, under the lock: the workers run their body */
+    int awake, stop;     /* __atomic_* only */
+    int cancelled;       /* __atomic_*: Ctrl-C or a failed start; a worker not yet in its body skips it */
 };
 
 /* n workers (zeroed, unpinned); -1 with err for n < 1 or no memory. */

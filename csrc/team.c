@@ -43,12 +43,17 @@ static void *team_thread(void *arg)
     pthread_cond_broadcast(&team->changed);
     while (!team->go)
         pthread_cond_wait(&team->changed, &team->lock);
-    int released = team->started;
+    int released = team->started, run = team->released;
     team_unlock(team);
     __atomic_fetch_add(&team->awake, 1, __ATOMIC_RELEASE);
     while (__atomic_load_n(&team->awake, __ATOMIC_ACQUIRE) < released && !ml_team_stopping(team))
         sched_yield();
-    if (!ml_team_stopping(team)) {
+    /* A released worker runs its body even when the run's end (the stop flag) came first: on a
+     * loaded machine a worker can be preempted here for longer than a short sample, and one
+     * skipped body was a sample of two threads with one thread's CPU -1 and no window (seen under
+     * a two-process hog). The body sees the stop flag at once; only Ctrl-C or a failed start
+     * (cancelled) skips it. */
+    if (run && !__atomic_load_n(&team->cancelled, __ATOMIC_ACQUIRE)) {
         /* The CPU clock's reads inside the wall clock's: reading a thread's CPU clock is a
          * system call, and its cost outside the wall window made a short sample's CPU time
          * exceed its wall time (share: 2.26 threads on the CPU of two). */
@@ -122,6 +127,7 @@ void ml_team_stop(ml_team *team)
 
 static int team_interrupted(ml_team *team, ml_error *err)
 {
+    __atomic_store_n(&team->cancelled, 1, __ATOMIC_RELEASE);
     ml_team_stop(team);
     return ml_fail(err, ML_ERR_INTERRUPTED, 0, "interrupted");
 }
@@ -129,9 +135,10 @@ static int team_interrupted(ml_team *team, ml_error *err)
 int ml_team_start(ml_team *team, ml_context *ctx, ml_error *err)
 {
     ml_team_stop(team);
-    team->ready = team->go = team->finished = 0;
+    team->ready = team->go = team->finished = team->released = 0;
     __atomic_store_n(&team->awake, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&team->stop, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&team->cancelled, 0, __ATOMIC_RELAXED);
     for (int i = 0; i < team->n; i++) {
         if (ml_interrupted(ctx))
             return team_interrupted(team, err);
@@ -165,7 +172,7 @@ int ml_team_start(ml_team *team, ml_context *ctx, ml_error *err)
 int ml_team_release(ml_team *team, ml_context *ctx, ml_error *err)
 {
     team_lock(team);
-    team->go = 1;
+    team->go = team->released = 1;
     pthread_cond_broadcast(&team->changed);
     team_unlock(team);
     team->released_ns = ml_now_ns();

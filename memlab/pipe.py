@@ -394,8 +394,15 @@ def add_ratios(dataset: Dataset) -> Dataset:
     """Label each row with its rung and placement and its rate relative to the first rung.
 
     Adds ``rung``, ``rung_name``, ``placement``, ``ratio_to_first`` and
-    ``ratio_to_previous`` (medians of GiB_per_s, within one placement and one run: the rungs of
-    run r are taken in one round, so each is set beside the first rung of its own run).
+    ``ratio_to_previous`` (medians of GiB_per_s, within one placement, and
+    within one run where the rows have runs: run r of every rung is taken in
+    one round).
+
+    >>> rows = [{"writer": "write", "reader": "read", "huge_pages": False, "busy_loop": False,
+    ...          "writer_cpu": 0, "reader_cpu": 1, "run": r, "GiB_per_s": 2.0 * (r + 1)} for r in range(2)]
+    >>> rows += [{**row, "writer": "vmsplice", "GiB_per_s": 3.0} for row in rows]
+    >>> [round(row["ratio_to_first"], 2) for row in add_ratios(Dataset(rows)).rows]
+    [1.0, 1.0, 1.5, 0.75]
     """
     rows = [dict(row) for row in dataset.rows]
     for row in rows:

@@ -472,11 +472,17 @@ def test_a_sample_shorter_than_a_thread_start_still_has_a_rate():
     # A 1 ns target: the team is told to stop before the scheduler has run its workers (on a
     # loaded machine that happens at 30 ms too); every worker still moves one chunk, so the
     # sample has bytes and a rate instead of no units (a KeyError on bytes_per_cycle later).
+    # Every worker runs its body, even one the stop reached before it did: a skipped body was
+    # a thread with no CPU (ran_on_cpu -1) and no window of its own in the sample (seen under a
+    # two-process hog, test_threads_run_where_the_placement_put_them).
     threads = min(2, len(CPUS))
     with _core.Kernel("bandwidth", core_config(op="write", working_set_bytes=1 << 20, threads=threads,
                                                cpus=array.array("i", [-1] * threads))) as kernel:
         samples = [kernel.measure(target_ns=1, counters=False) for _ in range(50)]
     assert all(s["units"] > 0 and s["bytes"] > 0 for s in samples)
+    for s in samples:
+        assert all(s["metrics"][f"ran_on_cpu_{i}"] >= 0 for i in range(threads)), s["metrics"]
+        assert s["metrics"]["GB_per_s_slowest_thread"] > 0, s["metrics"]
 
 
 # ---- the machine code of the kernels --------------------------------------------------

@@ -22,6 +22,34 @@ def two_cpus() -> None:
         pytest.skip(f"needs two CPUs (the chaser and a load thread); this process may use {CPUS}")
 
 
+#: Measurements a test takes before it gives up on a load thread this machine never ran in the window.
+MEASURED_TRIES = 3
+
+
+def measured_load(**kwargs):
+    """loaded.run(**kwargs) with every load thread measured inside the chaser's window in every sample.
+
+    A load thread the scheduler keeps off its CPU for the whole window (another job on that CPU:
+    seen under a two-process hog at load 7 with a 30 ms window) has fewer than two notes inside it:
+    the sample says so (load_threads_unmeasured) and leaves its rate out. Such a measurement must
+    report exactly that; it is taken again, up to MEASURED_TRIES times, and only if the load thread
+    was never measured is the test skipped, with the load threads' CPU fractions measured.
+    """
+    seen = []
+    for _ in range(MEASURED_TRIES):
+        m = loaded.run(**kwargs)
+        if all(sample["load_threads_unmeasured"] == 0 for sample in m.samples):
+            return m
+        for sample in m.samples:  # an unmeasured thread's rate and bytes are left out, not guessed
+            assert 0 <= sample["load_threads_unmeasured"] <= kwargs["load_threads"], sample
+            if sample["load_threads_unmeasured"] == kwargs["load_threads"]:
+                assert sample["load_GB_per_s"] == 0 and sample["load_bytes"] == 0, sample
+        seen.append(", ".join(f"{s['load_threads_unmeasured']:.0f} unmeasured at load_cpu_fraction "
+                              f"{s['load_cpu_fraction']:.2f}" for s in m.samples))
+    pytest.skip(f"the load thread was never measured inside the chaser's window in {MEASURED_TRIES} "
+                f"measurements (this machine kept it off its CPU): " + " | ".join(seen))
+
+
 def threads_now() -> int:
     return memlab_thread_count()
 
@@ -41,7 +69,7 @@ def core_config(**overrides):
 def test_chaser_and_load_thread_run_on_their_cores_and_are_joined(op):
     two_cpus()
     before = threads_now()
-    m = loaded.run(load_threads=1, load_op=op, **SMALL, **FAST)
+    m = measured_load(load_threads=1, load_op=op, **SMALL, **FAST)
     assert m.median("ran_on_cpu_chaser") == CPUS[0]
     assert m.median("ran_on_cpu_load_0") == CPUS[1]
     assert m.median("load_threads_unmeasured") == 0  # its rate is from inside the chaser's window
@@ -75,8 +103,8 @@ def test_the_load_bytes_are_whole_passes_counted_read_and_written_per_mix(op):
     a load thread passed over inside the window are whole passes, and the traffic is the mix's reads plus
     writes of them."""
     two_cpus()
-    m = loaded.run(load_threads=1, load_op=op, working_set_bytes=1 << 20, load_working_set_bytes=CHUNK_BYTES,
-                   repeat=2, warmup=0, target_seconds=0.03, counters=False)
+    m = measured_load(load_threads=1, load_op=op, working_set_bytes=1 << 20, load_working_set_bytes=CHUNK_BYTES,
+                      repeat=2, warmup=0, target_seconds=0.03, counters=False)
     reads, writes = bandwidth.BYTES_READ_WRITTEN[op]
     for sample in m.samples:
         assert sample["load_bytes"] > 0 and sample["load_bytes"] % CHUNK_BYTES == 0
@@ -91,7 +119,7 @@ def test_a_throttled_load_rests_after_64_kib_chunks_and_an_unthrottled_one_runs_
     """The chunk a load thread ran, measured over the window (bytes over chunks): a 1 MiB set is one
     unthrottled chunk per pass, or sixteen throttled ones; load_chunk_bytes, when given, is the chunk."""
     two_cpus()
-    m = loaded.run(load_threads=1, delay_ns=delay, load_chunk_bytes=asked, **SMALL, **FAST)
+    m = measured_load(load_threads=1, delay_ns=delay, load_chunk_bytes=asked, **SMALL, **FAST)
     assert m.median("load_threads_unmeasured") == 0
     for sample in m.samples:
         assert sample["load_bytes_per_chunk"] == chunk

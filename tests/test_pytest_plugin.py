@@ -231,25 +231,49 @@ def test_chase_latency(memlab_regression):
 DOCTORED_CYCLES = 3
 
 
-def _doctored_cycle(pytester, path, speedup):
-    """Record the chase three times, keep each point's fastest recording, make it ``speedup``
-    times faster, and guard a new run against it: the guard's pytester result."""
+def doctored_cycle(pytester, path, metric, speedup):
+    """Record the guarded test three times, keep each point's fastest recording (by ``metric``,
+    lower is better), make every ``metric`` column of it ``speedup`` times faster, and guard a
+    new run against it: the guard's pytester result."""
     recordings = []
     for _ in range(3):
         pytester.runpytest(*PLUGIN_ARGS, "--memlab-save-baseline").assert_outcomes(passed=1)
         recordings.append(Dataset.load(path))
     baseline = recordings[0]
     baseline.rows = [
-        min((recording.rows[index] for recording in recordings), key=lambda row: row["ns_per_element"])
+        min((recording.rows[index] for recording in recordings), key=lambda row: row[metric])
         for index in range(len(baseline.rows))
     ]
     for row in baseline.rows:
-        for column in list(row):
-            if column.startswith("ns_per_element") and column != "ns_per_element_samples":
-                row[column] /= speedup
-        row["ns_per_element_samples"] = [v / speedup for v in row["ns_per_element_samples"]]
+        for column in [c for c in row if c.startswith(metric)]:
+            value = row[column]
+            row[column] = [v / speedup for v in value] if isinstance(value, list) else value / speedup
     baseline.save(path)
     return pytester.runpytest(*PLUGIN_ARGS)
+
+
+def guard_fails_doctored(pytester, path, metric, speedup, test_file):
+    """The failing guard's pytester result against a baseline ``speedup`` times faster than this
+    code runs (``doctored_cycle``).
+
+    A guard that passes with every point judged (no "inconclusive") is a false negative: the
+    calling test fails at once. On a machine whose speed changes by more than the doctoring
+    between the recordings and the guarded run (seen at load 12-17 on two vCPUs: the guarded run
+    1.75x faster than the fastest recording), the guard honestly says "inconclusive": the cycle
+    is then repeated, up to DOCTORED_CYCLES times, and only if every cycle was inconclusive is
+    the test skipped, with the run spreads the guard measured.
+    """
+    inconclusive = []
+    for _ in range(DOCTORED_CYCLES):
+        result = doctored_cycle(pytester, path, metric, speedup)
+        if result.parseoutcomes().get("failed"):
+            return result
+        summary = [line for line in result.stdout.lines if line.startswith(f"passed: {test_file}")]
+        assert summary and "inconclusive" in summary[-1], (
+            f"a {speedup}x faster baseline passed the guard with every point judged:\n" + result.stdout.str())
+        inconclusive.append(summary[-1])
+    pytest.skip(f"this machine's speed changed by more than {speedup}x between recording and guarding in "
+                f"{DOCTORED_CYCLES} cycles; the guard said inconclusive each time: " + " | ".join(inconclusive))
 
 
 @pytest.mark.parametrize("speedup", [4.0, 2.0])
@@ -260,30 +284,13 @@ def test_a_doctored_chase_baseline_fails_the_guard(pytester, speedup):
     as much as the doctoring speeds it up, so each point of the baseline is
     the fastest of three recordings (as one would record a baseline on a
     quiet machine); the doctoring then really puts it below what this code
-    runs at. The guard must fail the test. A guard that passes with every
-    point judged (no "inconclusive") is a false negative and fails this test
-    at once. On a machine whose speed changes by more than the doctoring
-    between the recordings and the guarded run (seen at load 12-17 on two
-    vCPUs: the guarded run 1.75x faster than the fastest recording), the guard
-    honestly says "inconclusive": the cycle is then repeated, up to
-    DOCTORED_CYCLES times, and only if every cycle was inconclusive is the
-    test skipped, with the run spreads the guard measured.
+    runs at. The guard must fail the test; a guard that passes with every
+    point judged fails it at once, and only a guard that said inconclusive in
+    every cycle skips it (guard_fails_doctored).
     """
     pytester.makepyfile(test_chase_guard=CHASE_GUARD)
     path = pytester.path / "memlab-baselines" / f"{baseline_stem('test_chase_guard.py::test_chase_latency')}.csv"
-    inconclusive = []
-    for _ in range(DOCTORED_CYCLES):
-        result = _doctored_cycle(pytester, path, speedup)
-        outcomes = result.parseoutcomes()
-        if outcomes.get("failed"):
-            break
-        summary = [line for line in result.stdout.lines if line.startswith("passed: test_chase_guard.py")]
-        assert summary and "inconclusive" in summary[-1], (
-            f"a {speedup}x faster baseline passed the guard with every point judged:\n" + result.stdout.str())
-        inconclusive.append(summary[-1])
-    else:
-        pytest.skip(f"this machine's speed changed by more than {speedup}x between recording and guarding in "
-                    f"{DOCTORED_CYCLES} cycles; the guard said inconclusive each time: " + " | ".join(inconclusive))
+    result = guard_fails_doctored(pytester, path, "ns_per_element", speedup, "test_chase_guard.py")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*memlab_regression: * significant regression(s) of at least 5.0% against *",

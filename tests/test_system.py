@@ -288,6 +288,12 @@ def test_helper_found_after_a_regular_install(tmp_path):
                         str(tmp_path / "build"), "--build-lib", str(target)],
                        cwd=REPO, check=True, capture_output=True)
     assert os.access(target / "memlab" / "_bin" / "memlab_system_helper", os.X_OK)
+    # every module and subpackage (memlab.catalogue) and the kernel header travel too: an editable
+    # install, as the test run's own, would hide one the package configuration leaves out
+    shipped = sorted(str(path.relative_to(REPO)) for pattern in ("memlab/**/*.py", "memlab/include/*.h")
+                     for path in REPO.glob(pattern) if "__pycache__" not in path.parts)
+    assert "memlab/catalogue/core.py" in shipped and "memlab/include/memlab_kernel.h" in shipped
+    assert [name for name in shipped if not (target / name).is_file()] == []
     code = ("import memlab.system as s; m = s.execl(iterations=3, repeat=1, warmup=0); "
             "print(s.helper_path()); print(int(m.samples[0]['loops']))")
     env = dict(os.environ, PYTHONPATH=str(target))

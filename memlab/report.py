@@ -46,8 +46,10 @@ from memlab.dataset import (
     Dataset,
     context_column,
     machine_key,
+    point_key,
     point_runs,
     row_warning,
+    run_index,
     statistic_column,
 )
 from memlab.family import Family
@@ -206,31 +208,37 @@ def _table(ds: Dataset) -> str:
     extra_units = [column_unit(c, [row.get(c) for row in ds.rows]) for c in extras]
     # When the other varying parameters make series (as the figure's legend does), the rows
     # are grouped under one heading per series instead of repeating them in columns.
-    grouped = _series(ds.rows, shown)
+    # One row per point: its runs folded (the median of the run medians, min … max over every
+    # run, n every sample), the conditions of its most disturbed run.
+    rows = _point_rows(ds, metric)
+    grouped = _series(rows, shown)
     columns = shown[:1] if grouped else shown
     header = [*columns[:1], f"{unit} (median)", *columns[1:], "min … max", "n", *(u for u, _ in extra_units)]
-    watched = any(key in row for row in ds.rows for key in _CONDITION_COLUMNS)
+    watched = any(key in row for row in rows for key in _CONDITION_COLUMNS)
     if watched:
         header.append("conditions")
     levels = cache_levels_here(ds) if "working_set_bytes" in columns else None
     if levels is not None:
         at = columns.index("working_set_bytes") + 2  # after the working set and, when it is first, the value
         header.insert(at, CACHE_COLUMN)
-    lines = [_conditions_note(ds), _unstable_note(ds), _fixed_params(ds, shown), _cache_note(levels),
+    lines = [_conditions_note(rows), _unstable_note(ds), _fixed_params(ds, shown), _cache_note(levels),
              "<div class=scroll><table>",
              "<thead><tr>"]
     lines += [f"<th>{_escape(h)}</th>" for h in header]
     lines.append("</tr></thead>")
-    for heading, rows in (grouped or [("", ds.rows)]):
+    for heading, series_rows in (grouped or [("", rows)]):
         lines.append("<tbody>")
         if heading:
             lines.append(f"<tr class=series><td colspan={len(header)}>{_escape(heading)}</td></tr>")
-        for row in rows:
+        for row in series_rows:
             low, high = row.get(f"{metric}_min"), row.get(f"{metric}_max")
-            spread = f"{_scaled(low, factor)} … {_scaled(high, factor)}" if low is not None else "-"
+            count = _sample_count(row, metric)
+            # One sample has no spread to show.
+            spread = (f"{_scaled(low, factor)} … {_scaled(high, factor)}" if low is not None and count != 1
+                      else "-")
             params_cells = [format_param(n, row.get(n)) for n in columns]
             cells = [*params_cells[:1], _scaled(row.get(metric), factor), *params_cells[1:], spread,
-                     format_number(row.get("repeat"))]
+                     format_number(count)]
             cells += [_scaled(row.get(c), f) for c, (_, f) in zip(extras, extra_units)]
             if levels is not None:
                 size = row.get("working_set_bytes")
@@ -243,6 +251,42 @@ def _table(ds: Dataset) -> str:
         lines.append("</tbody>")
     lines.append("</table></div>")
     return "\n".join(line for line in lines if line)
+
+
+def _point_rows(ds: Dataset, metric: str) -> list[dict]:
+    """The rows of a points table: one per point (and machine), its runs folded into it
+    (:func:`memlab.chart.fold_runs`), with the condition columns of its most disturbed run (the
+    one the conditions flag, else the one least on its CPU), so that folding hides no warning.
+
+    >>> rows = [{"family": "f", "n": 1, "run": r, "t": v, "t_samples": [v],
+    ...          "context_on_cpu_fraction": cpu} for r, v, cpu in ((0, 1.0, 1.0), (1, 3.0, 0.5))]
+    >>> [(row["t"], row["context_on_cpu_fraction"]) for row in _point_rows(Dataset(rows, {"param_names": ["n"]}), "t")]
+    [(2.0, 0.5)]
+    """
+    if not any(run_index(row) for row in ds.rows):
+        return list(ds.rows)
+    names = ds.param_names
+    members: dict[tuple, list[dict]] = {}
+    for row in ds.rows:
+        members.setdefault((point_key(row, names), machine_key(row)), []).append(row)
+    folded = chart.fold_runs(ds.rows, names, [metric] + [m for m in ds.metric_names if m != metric])
+    keys = [*_CONDITION_COLUMNS, context_column("on_cpu_expected")]
+    for row in folded:
+        group = members.get((point_key(row, names), machine_key(row)), [row])
+        worst = min(group, key=lambda r: (not _row_warning(r), chart.number(r.get(_CONDITION_COLUMNS[0]))))
+        for key in keys:
+            if key in worst:
+                row[key] = worst[key]
+    return folded
+
+
+def _sample_count(row: dict, metric: str) -> Any:
+    """How many samples a table row's value comes from: its samples (every run's, once folded),
+    else its ``repeat``."""
+    samples = row.get(statistic_column(metric, SAMPLES))
+    if isinstance(samples, (list, tuple)) and samples:
+        return len(samples)
+    return row.get("repeat")
 
 
 def _series(rows: Sequence[dict], shown: Sequence[str]) -> list[tuple[str, list[dict]]]:
@@ -372,11 +416,11 @@ def _conditions_badge(row: dict) -> str:
     return f'<span class=badge title="{_escape(warning)}">⚠ {_escape(text)}</span>'
 
 
-def _conditions_note(ds: Dataset) -> str:
-    flagged = sum(1 for row in ds.rows if _row_warning(row))
+def _conditions_note(rows: Sequence[dict]) -> str:
+    flagged = sum(1 for row in rows if _row_warning(row))
     if not flagged:
         return ""
-    return (f"<p class=warn><span class=badge>⚠</span> {flagged} of {len(ds.rows)} points were "
+    return (f"<p class=warn><span class=badge>⚠</span> {flagged} of {len(rows)} points were "
             f"measured with less than {ON_CPU_MIN_FRACTION:.0%} of the CPU time their threads should get "
             f"(the family says which should be on a CPU, and how much) or more than "
             f"{STEAL_MAX_FRACTION:.0%} steal time: their numbers include time they were not running "

@@ -215,6 +215,47 @@ def test_points_whose_runs_disagree_are_listed():
     assert report.unstable_points(Dataset(written, ds.metadata)) == [("working_set_bytes=4 KiB", 1.3)]
 
 
+def test_the_points_table_has_one_row_a_point_with_every_run_folded_in():
+    rows = []
+    for size in (4096, 8192):
+        for run, (value, on_cpu) in enumerate(((1.0, 1.0), (3.0, 0.5 if size == 8192 else 0.99), (2.0, 0.98))):
+            rows.append({"family": "chase", "working_set_bytes": size, "run": run, "ns_per_element": value,
+                         "ns_per_element_min": value, "ns_per_element_max": value,
+                         "ns_per_element_samples": [value], "repeat": 1, "context_on_cpu_fraction": on_cpu})
+    ds = Dataset(rows, {"family": "chase", "param_names": ["working_set_bytes"], "primary_metric": "ns_per_element"})
+    parsed = parse_report(report.build_report([ds]))
+    header = parsed.cells[:6]
+    assert header == ["working_set_bytes", "ns per element (median)", "cache here", "min … max", "n", "conditions"]
+    body = [parsed.cells[i:i + 6] for i in range(6, len(parsed.cells), 6)]
+    # The median of the three run medians, min … max over the runs, n every run's sample.
+    assert [cells[:5] for cells in body[:2]] == [["4 KiB", "2.000", "L1d", "1.000 … 3.000", "3"],
+                                                  ["8 KiB", "2.000", "L1d", "1.000 … 3.000", "3"]]
+    # The point is flagged by its most disturbed run, counted once as a point.
+    assert "on CPU 98%" in body[0][5] and "on CPU 50%" in body[1][5]
+    text = report.build_report([ds])
+    assert "1 of 2 points were measured with less than 90%" in text
+
+
+def test_one_sample_has_no_spread_to_show():
+    row = {"family": "chase", "working_set_bytes": 4096, "ns_per_element": 1.5, "ns_per_element_min": 1.5,
+           "ns_per_element_max": 1.5, "ns_per_element_samples": [1.5], "repeat": 1}
+    ds = Dataset([row], {"family": "chase", "param_names": ["working_set_bytes"], "primary_metric": "ns_per_element"})
+    parsed = parse_report(report.build_report([ds]))
+    assert parsed.cells[parsed.cells.index("4 KiB"):][:5] == ["4 KiB", "1.500", "L1d", "-", "1"]
+
+
+#: A quick reproduce run reports 42 items in at most 1.5 MB (issue "What a reader sees"): about
+#: 36 KB an item, its figure included.
+ITEM_BUDGET_BYTES = 1_500_000 // 42
+
+
+@pytest.mark.parametrize("name", sorted(fixtures.ALL))
+def test_an_item_with_its_figure_fits_the_quick_reports_budget(name):
+    empty = len(report.build_report([]))
+    text = report.build_report([report.ReportItem(name, dataset=fixtures.ALL[name]())])
+    assert len(text) - empty <= ITEM_BUDGET_BYTES, (name, len(text) - empty)
+
+
 def test_the_clearing_order_figure_says_what_every_bar_shares():
     from memlab.clear import order_figure
 

@@ -85,7 +85,7 @@ tr.flagged td { background: #f2b70522; }
 tr.series td { text-align: left; font-weight: 600; padding-top: 0.6rem; border-bottom: 1px solid #8886; }
 .warn { border-left: 4px solid #f2b705; padding-left: 0.6rem; }
 nav ul { padding-left: 1.2rem; columns: 2 12rem; }
-td.wrap, th.wrap { white-space: normal; text-align: left; min-width: 12rem; }
+td.wrap, th.wrap { white-space: normal; text-align: left; min-width: 8rem; }
 .verdict { display: inline-block; padding: 0 0.45rem; border-radius: 0.6rem; font-size: 0.8rem;
            white-space: nowrap; }
 .verdict-good { background: #2a72; border: 1px solid #2a7; }

@@ -927,14 +927,15 @@ def _numbers_html(result: ItemResult) -> str:
 
 
 def _provenance_html(provenance: Any) -> str:
-    """Where a published number was read: the original (linked) or a translation of it.
+    """Where a published number was read: the original (linked) or a translation of it, in one
+    short word each, so that the numbers table fits a laptop's width.
 
     >>> _provenance_html(None)
     '-'
     """
     if provenance is None:
         return "-"
-    name = "the original" if provenance.kind == "original" else "a translation of the original"
+    name = "original" if provenance.kind == "original" else "translation"
     return f'<a href="{escape(provenance.url)}">{name}</a>'
 
 

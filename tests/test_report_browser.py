@@ -138,4 +138,9 @@ def test_a_reproduce_report_leads_with_its_summary_and_titles_each_figure_as_its
         shown = FIGURE_NUMBER.findall(title)
         assert not shown or shown == wanted, f"the section {heading!r} shows a figure titled {title!r}"
     assert "3.16" in figures[1][1] and "3.15" in figures[0][1]
+    if width >= 1280:  # the source's numbers beside this machine's read whole on a laptop, unscrolled
+        cut = page.evaluate("""() => Array.from(document.querySelectorAll('div.scroll'))
+            .filter(d => d.querySelector('th') && d.querySelector('th').textContent === 'quantity')
+            .map(d => [d.scrollWidth, d.clientWidth])""")
+        assert cut and all(scroll <= client + 1 for scroll, client in cut), cut
     page.close()

@@ -186,8 +186,8 @@ def test_report_shows_source_numbers_and_each_verdict_kind(fake_catalogue, tmp_p
         assert kind in text
     assert "https://people.freebsd.org/~lstewart/articles/cpumemory.pdf" in parsed.links
     assert "here / source" in parsed.cells and "core clock" in parsed.cells
-    assert "read in" in parsed.cells and "the original" in parsed.cells
-    assert "a translation of the original" in parsed.cells and "https://example.org/original" in parsed.links
+    assert "read in" in parsed.cells and "original" in parsed.cells
+    assert "translation" in parsed.cells and "https://example.org/original" in parsed.links
     assert "A stand-in item for the tests." in text
     assert "Sanity checks (not counted as reproduced)" in text and "inconclusive" in text
     assert "needs SMT" in text and "no PMU" in text

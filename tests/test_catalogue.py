@@ -169,6 +169,15 @@ def test_bulk_allocation_says_user_space_cannot_call_the_allocator():
     assert "nearest user-visible analogue" in entry.note
 
 
+def test_clear_fault_and_bulk_populate_measure_one_quick_sweep_once(tmp_path):
+    from memlab.reproduce import plan
+    items = [catalogue.item("clear-fault"), catalogue.item("bulk-populate")]
+    assert items[0].quick is items[1].quick is catalogue.core.FAULT_QUICK
+    (task,) = plan(items, True, tmp_path)
+    assert [entry.key for entry in task.items] == ["clear-fault", "bulk-populate"]
+    assert {point["pages"] for point in task.sweep.points} == {"4k", "thp"}
+
+
 def test_a_new_family_sweep_without_an_item_fails_the_completeness_test(monkeypatch):
     region = all_families()["region"]
     monkeypatch.setitem(region.sweeps, "fig9_9", lambda: Sweep("fig9_9", "region", [{}]))

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from memlab.catalogue.claims import Direction, Ratio, Sanity
 from memlab.catalogue.core import (
+    FAULT_QUICK,
     SOURCES,
     TRANSLATION,
     Claim,
@@ -133,8 +134,7 @@ CLEAR_FAULT = Item(
     key="clear-fault", source="clearing", section="cover letter and the sequential-clearing patch",
     label="Fault bandwidth", title="the kernel zeroing pages on first touch, by page kind",
     sweep="clear_fault.clear_fault",
-    quick=only(repeat=3, target_seconds=None, region_bytes=256 << 20, pages=("4k", "thp"), touch_offset="first",
-               pause_s=0.0),
+    quick=FAULT_QUICK,
     measured="Demand faults on fresh anonymous memory: a 2 MiB THP fault clears its 512 4 KiB subpages "
              "before mapping them; GB/s of memory made usable.",
     machine=GENOA,

@@ -550,6 +550,12 @@ def only(repeat: int = 2, target_seconds: float | None = 0.03, warmup: int | Non
 
 
 
+#: The quick demand-fault sweep that clear-fault (the clearing slides) and bulk-populate (LWN)
+#: both judge: 4 KiB and THP faults of a 256 MiB region, touched at its first byte, three samples
+#: of one pass each. One transform, so that the two items plan the same points (measured once).
+FAULT_QUICK = only(repeat=3, target_seconds=None, region_bytes=256 << 20, pages=("4k", "thp"),
+                   touch_offset="first", pause_s=0.0)
+
 #: Names of the cache regions :func:`region` knows, as the verdicts write them.
 REGION_NAMES = {"l1": "L1d region", "l2": "L2 region", "l3": "L3 region", "beyond_l2": "beyond the L2",
                 "beyond_llc": "beyond the last cache"}

@@ -8,6 +8,7 @@ from typing import Callable
 
 from memlab.catalogue.claims import Direction
 from memlab.catalogue.core import (
+    FAULT_QUICK,
     SOURCES,
     TRANSLATION,
     Claim,
@@ -17,7 +18,6 @@ from memlab.catalogue.core import (
     Provenance,
     curve,
     largest,
-    only,
 )
 from memlab.dataset import Dataset
 
@@ -66,8 +66,7 @@ LWN_BULK = Item(
     key="bulk-populate", source="lwn-bulk", section="Batch page allocation",
     label="Bulk allocation", title="populating a range in one call vs one fault per page",
     sweep="clear_fault.clear_fault",
-    quick=only(repeat=3, target_seconds=None, region_bytes=256 << 20, pages=("4k", "thp"), touch_offset="first",
-               pause_s=0.0),
+    quick=FAULT_QUICK,
     measured="Mel Gorman's alloc_pages_bulk() hands a caller many order-0 pages in one call: the "
              "patch set's benchmarks show 13% for high-speed networking and almost 500% for Sun RPC.",
     machine="the kernel's own benchmarks (networking, Sun RPC)",

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import memlab.cli
 import memlab.sweep
-from memlab import pipe
+from memlab import chart, pipe
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
 
@@ -65,13 +65,17 @@ def ladder(
 
 
 def report(dataset: Dataset) -> str:
-    """One line per rung: placement, rung, GiB/s median [min..max], ratio to the first rung."""
-    rows = sorted(pipe.add_ratios(dataset).rows, key=lambda r: (r["placement"], r["rung"]))
-    lines = [f"{'placement':9} {'rung':16} {'GiB/s':>8} {'[min .. max]':>18} {'x first':>8}"]
+    """One line per rung: placement, rung, GiB/s (the median of its runs' medians) [min..max over
+    every run], how many runs, its ratio to the first rung (taken within each run, then the median)."""
+    ratios = pipe.add_ratios(dataset)
+    folded = chart.fold_runs(ratios.rows, ratios.param_names, ["GiB_per_s", "ratio_to_first"])
+    rows = sorted(folded, key=lambda r: (r["placement"], r["rung"]))
+    lines = [f"{'placement':9} {'rung':16} {'GiB/s':>8} {'[min .. max]':>18} {'runs':>4} {'x first':>8}"]
     for row in rows:
         lines.append(
             f"{row['placement']:9} {row['rung_name']:16} {row['GiB_per_s']:8.2f} "
-            f"[{row['GiB_per_s_min']:7.2f} .. {row['GiB_per_s_max']:6.2f}] {row['ratio_to_first']:8.2f}"
+            f"[{row['GiB_per_s_min']:7.2f} .. {row['GiB_per_s_max']:6.2f}] {row.get('runs', 1):4d} "
+            f"{row['ratio_to_first']:8.2f}"
         )
     return "\n".join(lines)
 

@@ -382,6 +382,9 @@ def test_ladder_rows_and_ratios():
             assert all(r["ratio_to_first"] == pytest.approx(r["GiB_per_s"] / rows[0]["GiB_per_s"]) for r in rows)
             assert all(b["ratio_to_previous"] == pytest.approx(b["GiB_per_s"] / a["GiB_per_s"])
                        for a, b in zip(rows, rows[1:]))
+    text = experiment("pipes_ladder").report(ds).splitlines()
+    assert len(text) == 1 + expected  # a line per rung, its runs folded into it
+    assert all(line.split()[-2] == str(len(runs)) for line in text[1:])
     one_cpu = [r for r in ds.rows if r["placement"] == "one_cpu"]
     assert not any(r["busy_loop"] for r in one_cpu)
 

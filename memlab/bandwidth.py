@@ -503,17 +503,20 @@ def two_threads_smt(quick: bool = False) -> Sweep:
 
 
 def two_threads_cores(quick: bool = False) -> Sweep:
-    """Figs. 3.27, 3.29: two threads on two cores, one shared working set (write and copy collapse).
+    """Figs. 3.27, 3.29: two threads on two cores, one shared working set (write and copy collapse);
+    beside it, as the control, the two writing separate sets of the same size each.
 
+    The control tells the cost of sharing lines (each write takes the line from the other core)
+    from what a second busy core costs anyway (a shared L3, memory bandwidth, the clock).
     Needs two cores: building the sweep raises ValueError on a machine with one.
 
     >>> two_threads_cores  # doctest: +ELLIPSIS
     <function two_threads_cores at ...>
     """
     choose("cores", 2)
-    return _sweep("two_threads_cores", grid(op=list(OPS), working_set_bytes=sizes(quick), threads=[2],
-                                            placement=["cores"], shared=[True]),
-                  quick, two_threads_cores.__doc__.splitlines()[0])
+    shared = grid(op=list(OPS), working_set_bytes=sizes(quick), threads=[2], placement=["cores"], shared=[True])
+    separate = grid(op=["write"], working_set_bytes=sizes(quick), threads=[2], placement=["cores"], shared=[False])
+    return _sweep("two_threads_cores", shared + separate, quick, two_threads_cores.__doc__.splitlines()[0])
 
 
 def background_working_set_bytes(placement: str = "cores") -> int:

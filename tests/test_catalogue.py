@@ -418,9 +418,10 @@ def one(sizes=SIZES, **ops):
     return bw(*[({"op": op}, fn) for op, fn in ops.items()], sizes=sizes)
 
 
-def two(placement="cores", sizes=SIZES, **ops):
-    """Two threads on one shared set."""
-    return bw(*[({"op": op, "threads": 2, "placement": placement}, fn) for op, fn in ops.items()], sizes=sizes)
+def two(placement="cores", sizes=SIZES, shared=True, **ops):
+    """Two threads on one shared set (``shared=False``: a set each)."""
+    return bw(*[({"op": op, "threads": 2, "placement": placement, "shared": shared}, fn) for op, fn in ops.items()],
+              sizes=sizes)
 
 
 def joined(*datasets) -> Dataset:
@@ -528,6 +529,9 @@ CASES = [
      joined(one(write=levels(16, 6, 4, 1)), two(write=levels(1, 4, 3, 1))),
      joined(one(write=levels(16, 6, 4, 1), sizes=SIZES[:14]), two(write=levels(1, 4, 3, 0.5), sizes=SIZES[:14])),
      "beyond 2x the last cache"),
+    ("fig3.27", 3, joined(two(write=levels(1, 4, 3, 0.5)), two(shared=False, write=levels(16, 6, 4, 0.5))),
+     joined(two(write=levels(1, 4, 3, 0.5)), two(shared=False, write=levels(0.8, 6, 4, 0.5))), two(write=levels(1, 4, 3, 0.5)),
+     "shared=False"),
     ("fig3.28", 0, one(**OPTERON), one(read=levels(18, 20, 10, 2.3), write=OPTERON["write"]),
      one(read=OPTERON["read"]), "op=write"),
     ("fig3.28", 1, one(**OPTERON), one(write=levels(18.7, 20, 2.8, 0.5)), one(**OPTERON, sizes=SIZES[:14]),
@@ -538,6 +542,9 @@ CASES = [
      joined(one(**OPTERON), two(read=levels(32, 8, 5, 1))), one(**OPTERON), "threads=2"),
     ("fig3.29", 1, joined(one(**OPTERON), two(write=levels(1, 2, 2, 0.5))),
      joined(one(**OPTERON), two(write=levels(18.7, 7, 2.8, 0.5))), one(**OPTERON), "threads=2"),
+    ("fig3.29", 2, joined(two(write=levels(1, 2, 2, 0.5)), two(shared=False, write=OPTERON["write"])),
+     joined(two(write=levels(1, 2, 2, 0.5)), two(shared=False, write=levels(1, 1.5, 2, 0.5))), two(write=levels(1, 2, 2, 0.5)),
+     "shared=False"),
     ("fig3.31", 0, background(levels(10, 10, 5, 2), levels(10, 10, 10, 2)),
      background(levels(10, 10, 11, 2), levels(10, 10, 10, 2)),
      background(levels(10, 10, 5, 2), levels(10, 10, 10, 2), sizes=SIZES[:9]), "no two working sets"),

@@ -44,6 +44,8 @@ _BW_NOTEBOOK = "notebooks/bandwidth.ipynb"
 ONE_THREAD = {"threads": 1, "background_op": "none", "stores": "normal"}
 #: Two measured threads sharing one working set (figures 3.25, 3.27, 3.29).
 TWO_SHARED = {"threads": 2, "shared": True, "background_op": "none", "stores": "normal"}
+#: Figures 3.27 and 3.29's control: the two threads each writing a set of their own.
+TWO_SEPARATE = {**TWO_SHARED, "shared": False}
 
 P4_BW = ("Pentium 4 (NetBurst) in 64-bit mode: 16 KiB L1d, 1 MiB L2 as the last cache, a front-side "
          "bus; 16-byte SSE loads and stores (movaps), bytes per cycle")
@@ -321,6 +323,14 @@ FIG3_27 = _bw_item(
               Ratio(together(_rate_ratio({**TWO_SHARED, "op": "write"}, "beyond_llc", WRITE, "beyond_llc")),
                     0.5, "write per thread of two / one thread alone beyond the last cache, bytes per cycle",
                     "about half")),
+        Claim("It is the sharing that slows the writes: in the L1d region each of two threads writing one "
+              "set writes slower than each of two writing sets of their own (the control, measured in the "
+              "same run).",
+              "Drepper 3.5.1, fig. 3.27: both threads compete for the same memory location and RFO messages "
+              "must be sent for the cache lines",
+              Direction(together(_rate_ratio({**TWO_SHARED, "op": "write"}, "l1", {**TWO_SEPARATE, "op": "write"},
+                                             "l1")), False,
+                        "write per thread, one shared set / separate sets, L1d region, bytes per cycle")),
     ],
     compare_with=("fig3.26",),
 )
@@ -371,6 +381,13 @@ FIG3_29 = _bw_item(
               "far more than an L3 access even when the L3 could hold the whole set",
               Direction(together(_rate_ratio({**TWO_SHARED, "op": "write"}, "l2", WRITE, "l2")), False,
                         "write per thread of two / one thread alone, L2 region, bytes per cycle")),
+        Claim("It is the sharing that costs: in the L2 region each of two threads writing one set writes "
+              "slower than each of two writing sets of their own (the control, measured in the same run).",
+              "Drepper 3.5.1, fig. 3.29: all data the threads share has to go through the L3, and that "
+              "sharing is quite inefficient",
+              Direction(together(_rate_ratio({**TWO_SHARED, "op": "write"}, "l2", {**TWO_SEPARATE, "op": "write"},
+                                             "l2")), False,
+                        "write per thread, one shared set / separate sets, L2 region, bytes per cycle")),
     ],
     compare_with=("fig3.28",),
 )

@@ -30,8 +30,7 @@ def test_derived_columns_are_the_differences_of_the_walks():
         assert all(sample[f"{n}_ns_per_element"] > 0 for n in ("packed_4k", "spread_4k", "packed_thp", "spread_thp"))
 
 
-@pytest.fixture(scope="module")
-def beyond_the_tlb():
+def _beyond_the_tlb():
     """16 Ki elements: on 16 Ki pages (64 MiB) they exceed every TLB; packed they fill 256 pages.
     Five samples, each walk timed by the walking thread's CPU time."""
     with thp_fallbacks_during() as refused:
@@ -39,17 +38,72 @@ def beyond_the_tlb():
         return m, refused()
 
 
+#: A walk whose five samples differ by more than this (largest / smallest) was disturbed: another
+#: job thrashed the caches, TLB or memory it shares with the walk (the walks are timed by CPU time,
+#: so being descheduled does not show; sharing does).
+UNSTEADY = 1.5
+
+
+def _unsteady(m, metrics) -> list[str]:
+    """The walks of ``m`` whose samples disagree beyond :data:`UNSTEADY`, in words."""
+    found = []
+    for name in metrics:
+        values = [sample[name] for sample in m.samples if sample.get(name, 0) > 0]
+        if values and max(values) / min(values) > UNSTEADY:
+            found.append(f"{name} {min(values):.3g}..{max(values):.3g} ns")
+    return found
+
+
+@pytest.fixture(scope="module")
+def beyond_the_tlb():
+    return _beyond_the_tlb()
+
+
+def _holds_on_a_steady_measurement(first, holds, metrics, attempts=3):
+    """``holds(m)`` on the module's measurement, else on fresh ones, up to ``attempts`` in all. It
+    fails when a measurement whose walks were steady does not hold; only when every attempt was
+    unsteady (another job shared the caches) is the test skipped, with the spreads measured."""
+    disturbed = []
+    m, refused = first
+    for attempt in range(attempts):
+        if attempt:
+            m, refused = _beyond_the_tlb()
+        if holds(m, refused):
+            return
+        unsteady = _unsteady(m, metrics)
+        assert unsteady, f"steady walks, and the claim does not hold: {m.stats}"
+        disturbed.append("; ".join(unsteady))
+    pytest.skip(f"every one of {attempts} measurements was disturbed (samples apart by more than "
+                f"{UNSTEADY}x): " + " | ".join(disturbed))
+
+
 def test_one_element_per_page_beyond_the_tlb_walks_the_page_tables(beyond_the_tlb):
-    m, _ = beyond_the_tlb  # medians, with a wide margin
-    assert m.median("spread_4k_ns_per_element") > 1.3 * m.median("packed_4k_ns_per_element")
+    _holds_on_a_steady_measurement(  # medians, with a wide margin
+        beyond_the_tlb,
+        lambda m, _: m.median("spread_4k_ns_per_element") > 1.3 * m.median("packed_4k_ns_per_element"),
+        ("spread_4k_ns_per_element", "packed_4k_ns_per_element"))
 
 
 def test_thp_shrinks_the_penalty_when_granted(beyond_the_tlb):
     if thp_mode() == "never":
         pytest.skip("transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/enabled: never)")
-    m, refused = beyond_the_tlb
-    skip_if_thp_refused(m.median("thp_huge_page_fraction"), refused)
-    assert m.median("page_walk_thp_ns") < m.median("page_walk_4k_ns")
+
+    def holds(m, refused):
+        skip_if_thp_refused(m.median("thp_huge_page_fraction"), refused)
+        return m.median("page_walk_thp_ns") < m.median("page_walk_4k_ns")
+
+    _holds_on_a_steady_measurement(beyond_the_tlb, holds,
+                                   [f"{walk}_ns_per_element" for walk in ("packed_4k", "spread_4k", "packed_thp",
+                                                                          "spread_thp")])
+
+
+def test_an_unsteady_walk_is_told_apart_from_a_steady_one():
+    """The skip above rests on this: samples apart by more than UNSTEADY are named, others not."""
+    class Fake:
+        samples = [{"a": 10.0, "b": 10.0}, {"a": 10.5, "b": 16.0}, {"a": 11.0, "b": 12.0}]
+
+    assert _unsteady(Fake(), ["a", "b"]) == ["b 10..16 ns"]
+    assert _unsteady(Fake(), ["a"]) == []
 
 
 @pytest.mark.parametrize("params, name", [

@@ -617,8 +617,11 @@ class Run:
     Every point is measured in ``runs`` runs (default the sweep's,
     :attr:`memlab.grid.Sweep.runs_per_point`), each a fresh setup, taken in
     rounds; its rows carry the ``run`` index and the point's ``run_spread``
-    so far (docs/dataset.md, "Runs"). Resuming measures the runs a point
-    lacks. ``repeat`` and ``warmup`` (samples per run) override the sweep's,
+    so far (docs/dataset.md, "Runs"). A sweep with a precision rule
+    (``Sweep.precision``, and ``runs`` None) gives a point between the rule's
+    minimum and maximum runs, another only while its run-level interval is
+    wider than the rule's; its rows also carry ``run_half_width`` and, on its
+    last, ``run_stop``. Resuming measures the runs a point lacks. ``repeat`` and ``warmup`` (samples per run) override the sweep's,
     ``cpu`` pins the measurements; ``metadata`` is added to the dataset's.
     ``executor``: :class:`LocalExecutor` (default), :class:`ProcessExecutor`
     (``processes=True``: each run in a fresh worker process) or

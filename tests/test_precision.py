@@ -1,5 +1,6 @@
 """A sweep's precision rule (memlab.grid.Precision) in the run loop: a point takes runs until its
-run-level interval is as narrow as the rule needs, between the rule's minimum and maximum.
+run-level interval is as narrow as the rule needs, between the rule's minimum and maximum; and
+memlab reproduce's full run, whose tasks need the precision of their items' narrowest claim.
 
 The runs are synthetic (an executor that hands the run loop made-up samples): what is tested is
 the loop's decisions, not this machine's noise.
@@ -8,9 +9,12 @@ the loop's decisions, not this machine's noise.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
+from memlab import catalogue
+from memlab.catalogue import Claim, Direction, Ratio, Same, Sanity, Steps
 from memlab.dataset import (
     RUN_COLUMN,
     RUN_HALF_WIDTH_COLUMN,
@@ -21,8 +25,21 @@ from memlab.dataset import (
     run_index,
 )
 from memlab.grid import Precision, Sweep
+from memlab.registry import family
+from memlab.reproduce import (
+    DIRECTION_HALF_WIDTH,
+    FULL_MAX_RUNS,
+    FULL_MIN_RUNS,
+    MAX_HALF_WIDTH,
+    claim_half_width,
+    listing,
+    needed_half_width,
+    plan,
+)
 from memlab.runner import FleetExecutor, LocalExecutor, Machines, Run, estimate_seconds, stop_reason
 from memlab.significance import median_of_runs_half_width
+
+from test_reproduce import fake_item
 
 STEADY, NOISY = 2_000_000, 3_000_000
 
@@ -161,3 +178,62 @@ def test_a_sweep_takes_fixed_runs_or_a_rule_not_both_and_a_fleet_takes_no_rule()
         Sweep("p", "calibrate", [{}], precision=(2, 5, 0.05))
     with pytest.raises(ValueError, match="a fleet's workers measure a fixed queue"):
         Run(sweep(STEADY), executor=FleetExecutor(None, "spread"))
+
+
+# ---- reproduce: the precision a task needs ----------------------------------------------------
+
+
+
+def _ratio(effect: float) -> Claim:
+    return Claim(f"a ratio of {effect}", "nowhere", Ratio(lambda ds: 1.0, effect=effect, what="r"))
+
+
+def _direction() -> Claim:
+    return Claim("rises", "nowhere", Direction(lambda ds: 1.0, rising=True, what="r"))
+
+
+def _sanity() -> Claim:
+    return Claim("ticks", "nowhere", Sanity(lambda ds: None, "any machine"))
+
+
+def test_a_claims_half_width_can_still_clear_its_bound():
+    assert claim_half_width(_ratio(1.21)) == pytest.approx(math.log(1.1) / 2)
+    assert claim_half_width(_ratio(1 / 1.21)) == pytest.approx(math.log(1.1) / 2)  # an effect below 1
+    same = Claim("alike", "nowhere", Same(lambda ds: 1.0, effect=1.44, what="r"))
+    assert claim_half_width(same) == pytest.approx(math.log(1.2) / 2)
+    assert claim_half_width(_ratio(4.27)) == MAX_HALF_WIDTH  # a large effect allows more than the cap
+    steps = Claim("steps", "nowhere", Steps(lambda ds: {"a": 1.0, "b": 2.0}, rising=True, what="r"))
+    assert claim_half_width(_direction()) == claim_half_width(steps) == DIRECTION_HALF_WIDTH
+    assert claim_half_width(_sanity()) is None
+    assert needed_half_width([fake_item(claims=[_sanity()])]) == DIRECTION_HALF_WIDTH
+
+
+def test_a_task_needs_the_narrowest_precision_of_its_items_claims(monkeypatch, tmp_path):
+    items = (fake_item("wide", claims=[_ratio(4.0), _sanity()]),
+             fake_item("narrow", claims=[_ratio(1.21), _direction()]),
+             fake_item("alone", quick="calibrate.quick", claims=[_direction()]))
+    items = items[:2] + (dataclasses.replace(items[2], sweep="calibrate.twin"),)
+    monkeypatch.setattr(catalogue, "ITEMS", items)
+    calibrate = family("calibrate")
+    monkeypatch.setitem(calibrate.sweeps, "twin", lambda: dataclasses.replace(
+        calibrate.sweep("quick"), name="twin", points=[{"budget_ns": 3_000_000}]))
+    tasks = {task.name: task for task in plan(catalogue.select(["wide", "narrow", "alone"]), False, tmp_path)}
+    shared, alone = tasks["calibrate.quick"], tasks["calibrate.twin"]
+    assert [entry.key for entry in shared.items] == ["wide", "narrow"]
+    assert shared.sweep.precision == Precision(FULL_MIN_RUNS, FULL_MAX_RUNS, math.log(1.1) / 2)
+    assert alone.sweep.precision.half_width == DIRECTION_HALF_WIDTH
+    assert shared.seconds == pytest.approx(estimate_seconds(shared.sweep))  # the expected runs' time
+    quick = plan(catalogue.select(["wide", "narrow"]), True, tmp_path)
+    assert all(task.sweep.precision is None for task in quick)  # --quick keeps its fixed runs
+    text = listing(catalogue.select(["wide", "narrow"]))
+    assert f"{FULL_MIN_RUNS}-{FULL_MAX_RUNS}" in text and "at most" in text
+
+
+def test_worker_processes_follow_the_rule(tmp_path):
+    ruled = Sweep("p", "calibrate", [{"budget_ns": 2_000_000}], repeat=2, warmup=0, precision=Precision(2, 2, 0.5))
+    dataset = Run(ruled, tmp_path / "w.csv", processes=True).execute(progress=False)
+    rows = sorted(dataset.rows, key=run_index)
+    assert [row[RUN_COLUMN] for row in rows] == [0, 1]  # min = max = 2: exactly two runs, each in a worker
+    assert rows[0][RUN_STOP_COLUMN] == "" and rows[1][RUN_STOP_COLUMN] in (STOP_INTERVAL, STOP_MAXIMUM)
+    assert len({row["context_worker_pid"] for row in rows}) == 2
+    assert Dataset.load(tmp_path / "w.csv").metadata["precision"]["max_runs"] == 2

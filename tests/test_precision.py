@@ -63,7 +63,7 @@ class Synthetic(LocalExecutor):
 
     def measure_run(self, run: Run, point: dict, index: int) -> None:
         self.measured.append((point["budget_ns"], index))
-        samples = SAMPLES[point["budget_ns"]](index)
+        samples = SAMPLES.get(point["budget_ns"], SAMPLES[STEADY])(index)
         row = {"family": "calibrate", **point, "core_GHz": sorted(samples)[1], "core_GHz_samples": samples}
         run.record(point, row, run_number=index)
 
@@ -237,3 +237,13 @@ def test_worker_processes_follow_the_rule(tmp_path):
     assert rows[0][RUN_STOP_COLUMN] == "" and rows[1][RUN_STOP_COLUMN] in (STOP_INTERVAL, STOP_MAXIMUM)
     assert len({row["context_worker_pid"] for row in rows}) == 2
     assert Dataset.load(tmp_path / "w.csv").metadata["precision"]["max_runs"] == 2
+
+
+def test_the_listing_counts_a_point_with_its_minimum_runs_on_disk_as_there(monkeypatch, tmp_path):
+    monkeypatch.setattr(catalogue, "ITEMS", (fake_item("clock", claims=[_direction()]),))
+    (task,) = plan(catalogue.select(["clock"]), False, tmp_path)
+    points = len(task.sweep.points)
+    assert f"0/{points} points" in listing(catalogue.select(["clock"]), out=tmp_path)
+    Run(task.sweep, task.path, executor=Synthetic()).execute(progress=False)  # steady: two runs each
+    assert all(run_index(row) < FULL_MIN_RUNS for row in Dataset.load(task.path).rows)
+    assert f"{points}/{points} points" in listing(catalogue.select(["clock"]), out=tmp_path)

@@ -621,7 +621,8 @@ class Run:
     (``Sweep.precision``, and ``runs`` None) gives a point between the rule's
     minimum and maximum runs, another only while its run-level interval is
     wider than the rule's; its rows also carry ``run_half_width`` and, on its
-    last, ``run_stop``. Resuming measures the runs a point lacks. ``repeat`` and ``warmup`` (samples per run) override the sweep's,
+    last, ``run_stop``. Resuming measures the runs a point lacks. ``repeat``
+    and ``warmup`` (samples per run) override the sweep's,
     ``cpu`` pins the measurements; ``metadata`` is added to the dataset's.
     ``executor``: :class:`LocalExecutor` (default), :class:`ProcessExecutor`
     (``processes=True``: each run in a fresh worker process) or

@@ -55,6 +55,10 @@ __all__ = [
     "RUN_COLUMN",
     "RUN_SPREAD_COLUMN",
     "RUN_UNSTABLE_COLUMN",
+    "RUN_HALF_WIDTH_COLUMN",
+    "RUN_STOP_COLUMN",
+    "STOP_INTERVAL",
+    "STOP_MAXIMUM",
     "SAMPLE_COLUMN",
     "COLUMN_ALIASES",
     "FINGERPRINT_COLUMN",
@@ -145,9 +149,19 @@ RUN_COLUMN = "run"
 RUN_SPREAD_COLUMN = "run_spread"
 #: Whether that spread exceeds ``memlab.significance.UNSTABLE_RUN_SPREAD`` (True: unstable).
 RUN_UNSTABLE_COLUMN = "run_unstable"
+#: Under a sweep's precision rule (``memlab.grid.Precision``): the relative half-width of the
+#: point's run-level interval over its runs up to and including this row's.
+RUN_HALF_WIDTH_COLUMN = "run_half_width"
+#: Under a precision rule: why the point took no more runs, on the row of its last run
+#: (:data:`STOP_INTERVAL`, :data:`STOP_MAXIMUM`); empty on its other rows.
+RUN_STOP_COLUMN = "run_stop"
+#: ``run_stop``: the point's interval was as narrow as the rule needs (at or after its minimum runs).
+STOP_INTERVAL = "interval"
+#: ``run_stop``: the point took the rule's maximum runs with its interval still wider than needed.
+STOP_MAXIMUM = "maximum"
 #: Columns of every row that are neither parameters nor metrics.
 BOOKKEEPING_COLUMNS = ("family", "counters_missing", "counters_scope", "repeat", "warmup_samples",
-                       RUN_COLUMN, RUN_SPREAD_COLUMN, RUN_UNSTABLE_COLUMN)
+                       RUN_COLUMN, RUN_SPREAD_COLUMN, RUN_UNSTABLE_COLUMN, RUN_HALF_WIDTH_COLUMN, RUN_STOP_COLUMN)
 #: Columns saying, in words, what a point asked of the kernel and what it got: the
 #: page kind and the populate call (docs/dataset.md, "Asked and obtained"). Facts of
 #: the samples, neither parameters nor metrics; "mixed" where the samples differed.

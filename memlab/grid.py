@@ -16,8 +16,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["DEFAULT_RUNS", "MAX_RUNS", "Sweep", "as_sweeps", "check_runs", "grid", "parse_shard", "shard_points",
-           "zipped"]
+__all__ = ["DEFAULT_RUNS", "MAX_RUNS", "Precision", "Sweep", "as_sweeps", "check_runs", "grid", "parse_shard",
+           "shard_points", "zipped"]
 
 DEFAULT_RUNS = 3
 """Runs of every point when a sweep does not say (docs/dataset.md, "Runs"): each run a fresh
@@ -49,12 +49,54 @@ def check_runs(value: object, name: str = "runs") -> int:
     return number
 
 
+@dataclass(frozen=True)
+class Precision:
+    """A sweep's rule for how many runs a point takes: never fewer than ``min_runs`` (at least 2:
+    one run has no between-run interval), never more than ``max_runs``, and between them another
+    run only while the point's run-level interval is wider than ``half_width`` (the 95% interval of
+    its median of run medians, half its width over that median: 0.05 is +-5%). The run loop
+    applies it after every round (:class:`memlab.runner.Run`, docs/dataset.md, "Runs").
+
+    >>> Precision(2, 6, 0.05).min_runs
+    2
+    >>> Precision(1, 6, 0.05)
+    Traceback (most recent call last):
+    ...
+    ValueError: min_runs=1 is below the minimum 2 (a between-run interval needs two runs)
+    """
+
+    min_runs: int
+    max_runs: int
+    half_width: float
+
+    def __post_init__(self) -> None:
+        low = check_runs(self.min_runs, "min_runs")
+        if low < 2:
+            raise ValueError(f"min_runs={low} is below the minimum 2 (a between-run interval needs two runs)")
+        high = check_runs(self.max_runs, "max_runs")
+        if high < low:
+            raise ValueError(f"max_runs={high} is below min_runs={low} (max_runs: {low}..{MAX_RUNS})")
+        width = self.half_width
+        if isinstance(width, bool) or not isinstance(width, numbers.Real) or not 0.0 < float(width) < 1.0:
+            raise ValueError(f"half_width={width!r} must be a fraction of the median between 0 and 1, "
+                             "exclusive (0.05: an interval of +-5%)")
+        object.__setattr__(self, "min_runs", low)
+        object.__setattr__(self, "max_runs", high)
+        object.__setattr__(self, "half_width", float(width))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rule as the sidecar records it (``metadata["precision"]``)."""
+        return {"min_runs": self.min_runs, "max_runs": self.max_runs, "half_width": self.half_width}
+
+
 @dataclass
 class Sweep:
     """Points of one family to measure, with how to measure each.
 
     Every point is measured in ``runs`` runs (None: :data:`DEFAULT_RUNS`),
-    each a fresh setup; a run keeps ``repeat`` samples after ``warmup``
+    each a fresh setup, or, with a ``precision`` rule (:class:`Precision`;
+    then ``runs`` must be None), in as many runs as its interval needs
+    between the rule's minimum and maximum; a run keeps ``repeat`` samples after ``warmup``
     ones, each lasting about ``target_seconds`` (None: the family's
     default); ``options`` go to the family's ``run`` (e.g.
     ``{"counters": False}``).
@@ -69,10 +111,17 @@ class Sweep:
     description: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     runs: int | None = None
+    precision: Precision | None = None
 
     def __post_init__(self) -> None:
         if self.runs is not None:
             self.runs = check_runs(self.runs)
+        if self.precision is not None:
+            if not isinstance(self.precision, Precision):
+                raise ValueError(f"precision={self.precision!r} of sweep {self.name!r} must be a memlab.grid.Precision")
+            if self.runs is not None:
+                raise ValueError(f"sweep {self.name!r} has runs={self.runs} and a precision rule: give one "
+                                 "(fixed runs, or the rule's min_runs..max_runs)")
         if not isinstance(self.points, list) or not all(isinstance(p, Mapping) for p in self.points):
             raise ValueError(f"points of sweep {self.name!r} must be a list of dicts")
         if not self.points:
@@ -85,10 +134,24 @@ class Sweep:
     def runs_per_point(self) -> int:
         """The runs each point gets: ``runs``, else :data:`DEFAULT_RUNS`.
 
+        With a precision rule, its maximum (what a point may take).
+
         >>> Sweep("s", "calibrate", [{}]).runs_per_point, Sweep("s", "calibrate", [{}], runs=5).runs_per_point
         (3, 5)
         """
+        if self.precision is not None:
+            return self.precision.max_runs
         return DEFAULT_RUNS if self.runs is None else self.runs
+
+    @property
+    def expected_runs(self) -> int:
+        """The runs a point is expected to take: with a precision rule its minimum (a point whose
+        runs agree stops there), else :attr:`runs_per_point`.
+
+        >>> Sweep("s", "calibrate", [{}], precision=Precision(2, 6, 0.05)).expected_runs
+        2
+        """
+        return self.precision.min_runs if self.precision is not None else self.runs_per_point
 
 
 def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ from memlab.conditions import WARNING_PREFIX, ConditionsWarning, MachineWarning
 from memlab.conditions import warn as memlab_warn
 from memlab.dataset import Dataset, paths_for
 from memlab.files import atomic_write, check_output_directory
-from memlab.grid import Sweep, as_sweeps
+from memlab.grid import Precision, Sweep, as_sweeps
 from memlab.hierarchy import Hierarchy
 from memlab.machine import collect_meminfo
 from memlab.reasons import CANDIDATE_DEFECT, Context, explain
@@ -58,13 +58,20 @@ from memlab.significance import UNSTABLE_RUN_SPREAD
 from memlab.units import format_bytes, format_duration, format_number
 
 __all__ = [
+    "DIRECTION_HALF_WIDTH",
+    "FULL_MAX_RUNS",
+    "FULL_MIN_RUNS",
+    "MAX_HALF_WIDTH",
     "ItemResult",
     "PhaseTime",
     "ReproduceResult",
     "Task",
+    "claim_half_width",
+    "in_full_runs",
     "judge",
     "listing",
     "mark_numbers",
+    "needed_half_width",
     "number_place",
     "plan",
     "region_points",
@@ -77,6 +84,18 @@ TIMES_FILE = "reproduce-times.json"
 #: Runs of every point of a quick run (:func:`in_quick_runs`): two fresh setups a point, chosen
 #: so that ``memlab reproduce --quick`` keeps within its 3 minutes (docs/reproduce.md).
 QUICK_RUNS = 2
+#: Runs of a point in a full run (:func:`in_full_runs`): at least two (a between-run interval),
+#: at most six, more only while its interval is wider than its claims need (docs/reproduce.md,
+#: "How many runs a point takes").
+FULL_MIN_RUNS = 2
+FULL_MAX_RUNS = 6
+#: The relative half-width a point needs for a claim without a size (a direction, steps along an
+#: axis, a check of its own): two points each within +-5% give a ratio within about +-10%, so a
+#: difference of 10% or more is told apart (docs/reproduce.md).
+DIRECTION_HALF_WIDTH = 0.05
+#: The widest a point's interval may stay whatever its claims allow: its value is also a number
+#: beside the source's and a mark on the figure.
+MAX_HALF_WIDTH = 0.10
 VERDICTS_FILE = "verdicts.json"
 REPORT_FILE = "report.html"
 
@@ -281,6 +300,58 @@ def in_quick_runs(sweep: Sweep) -> Sweep:
     return dataclasses.replace(sweep, runs=QUICK_RUNS, repeat=max(1, sweep.repeat // QUICK_RUNS))
 
 
+def claim_half_width(claim: Any) -> float | None:
+    """The relative half-width each point of a claim's sweep needs (None for a sanity check, which
+    needs none). A ratio against the source's effect (``Ratio``) or about the same (``Same``) must
+    clear its bound ``b``; the measured ratio lies about ``log(b)`` from it in log space when it
+    matches the source (for ``Same``: when it is 1), and a ratio of two points each within a
+    relative half-width ``h`` is within about ``2h``: ``h = log(b) / 2`` can still clear it. A
+    direction, steps or a check of its own: :data:`DIRECTION_HALF_WIDTH`. Never above
+    :data:`MAX_HALF_WIDTH`.
+
+    >>> from memlab.catalogue import Claim
+    >>> round(claim_half_width(Claim("x", "y", catalogue.Ratio(lambda ds: 1.0, effect=1.21, what="r"))), 4)
+    0.0477
+    """
+    if claim.sanity:
+        return None
+    check = claim.check
+    if isinstance(check, (catalogue.Ratio, catalogue.Same)):
+        width = abs(math.log(check.bound)) / 2
+    else:
+        width = DIRECTION_HALF_WIDTH
+    return min(MAX_HALF_WIDTH, width)
+
+
+def needed_half_width(items: Sequence[Item]) -> float:
+    """The relative half-width the points of a sweep shared by ``items`` need: the narrowest any of
+    their claims needs (:func:`claim_half_width`); :data:`DIRECTION_HALF_WIDTH` when they have only
+    sanity checks.
+
+    >>> needed_half_width([])
+    0.05
+    """
+    widths = [w for entry in items for claim in entry.claims if (w := claim_half_width(claim)) is not None]
+    return min(widths, default=DIRECTION_HALF_WIDTH)
+
+
+def in_full_runs(sweep: Sweep, half_width: float) -> Sweep:
+    """A full sweep as the full run measures it: between :data:`FULL_MIN_RUNS` and
+    :data:`FULL_MAX_RUNS` runs a point, stopping once its interval is within ``half_width``
+    (:class:`memlab.grid.Precision`), each run of half its samples (at least 3: ``repeat`` 5
+    becomes 3, 9 becomes 5), since the runs now carry the interval. A sweep that says its runs
+    keeps them (docs/reproduce.md, "How many runs a point takes").
+
+    >>> full = in_full_runs(Sweep("f", "calibrate", [{}], repeat=5), 0.05)
+    >>> full.precision, full.repeat
+    (Precision(min_runs=2, max_runs=6, half_width=0.05), 3)
+    """
+    if sweep.runs is not None:
+        return sweep
+    return dataclasses.replace(sweep, repeat=max(3, (sweep.repeat + 1) // 2),
+                               precision=Precision(FULL_MIN_RUNS, FULL_MAX_RUNS, half_width))
+
+
 def _task_key(sweep: Sweep) -> tuple:
     """What a sweep measures, its name left out: two named sweeps with the same points (say, one
     source figure per machine it was measured on) are run once."""
@@ -329,7 +400,9 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike, *, measured
     """One :class:`Task` per distinct sweep of ``items`` (sweeps measuring the same points are one),
     in catalogue order, with its file and its estimated seconds. A sweep this machine cannot build
     becomes a task with ``unmeasurable`` set. With this machine's ``measured`` hierarchy, every
-    working-set sweep gets a point in each region it lacks (:func:`region_points`)."""
+    working-set sweep gets a point in each region it lacks (:func:`region_points`). A full run's
+    task measures its points in as many runs as the narrowest claim of its items needs
+    (:func:`in_full_runs`, :func:`needed_half_width`); its estimate counts the expected runs."""
     out = Path(out)
     tasks: dict[tuple, Task] = {}
     names: dict[str, tuple] = {}
@@ -351,26 +424,44 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike, *, measured
             sweep = dataclasses.replace(sweep, name=f"{sweep.name}-{entry.key}")
             key, stem = _task_key(sweep), f"{sweep.family}-{sweep.name}"
         names[stem] = key
-        tasks[key] = Task(sweep, out / f"{stem}.csv", [entry], seconds=estimate_seconds(sweep))
+        tasks[key] = Task(sweep, out / f"{stem}.csv", [entry])
+    for task in tasks.values():
+        if task.sweep is None:
+            continue
+        if not quick:  # the runs a point takes follow the narrowest claim of the items that share it
+            task.sweep = in_full_runs(task.sweep, needed_half_width(task.items))
+        task.seconds = estimate_seconds(task.sweep)
     return list(tasks.values())
 
 
 def _pending_points(task: Task) -> list[dict[str, Any]]:
-    """The points of the task's sweep with a run not in its dataset yet (the run's plan)."""
+    """The points of the task's sweep with an expected run not in its dataset yet (the run's plan;
+    under a precision rule a point with its minimum runs on disk counts as there)."""
     assert task.sweep is not None
-    return Run(task.sweep, task.path).plan().pending
+    plan = Run(task.sweep, task.path).plan()
+    waiting = {plan.key(point) for point, index in plan.pending_runs if index < plan.expected_runs}
+    return [point for point in plan.points if plan.key(point) in waiting]
 
 
 def _pending_runs(task: Task) -> int:
-    """How many runs of the task's points are not in its dataset yet."""
+    """How many of the runs the task's points are expected to take are not in its dataset yet
+    (under a precision rule: of its minimum runs)."""
     assert task.sweep is not None
-    return len(Run(task.sweep, task.path).plan().pending_runs)
+    plan = Run(task.sweep, task.path).plan()
+    return sum(1 for _, index in plan.pending_runs if index < plan.expected_runs)
 
 
-def _runs(task: Task) -> int:
-    """Every run of every point of the task's sweep."""
+def _runs(task: Task, maximum: bool = False) -> int:
+    """The runs the task's points are expected to take (with ``maximum``: may take), all points."""
     assert task.sweep is not None
-    return len(task.sweep.points) * task.sweep.runs_per_point
+    return len(task.sweep.points) * (task.sweep.runs_per_point if maximum else task.sweep.expected_runs)
+
+
+def _runs_text(sweep: Sweep) -> str:
+    """A sweep's runs a point: ``3``, or a precision rule's ``2-6``."""
+    if sweep.precision is None:
+        return str(sweep.runs_per_point)
+    return f"{sweep.precision.min_runs}-{sweep.precision.max_runs}"
 
 
 def _times(out: Path) -> dict[str, float]:
@@ -391,39 +482,51 @@ def _point_seconds(task: Task, times: dict[str, float]) -> float:
 
 
 def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: str | os.PathLike | None = None) -> str:
-    """The catalogue as a text table: item, source figure, sweep, estimated time (and, with ``out``,
-    the points already there); the totals of the quick and full runs at the end."""
+    """The catalogue as a text table: item, source figure, sweep, runs a point, estimated time of
+    the runs expected and of the most runs the points may take (and, with ``out``, the points
+    already there); the totals of the quick and full runs at the end."""
     items = list(items) if items is not None else catalogue.select()
     folder = Path(out) if out is not None else Path(".memlab-reproduce-nowhere")
     times = _times(folder) if out is not None else {}
     kept = hierarchy.load(folder) if out is not None else None
-    totals = {}
+    totals, most = {}, {}
     for mode in (False, True):
-        totals[mode] = sum(_point_seconds(task, times) * _runs(task)
-                           for task in plan(items, mode, folder, measured=kept) if task.sweep is not None)
+        runnable = [task for task in plan(items, mode, folder, measured=kept) if task.sweep is not None]
+        totals[mode] = sum(_point_seconds(task, times) * _runs(task) for task in runnable)
+        most[mode] = sum(_point_seconds(task, times) * _runs(task, maximum=True) for task in runnable)
     tasks = plan(items, quick, folder, measured=kept)
-    lines = [f"{'item':<20} {'source':<44} {'sweep':<34} {'time':>9}" + ("  on disk" if out is not None else "")]
+    lines = [f"{'item':<20} {'source':<44} {'sweep':<34} {'runs':>5} {'time':>9} {'at most':>9}"
+             + ("  on disk" if out is not None else "")]
     for task in tasks:
         for position, entry in enumerate(task.items):
             heading = f"{catalogue.SOURCES[entry.source].short}, {entry.label}"
+            runs_text = most_text = ""
             if task.sweep is None:
                 sweep_text, time_text = entry.sweep, "-"
                 extra = f"  cannot run here: {task.unmeasurable}"
             else:
                 sweep_text = f"{task.sweep.family}.{task.sweep.name}"
+                runs_text = _runs_text(task.sweep)
                 if position:
                     time_text = "(shared)"
                 else:
                     time_text = format_duration(_point_seconds(task, times) * _runs(task))
+                    most_text = format_duration(_point_seconds(task, times) * _runs(task, maximum=True))
                 extra = ""
                 if out is not None and position == 0:
                     pending = len(_pending_points(task))
                     extra = f"  {len(task.sweep.points) - pending}/{len(task.sweep.points)} points"
-            lines.append(f"{entry.key:<20} {heading[:44]:<44} {sweep_text[:34]:<34} {time_text:>9}{extra}")
+            lines.append(f"{entry.key:<20} {heading[:44]:<44} {sweep_text[:34]:<34} {runs_text:>5} {time_text:>9} "
+                         f"{most_text:>9}{extra}".rstrip())
     lines.append("")
     measured = " (seconds per point measured by the runs into this folder where there were some)" if times else ""
-    lines.append(f"estimated on this machine: quick run {format_duration(totals[True])}, "
-                 f"full run {format_duration(totals[False])} ({len(items)} items){measured}")
+
+    def both(mode: bool) -> str:
+        text = format_duration(totals[mode])
+        return text if most[mode] <= totals[mode] else f"{text} (at most {format_duration(most[mode])})"
+
+    lines.append(f"estimated on this machine: quick run {both(True)}, full run {both(False)} "
+                 f"({len(items)} items){measured}")
     return "\n".join(lines)
 
 
@@ -507,7 +610,8 @@ def _record_time(out: Path, task: Task, points: int, seconds: float) -> None:
 def _run_task(task: Task, out: Path, bar: Any, times: dict[str, float]) -> None:
     assert task.sweep is not None and task.path is not None
     run = Run(task.sweep, task.path, resume=True)
-    pending = run.plan().pending_runs
+    plan = run.plan()
+    pending = [(point, index) for point, index in plan.pending_runs if index < plan.expected_runs]  # the ETA's
     per_point = _point_seconds(task, times)
     bar.set_description_str(", ".join(i.key for i in task.items)[:60], refresh=True)
     started = time.monotonic()

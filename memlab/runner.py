@@ -27,7 +27,10 @@ cluster (docs/fleet.md). An executor gives the run its machines at the start
 every row) and says what to record at the end (:meth:`finish`). The work is
 every run of every point, in rounds (:meth:`Plan.work`: run 0 of every
 point, then run 1 ...): a run's order of work is the executor's, the
-writing and the bookkeeping stay the run's.
+writing and the bookkeeping stay the run's. A sweep with a precision rule
+(:class:`memlab.grid.Precision`) gives a point another round only while its
+run-level interval is wider than the rule needs (:meth:`Run.wants`,
+:func:`stop_reason`).
 
 >>> plan = Run(Sweep("demo", "calibrate", [{"budget_ns": 5_000_000}], repeat=1, warmup=0, runs=2)).plan()
 >>> len(plan.pending), len(plan.pending_runs), round(plan.seconds, 3)
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import os
 import sys
 import time
@@ -55,8 +59,12 @@ from memlab.dataset import (
     FINGERPRINT_COLUMN,
     HOST_COLUMN,
     RUN_COLUMN,
+    RUN_HALF_WIDTH_COLUMN,
     RUN_SPREAD_COLUMN,
+    RUN_STOP_COLUMN,
     RUN_UNSTABLE_COLUMN,
+    STOP_INTERVAL,
+    STOP_MAXIMUM,
     Dataset,
     DatasetError,
     DatasetWriter,
@@ -68,10 +76,10 @@ from memlab.dataset import (
 )
 from memlab.family import Family
 from memlab.files import OutputError, check_output_file
-from memlab.grid import Sweep, check_runs, parse_shard, shard_points
+from memlab.grid import Precision, Sweep, check_runs, parse_shard, shard_points
 from memlab.machine import collect, fingerprint, identity, machine_id
 from memlab.registry import family as get_family
-from memlab.significance import is_unstable, run_spread
+from memlab.significance import is_unstable, median_of_runs_half_width, run_spread
 from memlab.units import format_param
 
 __all__ = [
@@ -92,6 +100,7 @@ __all__ = [
     "point_seconds",
     "progress_bar",
     "progress_enabled",
+    "stop_reason",
     "sweep_metadata",
 ]
 
@@ -198,10 +207,11 @@ def point_seconds(family: Family, params: Any, target_seconds: float | None, sam
     return round(samples * float(sample or 0.0) + POINT_OVERHEAD_SECONDS, 9)
 
 
-def estimate_seconds(sweep: Sweep) -> float:
+def estimate_seconds(sweep: Sweep, *, maximum: bool = False) -> float:
     """About how long ``sweep`` takes to measure (seconds), before it runs: :func:`point_seconds`
     of one run, summed over its points and times its runs (a point the family refuses counts
-    nothing: the run would stop there).
+    nothing: the run would stop there). With a precision rule: times its expected runs (its
+    minimum, :attr:`memlab.grid.Sweep.expected_runs`), or its maximum with ``maximum``.
 
     >>> round(estimate_seconds(Sweep("s", "calibrate", [{"budget_ns": 50_000_000}], repeat=3, warmup=0, runs=1)), 2)
     0.4
@@ -214,7 +224,30 @@ def estimate_seconds(sweep: Sweep) -> float:
         except (ValueError, TypeError):
             continue
         total += point_seconds(family, params, sweep.target_seconds, sweep.warmup + sweep.repeat)
-    return total * sweep.runs_per_point
+    return total * (sweep.runs_per_point if maximum else sweep.expected_runs)
+
+
+def stop_reason(runs: Sequence[Sequence[float]], precision: Precision) -> tuple[str, float]:
+    """Whether a point measured in ``runs`` (each run's samples of the primary metric) stops under
+    ``precision``, and its relative half-width
+    (:func:`memlab.significance.median_of_runs_half_width`): :data:`memlab.dataset.STOP_INTERVAL`
+    once it has at least the minimum runs and an interval no wider than the rule's,
+    :data:`memlab.dataset.STOP_MAXIMUM` at the maximum with a wider one (or none: a half-width
+    that cannot be computed never counts as narrow), else "" (it takes another run).
+
+    >>> rule = Precision(2, 4, 0.05)
+    >>> stop_reason([[10.0, 10.1]], rule)[0], stop_reason([[10.0, 10.1], [10.1, 10.0]], rule)[0]
+    ('', 'interval')
+    >>> stop_reason([[10.0], [20.0], [10.0], [20.0]], rule)[0]
+    'maximum'
+    """
+    count = sum(1 for run in runs if len(run))
+    width = median_of_runs_half_width(runs) if count else math.nan
+    if count >= precision.min_runs and width <= precision.half_width:
+        return STOP_INTERVAL, width
+    if count >= precision.max_runs:
+        return STOP_MAXIMUM, width
+    return "", width
 
 
 @dataclasses.dataclass
@@ -235,6 +268,9 @@ class Plan:
     repeat: int
     warmup: int
     runs: int = 1
+    precision: Precision | None = None
+    """The sweep's precision rule (None: every point takes ``runs``, which is then the rule's
+    maximum otherwise)."""
 
     def key(self, point: Mapping[str, Any]) -> tuple:
         """The identity of a point (or row) of this run (:func:`memlab.dataset.point_key`)."""
@@ -261,9 +297,20 @@ class Plan:
         return len(self.points) * self.runs
 
     @property
+    def expected_runs(self) -> int:
+        """The runs a point is expected to take: the precision rule's minimum, else ``runs``."""
+        return self.precision.min_runs if self.precision is not None else self.runs
+
+    @property
     def seconds(self) -> float:
-        """Estimated seconds of every run of every point."""
+        """Estimated seconds of every run of every point (with a precision rule: of its maximum
+        runs; :attr:`expected_seconds` of the runs a point is expected to take)."""
         return sum(self.seconds_per_run) * self.runs
+
+    @property
+    def expected_seconds(self) -> float:
+        """Estimated seconds of the runs each point is expected to take (:attr:`expected_runs`)."""
+        return sum(self.seconds_per_run) * self.expected_runs
 
     @property
     def pending_seconds(self) -> float:
@@ -375,6 +422,9 @@ class LocalExecutor:
         for point, index in plan.work():
             if (plan.key(point), index) in run.done:
                 run.skip(point)
+                continue
+            if not run.wants(point, index):
+                run.pass_over(point, index)
                 continue
             run.bar.set_postfix_str(run.describe_run(point, index), refresh=False)
             self.measure_run(run, point, index)
@@ -567,8 +617,12 @@ class Run:
     Every point is measured in ``runs`` runs (default the sweep's,
     :attr:`memlab.grid.Sweep.runs_per_point`), each a fresh setup, taken in
     rounds; its rows carry the ``run`` index and the point's ``run_spread``
-    so far (docs/dataset.md, "Runs"). Resuming measures the runs a point
-    lacks. ``repeat`` and ``warmup`` (samples per run) override the sweep's,
+    so far (docs/dataset.md, "Runs"). A sweep with a precision rule
+    (``Sweep.precision``, and ``runs`` None) gives a point between the rule's
+    minimum and maximum runs, another only while its run-level interval is
+    wider than the rule's; its rows also carry ``run_half_width`` and, on its
+    last, ``run_stop``. Resuming measures the runs a point lacks. ``repeat``
+    and ``warmup`` (samples per run) override the sweep's,
     ``cpu`` pins the measurements; ``metadata`` is added to the dataset's.
     ``executor``: :class:`LocalExecutor` (default), :class:`ProcessExecutor`
     (``processes=True``: each run in a fresh worker process) or
@@ -600,6 +654,9 @@ class Run:
             raise ValueError(f"processes={processes!r} must be True or False")
         if processes and executor is not None:
             raise ValueError("processes=True measures in worker processes on this machine; it takes no executor")
+        if sweep.precision is not None and runs is None and isinstance(executor, FleetExecutor):
+            raise ValueError(f"sweep {sweep.name!r} has a precision rule, which decides each round on the rounds "
+                             "before it; a fleet's workers measure a fixed queue: give runs= (fixed runs)")
         self.sweep = sweep
         self.family = get_family(sweep.family)
         self.out = out
@@ -610,6 +667,7 @@ class Run:
         self.cpu = cpu
         self.extra_metadata = dict(metadata or {})
         self.runs = sweep.runs_per_point if runs is None else check_runs(runs)
+        self.precision: Precision | None = sweep.precision if runs is None else None
         if executor is None:
             executor = ProcessExecutor() if processes else LocalExecutor()
         self.executor: Executor = executor
@@ -628,6 +686,9 @@ class Run:
         self.measured = 0
         self._opened = False
         self._run_samples: dict[tuple, dict[int, list[float]]] = {}
+        self.stopped: dict[tuple, str] = {}
+        """Under a precision rule: each point that takes no more runs, and why
+        (:data:`memlab.dataset.STOP_INTERVAL`, :data:`memlab.dataset.STOP_MAXIMUM`)."""
 
     # -- plan ---------------------------------------------------------------
 
@@ -639,7 +700,8 @@ class Run:
             points = [dataclasses.asdict(family.params(p)) for p in shard_points(self.sweep.points, self.shard)]
             samples = self.warmup + self.repeat
             seconds = [point_seconds(family, family.params(p), self.sweep.target_seconds, samples) for p in points]
-            plan = Plan(self.sweep, family, points, seconds, set(), self.repeat, self.warmup, self.runs)
+            plan = Plan(self.sweep, family, points, seconds, set(), self.repeat, self.warmup, self.runs,
+                        self.precision)
             if self.out is not None and self.resume:
                 plan.done = done_runs(plan, _existing_rows(self.out, family))
             self._plan = plan
@@ -683,6 +745,8 @@ class Run:
             machines = self.executor.start(self)
             meta = sweep_metadata(self.sweep, self.family, self.shard, self.repeat, facts=machines.facts,
                                   runs=self.runs)
+            if self.precision is not None:
+                meta["precision"] = self.precision.to_dict()
             if not machines.single:
                 for key in ("machine", "machine_id", "machine_fingerprint"):
                     meta.pop(key)  # several machines: metadata["machines"] lists them
@@ -699,6 +763,11 @@ class Run:
             self.done = done_runs(plan, existing)
             for row in existing:
                 self._note_run(plan.key(row), run_index(row), row)
+            if self.precision is not None:
+                for key in {plan.key(row) for row in existing}:
+                    reason = stop_reason(list(self._run_samples[key].values()), self.precision)[0]
+                    if reason:
+                        self.stopped[key] = reason
             total, waiting = self.executor.work(self, existing)
             self.bar = progress_bar(total, f"{self.sweep.family}:{self.sweep.name}{self.executor.label}",
                                     enabled=progress_enabled(progress), position=1 if overall is not None else 0,
@@ -742,6 +811,12 @@ class Run:
         spread = self._note_run(key, run_number, row)
         row = {**row, RUN_COLUMN: run_number, RUN_SPREAD_COLUMN: round(spread, 4) if spread == spread else spread,
                RUN_UNSTABLE_COLUMN: is_unstable(spread)}
+        if self.precision is not None:
+            reason, width = stop_reason(list(self._run_samples[key].values()), self.precision)
+            row[RUN_HALF_WIDTH_COLUMN] = round(width, 6) if width == width else width
+            row[RUN_STOP_COLUMN] = reason
+            if reason:
+                self.stopped[key] = reason
         if self.writer is not None:
             self.writer.append(row)
         self.dataset.rows.append(row)
@@ -782,6 +857,18 @@ class Run:
         if plan.runs > 1:
             text = f"{text} run {index + 1}/{plan.runs}".strip()
         return text or "point"
+
+    def wants(self, point: Mapping[str, Any], index: int) -> bool:
+        """Whether run ``index`` of ``point`` is to be measured: always without a precision rule;
+        with one, while the point has not stopped (:func:`stop_reason` on its runs so far). The
+        executors ask it in round order, so every earlier round of the point is in by then."""
+        if self.precision is None or index >= self.runs:
+            return index < self.runs
+        return self.plan().key(point) not in self.stopped
+
+    def pass_over(self, point: dict[str, Any], index: int) -> None:
+        """A run the precision rule does not need (the point stopped): counted on the bars only."""
+        self._advance(1)
 
     def skip(self, point: dict[str, Any]) -> None:
         """A point found on disk: counted on the bars, told to ``on_point`` with no row."""

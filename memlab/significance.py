@@ -30,7 +30,9 @@ the run level:
   ``UNSTABLE_RUN_SPREAD``.
 - :func:`median_of_runs_interval`, :func:`runs_ratio_interval`: two-level
   (hierarchical) percentile-bootstrap intervals of the median of run
-  medians and of the ratio of two points' medians.
+  medians and of the ratio of two points' medians;
+  :func:`median_of_runs_half_width`: the first as a fraction of the value
+  (what a sweep's precision rule stops on, ``memlab.grid.Precision``).
 - ``INCONCLUSIVE``: the status of a judgement the runs cannot support.
 """
 
@@ -53,6 +55,7 @@ __all__ = [
     "is_unstable",
     "mann_whitney_u",
     "median_of_runs",
+    "median_of_runs_half_width",
     "median_of_runs_interval",
     "median_ratio_interval",
     "repetitions_to_decide",
@@ -431,6 +434,22 @@ def median_of_runs_interval(
         return (math.nan, math.nan)
     distribution = _two_level_medians(cleaned, resamples, np.random.default_rng(seed))
     return _percentile_interval(distribution, confidence)
+
+
+def median_of_runs_half_width(runs: RunsLike, *, confidence: float = 0.95, resamples: int = 2000,
+                              seed: int = 0) -> float:
+    """Half the width of :func:`median_of_runs_interval` over :func:`median_of_runs`: a point's
+    relative precision (0.05: the interval spans about +-5% of its value). NaN without a sample
+    or when the value is not positive.
+
+    >>> round(median_of_runs_half_width([[10.0, 10.1, 9.9], [10.4, 10.5, 10.3], [9.6, 9.7, 9.8]]), 3)
+    0.035
+    """
+    value = median_of_runs(runs)
+    if not value > 0.0:
+        return math.nan
+    low, high = median_of_runs_interval(runs, confidence=confidence, resamples=resamples, seed=seed)
+    return (high - low) / 2.0 / value
 
 
 def runs_ratio_interval(

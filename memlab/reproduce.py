@@ -85,10 +85,10 @@ TIMES_FILE = "reproduce-times.json"
 #: so that ``memlab reproduce --quick`` keeps within its 3 minutes (docs/reproduce.md).
 QUICK_RUNS = 2
 #: Runs of a point in a full run (:func:`in_full_runs`): at least two (a between-run interval),
-#: at most six, more only while its interval is wider than its claims need (docs/reproduce.md,
+#: at most four, more only while its interval is wider than its claims need (docs/reproduce.md,
 #: "How many runs a point takes").
 FULL_MIN_RUNS = 2
-FULL_MAX_RUNS = 6
+FULL_MAX_RUNS = 4
 #: The relative half-width a point needs for a claim without a size (a direction, steps along an
 #: axis, a check of its own): two points each within +-5% give a ratio within about +-10%, so a
 #: difference of 10% or more is told apart (docs/reproduce.md).
@@ -458,7 +458,7 @@ def _runs(task: Task, maximum: bool = False) -> int:
 
 
 def _runs_text(sweep: Sweep) -> str:
-    """A sweep's runs a point: ``3``, or a precision rule's ``2-6``."""
+    """A sweep's runs a point: ``3``, or a precision rule's ``2-4``."""
     if sweep.precision is None:
         return str(sweep.runs_per_point)
     return f"{sweep.precision.min_runs}-{sweep.precision.max_runs}"

@@ -344,7 +344,7 @@ def in_full_runs(sweep: Sweep, half_width: float) -> Sweep:
 
     >>> full = in_full_runs(Sweep("f", "calibrate", [{}], repeat=5), 0.05)
     >>> full.precision, full.repeat
-    (Precision(min_runs=2, max_runs=6, half_width=0.05), 3)
+    (Precision(min_runs=2, max_runs=4, half_width=0.05), 3)
     """
     if sweep.runs is not None:
         return sweep

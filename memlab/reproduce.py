@@ -439,7 +439,7 @@ def _pending_points(task: Task) -> list[dict[str, Any]]:
     under a precision rule a point with its minimum runs on disk counts as there)."""
     assert task.sweep is not None
     plan = Run(task.sweep, task.path).plan()
-    waiting = {plan.key(point) for point, index in plan.pending_runs if index < plan.expected_runs}
+    waiting = {plan.key(point) for point, _ in plan.expected_pending_runs}
     return [point for point in plan.points if plan.key(point) in waiting]
 
 
@@ -447,8 +447,7 @@ def _pending_runs(task: Task) -> int:
     """How many of the runs the task's points are expected to take are not in its dataset yet
     (under a precision rule: of its minimum runs)."""
     assert task.sweep is not None
-    plan = Run(task.sweep, task.path).plan()
-    return sum(1 for _, index in plan.pending_runs if index < plan.expected_runs)
+    return len(Run(task.sweep, task.path).plan().expected_pending_runs)
 
 
 def _runs(task: Task, maximum: bool = False) -> int:
@@ -610,8 +609,7 @@ def _record_time(out: Path, task: Task, points: int, seconds: float) -> None:
 def _run_task(task: Task, out: Path, bar: Any, times: dict[str, float]) -> None:
     assert task.sweep is not None and task.path is not None
     run = Run(task.sweep, task.path, resume=True)
-    plan = run.plan()
-    pending = [(point, index) for point, index in plan.pending_runs if index < plan.expected_runs]  # the ETA's
+    pending = run.plan().expected_pending_runs  # what the ETA counts
     per_point = _point_seconds(task, times)
     bar.set_description_str(", ".join(i.key for i in task.items)[:60], refresh=True)
     started = time.monotonic()

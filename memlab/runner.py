@@ -286,6 +286,13 @@ class Plan:
         return [(p, r) for p, r in self.work() if (self.key(p), r) not in self.done]
 
     @property
+    def expected_pending_runs(self) -> list[tuple[dict[str, Any], int]]:
+        """The pending ``(point, run)`` pairs among the runs a point is expected to take
+        (:attr:`expected_runs`; under a precision rule a point with its minimum runs on disk has
+        none): what an estimate or an ETA counts."""
+        return [(p, r) for p, r in self.pending_runs if r < self.expected_runs]
+
+    @property
     def pending(self) -> list[dict[str, Any]]:
         """The points with a run not on disk yet, in order."""
         waiting = {self.key(p) for p, _ in self.pending_runs}

@@ -43,7 +43,7 @@ from memlab.catalogue import (
 )
 from memlab.conditions import WARNING_PREFIX, ConditionsWarning, MachineWarning
 from memlab.conditions import warn as memlab_warn
-from memlab.dataset import Dataset, paths_for
+from memlab.dataset import RUN_STOP_COLUMN, Dataset, paths_for, run_index
 from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Precision, Sweep, as_sweeps
 from memlab.hierarchy import Hierarchy
@@ -611,6 +611,7 @@ def _run_task(task: Task, out: Path, bar: Any, times: dict[str, float]) -> None:
     run = Run(task.sweep, task.path, resume=True)
     pending = run.plan().expected_pending_runs  # what the ETA counts
     per_point = _point_seconds(task, times)
+    precision = task.sweep.precision
     bar.set_description_str(", ".join(i.key for i in task.items)[:60], refresh=True)
     started = time.monotonic()
     measured = 0
@@ -619,6 +620,8 @@ def _run_task(task: Task, out: Path, bar: Any, times: dict[str, float]) -> None:
         nonlocal measured
         if row is not None:
             measured += 1
+            if precision is not None and row.get(RUN_STOP_COLUMN) == "" and run_index(row) + 1 >= precision.min_runs:
+                bar.extend(per_point)  # the point takes a run beyond those expected: the work, and the ETA, grow
             bar.update(per_point)
 
     try:

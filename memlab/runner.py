@@ -157,10 +157,12 @@ def eta_bar(total_seconds: float, label: str, *, enabled: bool = True):
     """A bar over estimated seconds of work (several runs: ``memlab reproduce``), with the time left.
 
     Its rate is the one of the whole run (``smoothing=0``): one slow point does
-    not turn the time left into hours. :meth:`update` never passes the total.
+    not turn the time left into hours. :meth:`update` never passes the total;
+    ``extend(seconds)`` adds work found on the way (a point taking more runs than it was
+    expected to), so the bar does not sit at 100% while that work is measured.
     Disabled (or with nothing to do) it accepts the same calls and draws nothing.
 
-    >>> bar = eta_bar(10.0, "demo", enabled=False); bar.update(3.0); bar.close()
+    >>> bar = eta_bar(10.0, "demo", enabled=False); bar.update(3.0); bar.extend(2.0); bar.close()
     """
     bar = tqdm(total=round(total_seconds, 1), unit="s", desc=label, disable=not enabled or total_seconds <= 0,
                file=None if _in_jupyter() else sys.stderr, dynamic_ncols=True, smoothing=0,
@@ -172,7 +174,13 @@ def eta_bar(total_seconds: float, label: str, *, enabled: bool = True):
         if step:
             update(step)
 
+    def extend(seconds: float) -> None:
+        if seconds > 0 and not bar.disable:
+            bar.total = round((bar.total or 0) + seconds, 1)
+            bar.refresh()
+
     bar.update = bounded
+    bar.extend = extend
     return bar
 
 

@@ -247,3 +247,51 @@ def test_the_listing_counts_a_point_with_its_minimum_runs_on_disk_as_there(monke
     Run(task.sweep, task.path, executor=Synthetic()).execute(progress=False)  # steady: two runs each
     assert all(run_index(row) < FULL_MIN_RUNS for row in Dataset.load(task.path).rows)
     assert f"{points}/{points} points" in listing(catalogue.select(["clock"]), out=tmp_path)
+
+
+class RecordingBar:
+    """reproduce's ETA bar as the run sees it: bounded updates, work added by ``extend``."""
+
+    def __init__(self, total: float) -> None:
+        self.total, self.n, self.full_before_the_end = total, 0.0, 0
+
+    def update(self, seconds: float) -> None:
+        self.n = min(self.total, self.n + seconds)
+
+    def extend(self, seconds: float) -> None:
+        self.total += seconds
+
+    def set_description_str(self, *args, **kwargs) -> None:
+        pass
+
+
+def test_the_eta_grows_when_a_point_takes_more_runs_than_expected(monkeypatch, tmp_path):
+    """The bar counted the runs a point was expected to take (its minimum): a noisy point's extra
+    runs found it full, and it sat at 100% with nothing left while they were measured."""
+    reproducing = __import__("importlib").import_module("memlab.reproduce")
+    monkeypatch.setattr(reproducing, "Run", lambda sweep, path, **kw: Run(sweep, path, executor=Synthetic(), **kw))
+    task = reproducing.Task(sweep(STEADY, NOISY), tmp_path / "p.csv", [fake_item()], seconds=4.0)
+    per_run = reproducing._point_seconds(task, {})
+    assert reproducing._pending_runs(task) == 4  # two points, two runs each expected
+    bar = RecordingBar(per_run * 4)
+    seen: list[tuple[float, float]] = []
+    update = bar.update
+    bar.update = lambda seconds: (update(seconds), seen.append((bar.n, bar.total)))
+    reproducing._run_task(task, tmp_path, bar, {})
+    assert len(Dataset.load(task.path).rows) == 7  # the noisy point ran to the maximum of 5
+    assert bar.total == pytest.approx(per_run * 7)  # three runs beyond the four expected
+    assert all(n < total for n, total in seen[:6]) and seen[6][0] == pytest.approx(seen[6][1])
+
+
+def test_the_eta_bar_takes_added_work(monkeypatch):
+    from memlab.runner import eta_bar
+    bar = eta_bar(10.0, "demo", enabled=True)
+    try:
+        bar.update(10.0)
+        bar.extend(5.0)
+        bar.update(2.0)
+        assert (bar.n, bar.total) == (pytest.approx(12.0), pytest.approx(15.0))
+        bar.extend(-1.0)  # nothing to add: unchanged
+        assert bar.total == pytest.approx(15.0)
+    finally:
+        bar.close()

@@ -392,6 +392,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="items (fig3.15, pipes-ladder ...), sources (drepper, pipes, clearing, lwn-bulk, "
                             "unixbench) or families; default: all")
     repro.add_argument("--quick", action="store_true", help="the quick variant of every sweep (minutes)")
+    repro.add_argument("--fixed", action="store_true",
+                       help="the long fixed run: every point of the full sweeps in 3 runs of the sweep's own samples "
+                            "(UnixBench's 30 s), the run a full run's verdicts are checked against (hours); its "
+                            "datasets are named *-fixed.csv")
     repro.add_argument("--out", help="folder for the datasets, report.html and verdicts.json")
     repro.add_argument("--list", action="store_true", help="list the items with their estimated time")
     repro.add_argument("--check", action="store_true", help="exit 1 when a claim is not reproduced")
@@ -1006,10 +1010,12 @@ def cmd_tour(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    """``memlab reproduce [ITEM ...] [--quick] --out DIR [--list] [--check] [--remeasure]``."""
+    """``memlab reproduce [ITEM ...] [--quick | --fixed] --out DIR [--list] [--check] [--remeasure]``."""
     chosen = catalogue.select(args.items)
+    if args.quick and args.fixed:
+        raise UsageError("reproduce takes --quick or --fixed, not both (the long fixed run is a full run)")
     if args.list:
-        print(listing(chosen, quick=args.quick, out=args.out))
+        print(listing(chosen, quick=args.quick, out=args.out, fixed=args.fixed))
         return 0
     if not args.out:
         raise UsageError("reproduce needs --out DIR (the folder for the datasets and report.html)")
@@ -1017,6 +1023,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     result = reproduce(
         [i.key for i in chosen], quick=args.quick, out=args.out, progress=not args.no_progress,
         command=_command_line(args), say=lambda text: print(text, file=sys.stderr), remeasure=args.remeasure,
+        fixed=args.fixed,
     )
     for judged in result.items:
         counts = judged.counts()

@@ -89,6 +89,13 @@ QUICK_RUNS = 2
 #: "How many runs a point takes").
 FULL_MIN_RUNS = 2
 FULL_MAX_RUNS = 4
+#: Runs of every point in the long fixed run (``memlab reproduce --fixed``): the run loop's default,
+#: each of the sweep's own samples (UnixBench's 30 s), as the full run measured before it stopped
+#: by interval; the run a full run's verdicts are checked against (docs/reproduce.md).
+FIXED_RUNS = 3
+#: The file name's ending of a long fixed run's datasets (``fig3_10`` -> ``chase-fig3_10-fixed.csv``),
+#: so that one folder never mixes its runs with an adaptive run's.
+FIXED_SUFFIX = "-fixed"
 #: The relative half-width a point needs for a claim without a size (a direction, steps along an
 #: axis, a check of its own): two points each within +-5% give a ratio within about +-10%, so a
 #: difference of 10% or more is told apart (docs/reproduce.md).
@@ -231,6 +238,7 @@ class ReproduceResult:
     out: Path
     quick: bool
     tasks: list[Task] = field(default_factory=list)
+    fixed: bool = False
     items: list[ItemResult] = field(default_factory=list)
     report: Path | None = None
     seconds: float = 0.0
@@ -246,6 +254,11 @@ class ReproduceResult:
         parts = [f"{name} {format_duration(self.phases[name].wall_s)}" for name in PHASES if name in self.phases]
         total = sum(self.phases.values(), PhaseTime(0.0, 0.0))
         return f"{', '.join(parts)}: {format_duration(total.wall_s)} (CPU {format_duration(total.cpu_s)})"
+
+    @property
+    def mode(self) -> str:
+        """``quick``, ``full`` or ``fixed`` (the long fixed run)."""
+        return "quick" if self.quick else "fixed" if self.fixed else "full"
 
     @property
     def failed(self) -> list[Task]:
@@ -275,12 +288,26 @@ def _named_sweep(name: str) -> Sweep:
     return sweeps[0]
 
 
-def item_sweep(item: Item, quick: bool = False) -> Sweep:
-    """The sweep that reproduces ``item`` (its quick variant with ``quick``); ValueError when this
-    machine cannot build it (say, a placement that needs SMT), NotMeasurable when its quick variant
-    needs facts this machine does not give (its cache sizes)."""
+def item_sweep(item: Item, quick: bool = False, *, fixed: bool = False) -> Sweep:
+    """The sweep that reproduces ``item``: its quick variant with ``quick``; with ``fixed`` the
+    named sweep as it is, in :data:`FIXED_RUNS` runs a point (the long fixed run); else the named
+    sweep as the full run measures it (``item.full``'s changes, such as UnixBench's shorter
+    samples; its runs come from :func:`in_full_runs`). ValueError when this machine cannot build
+    it (say, a placement that needs SMT), NotMeasurable when its quick variant needs facts this
+    machine does not give (its cache sizes).
+
+    >>> ub = catalogue.item("unixbench-spawn")
+    >>> {p["duration_s"] for p in item_sweep(ub).points}, {p["duration_s"] for p in item_sweep(ub, fixed=True).points}
+    ({3.0}, {30.0})
+    """
+    if quick and fixed:
+        raise ValueError("quick=True and fixed=True: the long fixed run is a full run (choose one)")
+    if fixed:
+        sweep = _named_sweep(item.sweep)
+        return sweep if sweep.runs is not None else dataclasses.replace(sweep, runs=FIXED_RUNS)
     if not quick:
-        return _named_sweep(item.sweep)
+        sweep = _named_sweep(item.sweep)
+        return sweep if item.full is None else item.full(sweep)
     if isinstance(item.quick, str):
         return in_quick_runs(_named_sweep(item.quick))
     return in_quick_runs(item.quick(_named_sweep(item.sweep)))
@@ -396,19 +423,21 @@ def region_points(sweep: Sweep, found: Hierarchy, available_bytes: int | None = 
 
 
 def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike, *, measured: Hierarchy | None = None,
-         available_bytes: int | None = None) -> list[Task]:
+         available_bytes: int | None = None, fixed: bool = False) -> list[Task]:
     """One :class:`Task` per distinct sweep of ``items`` (sweeps measuring the same points are one),
     in catalogue order, with its file and its estimated seconds. A sweep this machine cannot build
     becomes a task with ``unmeasurable`` set. With this machine's ``measured`` hierarchy, every
     working-set sweep gets a point in each region it lacks (:func:`region_points`). A full run's
     task measures its points in as many runs as the narrowest claim of its items needs
-    (:func:`in_full_runs`, :func:`needed_half_width`); its estimate counts the expected runs."""
+    (:func:`in_full_runs`, :func:`needed_half_width`); its estimate counts the expected runs.
+    ``fixed``: the long fixed run instead (:func:`item_sweep`), into files named apart
+    (:data:`FIXED_SUFFIX`)."""
     out = Path(out)
     tasks: dict[tuple, Task] = {}
     names: dict[str, tuple] = {}
     for entry in items:
         try:
-            sweep = item_sweep(entry, quick)
+            sweep = item_sweep(entry, quick, fixed=fixed)
         except (ValueError, NotMeasurable) as error:  # a placement it cannot give, unknown cache sizes
             tasks[("unmeasurable", entry.key)] = Task(None, None, [entry], unmeasurable=str(error))
             continue
@@ -419,16 +448,17 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike, *, measured
         if key in tasks:
             tasks[key].items.append(entry)
             continue
-        stem = f"{sweep.family}-{sweep.name}"
+        ending = FIXED_SUFFIX if fixed else ""
+        stem = f"{sweep.family}-{sweep.name}{ending}"
         if stem in names and names[stem] != key:
             sweep = dataclasses.replace(sweep, name=f"{sweep.name}-{entry.key}")
-            key, stem = _task_key(sweep), f"{sweep.family}-{sweep.name}"
+            key, stem = _task_key(sweep), f"{sweep.family}-{sweep.name}{ending}"
         names[stem] = key
         tasks[key] = Task(sweep, out / f"{stem}.csv", [entry])
     for task in tasks.values():
         if task.sweep is None:
             continue
-        if not quick:  # the runs a point takes follow the narrowest claim of the items that share it
+        if not quick and not fixed:  # the runs a point takes follow the narrowest claim of the items that share it
             task.sweep = in_full_runs(task.sweep, needed_half_width(task.items))
         task.seconds = estimate_seconds(task.sweep)
     return list(tasks.values())
@@ -480,20 +510,24 @@ def _point_seconds(task: Task, times: dict[str, float]) -> float:
     return task.seconds / max(1, _runs(task))
 
 
-def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: str | os.PathLike | None = None) -> str:
+def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: str | os.PathLike | None = None,
+            fixed: bool = False) -> str:
     """The catalogue as a text table: item, source figure, sweep, runs a point, estimated time of
     the runs expected and of the most runs the points may take (and, with ``out``, the points
-    already there); the totals of the quick and full runs at the end."""
+    already there), for the quick run, the full run or (``fixed``) the long fixed run; the totals
+    of all three at the end."""
     items = list(items) if items is not None else catalogue.select()
     folder = Path(out) if out is not None else Path(".memlab-reproduce-nowhere")
     times = _times(folder) if out is not None else {}
     kept = hierarchy.load(folder) if out is not None else None
     totals, most = {}, {}
-    for mode in (False, True):
-        runnable = [task for task in plan(items, mode, folder, measured=kept) if task.sweep is not None]
+    modes = {"quick": (True, False), "full": (False, False), "fixed": (False, True)}
+    for mode, (is_quick, is_fixed) in modes.items():
+        runnable = [task for task in plan(items, is_quick, folder, measured=kept, fixed=is_fixed)
+                    if task.sweep is not None]
         totals[mode] = sum(_point_seconds(task, times) * _runs(task) for task in runnable)
         most[mode] = sum(_point_seconds(task, times) * _runs(task, maximum=True) for task in runnable)
-    tasks = plan(items, quick, folder, measured=kept)
+    tasks = plan(items, quick, folder, measured=kept, fixed=fixed)
     lines = [f"{'item':<20} {'source':<44} {'sweep':<34} {'runs':>5} {'time':>9} {'at most':>9}"
              + ("  on disk" if out is not None else "")]
     for task in tasks:
@@ -520,12 +554,12 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
     lines.append("")
     measured = " (seconds per point measured by the runs into this folder where there were some)" if times else ""
 
-    def both(mode: bool) -> str:
+    def both(mode: str) -> str:
         text = format_duration(totals[mode])
         return text if most[mode] <= totals[mode] else f"{text} (at most {format_duration(most[mode])})"
 
-    lines.append(f"estimated on this machine: quick run {both(True)}, full run {both(False)} "
-                 f"({len(items)} items){measured}")
+    lines.append(f"estimated on this machine: quick run {both('quick')}, full run {both('full')}, long fixed run "
+                 f"(--fixed) {both('fixed')} ({len(items)} items){measured}")
     return "\n".join(lines)
 
 
@@ -650,6 +684,7 @@ def reproduce(
     command: str | None = None,
     say: Callable[[str], None] | None = None,
     remeasure: bool = False,
+    fixed: bool = False,
 ) -> ReproduceResult:
     """Run the catalogue's items (all, or those named: item keys, sources, families) into ``out``,
     judge every claim and write ``out/report.html`` and ``out/verdicts.json``.
@@ -664,16 +699,22 @@ def reproduce(
     fingerprint, measured when there is none for it or with ``remeasure``): every working-set
     sweep gets a point in each region it lacks and every dataset judged carries it.
 
+    ``fixed``: the long fixed run instead of the full run (every point in :data:`FIXED_RUNS` runs
+    of its sweep's own samples, into ``*-fixed.csv``): the run whose verdicts a full run is
+    checked against (``experiments/full_vs_fixed.py``).
+
     >>> result = reproduce(["table6.1"], quick=True, out="/tmp/r", progress=False)   # doctest: +SKIP
     >>> result.report                                                                 # doctest: +SKIP
     PosixPath('/tmp/r/report.html')
     """
     chosen = catalogue.select(items)
+    if quick and fixed:
+        raise ValueError("quick=True and fixed=True: the long fixed run is a full run (choose one)")
     progress = progress_enabled(progress)  # the rule of every command: a terminal or Jupyter, not a log
     out = check_output_directory(out, "out")  # OutputError (a ValueError): a file, FIFO, link, /proc/x
-    result = ReproduceResult(out=out, quick=quick)
+    result = ReproduceResult(out=out, quick=quick, fixed=fixed)
     measuring = _Stopwatch()
-    result.tasks = plan(chosen, quick, out)
+    result.tasks = plan(chosen, quick, out, fixed=fixed)
     available = None
     if any(task.sweep is not None and _working_set_sweep(task.sweep) for task in result.tasks):
         result.hierarchy, result.hierarchy_note = _obtain_hierarchy(out, remeasure, progress)
@@ -683,7 +724,7 @@ def reproduce(
             facts: dict[str, Any] = {}
             collect_meminfo(facts)
             available = result.available_bytes = facts.get("memory_available_bytes")
-            result.tasks = plan(chosen, quick, out, measured=result.hierarchy, available_bytes=available)
+            result.tasks = plan(chosen, quick, out, measured=result.hierarchy, available_bytes=available, fixed=fixed)
     times = _times(out)
     runnable = [t for t in result.tasks if t.sweep is not None]
     total = sum(_point_seconds(t, times) * _pending_runs(t) for t in runnable)
@@ -788,6 +829,7 @@ def write_results(result: ReproduceResult, command: str | None = None, *, progre
 def _write_verdicts(result: ReproduceResult) -> None:
     data = {
         "quick": result.quick,
+        "mode": result.mode,
         "seconds": round(result.seconds, 1),
         "phases": {name: phase.to_dict() for name, phase in result.phases.items()},
         "interrupted": result.interrupted,
@@ -1114,7 +1156,7 @@ def _report_items(result: ReproduceResult) -> list[ReportItem]:
 
 
 def _intro(result: ReproduceResult) -> str:
-    mode = "quick" if result.quick else "full"
+    mode = {"quick": "quick", "full": "full", "fixed": "full, long fixed"}[result.mode]
     measuring = result.phases.get("measuring", PhaseTime(0.0, 0.0))
     text = (f"Every source item memlab reproduces, re-measured on this machine ({mode} sweeps, "
             f"{len(result.items)} items, measured in {format_duration(measuring.wall_s)}): what the source measured and on "

@@ -249,6 +249,9 @@ class Item:
     - ``compare_with``: keys of items whose rows the claims also read (figure
       3.27's two threads against figure 3.26's one); ``memlab reproduce`` runs
       them too and judges the item on both datasets together.
+    - ``full``: how the full run's adaptive variant departs from the named sweep beyond its
+      runs, a function of the named sweep (UnixBench's shorter samples); None: only the runs
+      (``memlab reproduce --fixed`` measures the named sweep as it is).
     """
 
     key: str
@@ -267,6 +270,7 @@ class Item:
     rows: Mapping[str, Any] = field(default_factory=dict)
     note: str = ""
     compare_with: tuple[str, ...] = ()
+    full: Callable[[Sweep], Sweep] | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

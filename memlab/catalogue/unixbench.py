@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from typing import Any, Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ from memlab.catalogue.core import (
     verdict,
 )
 from memlab.dataset import Dataset
+from memlab.grid import Sweep
 
 #: Where this module's published numbers were read (see each number's provenance).
 _TRANSLATED = Provenance(TRANSLATION, SOURCES["unixbench"].url)
@@ -132,13 +134,32 @@ def _index_of(copies_wanted: str) -> Callable[[Dataset], float]:
     return measured
 
 
+#: Seconds of one sample of a UnixBench test in the full run (UnixBench's own, and the long fixed
+#: run's, are 30). Its tests are loops of one short operation whose rate is the count over the time
+#: (process creation ran 3,300-5,700 loops a second on a 2-vCPU Zen 5 guest, docs/parity.md: a 3 s
+#: sample holds ten thousand); a shorter sample is noisier, and the full run's precision
+#: rule answers that with more runs a point, up to its maximum (docs/reproduce.md, "UnixBench's
+#: samples"). Its claims are directions and sanity checks; its numbers are rates, not totals.
+FULL_SAMPLE_SECONDS = 3.0
+
+
+def _full_samples(sweep: Sweep) -> Sweep:
+    """The full run's UnixBench sweep: every test's samples :data:`FULL_SAMPLE_SECONDS` long.
+
+    >>> from memlab import system
+    >>> {p["duration_s"] for p in _full_samples(system.unixbench_sweep()).points}
+    {3.0}
+    """
+    return dataclasses.replace(sweep, points=[{**point, "duration_s": FULL_SAMPLE_SECONDS} for point in sweep.points])
+
+
 def _unixbench_item(key: str, label: str, title: str, measured: str, numbers: Sequence[Number],
                     claims: Sequence[Claim], rows: Mapping[str, Any] | None = None) -> Item:
     return Item(
         key=key, source="unixbench", section="the System Benchmarks Index", label=label, title=title,
         sweep="system.unixbench", quick="system.unixbench_quick", measured=measured, machine=I7_10700,
         numbers=tuple(numbers), claims=tuple(claims), script="experiments/unixbench.py",
-        notebook="notebooks/system.ipynb", rows=rows or {},
+        notebook="notebooks/system.ipynb", rows=rows or {}, full=_full_samples,
     )
 
 

@@ -43,7 +43,7 @@ from memlab.catalogue import (
 )
 from memlab.conditions import WARNING_PREFIX, ConditionsWarning, MachineWarning
 from memlab.conditions import warn as memlab_warn
-from memlab.dataset import RUN_STOP_COLUMN, Dataset, paths_for, run_index
+from memlab.dataset import RUN_STOP_COLUMN, Dataset, paths_for, point_key, run_index
 from memlab.files import atomic_write, check_output_directory
 from memlab.grid import Precision, Sweep, as_sweeps
 from memlab.hierarchy import Hierarchy
@@ -119,6 +119,12 @@ class Task:
     unmeasurable: str = ""
     ran_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    shared: list[tuple[Task, list[dict[str, Any]]]] = field(default_factory=list)
+    """Points an earlier task measures alike, left out of this one's sweep: ``(that task, the
+    points)`` (:func:`share_points`); the item is judged on its rows there too."""
+    measured_here: bool = True
+    """False when every point of the sweep is shared: the task runs nothing (its sweep keeps the
+    points, for judging and the listing)."""
 
     @property
     def name(self) -> str:
@@ -456,12 +462,104 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike, *, measured
         names[stem] = key
         tasks[key] = Task(sweep, out / f"{stem}.csv", [entry])
     for task in tasks.values():
+        if task.sweep is not None and not quick and not fixed:
+            # the runs a point takes follow the narrowest claim of the items that share it
+            task.sweep = in_full_runs(task.sweep, needed_half_width(task.items))
+    share_points(list(tasks.values()))
+    for task in tasks.values():
+        if task.sweep is not None and task.measured_here:
+            task.seconds = estimate_seconds(task.sweep)
+    return list(tasks.values())
+
+
+def _sample_settings(sweep: Sweep) -> tuple:
+    """How a sweep measures each point, its points left out: two sweeps alike here measure a
+    point they share alike."""
+    return (sweep.family, sweep.repeat, sweep.warmup, sweep.target_seconds, repr(sorted(sweep.options.items())),
+            sweep.runs)
+
+
+def _covers(owner: Precision | None, wanted: Precision | None) -> bool:
+    """Whether a point measured under ``owner``'s rule is as precise as ``wanted`` asks (fixed runs:
+    the same runs, which the sample settings hold)."""
+    if owner is None or wanted is None:
+        return owner is None and wanted is None
+    return (owner.half_width <= wanted.half_width and owner.min_runs >= wanted.min_runs
+            and owner.max_runs >= wanted.max_runs)
+
+
+def share_points(tasks: Sequence[Task]) -> None:
+    """Measure a point once when several tasks measure it alike: the same family and parameters
+    (complete, as the family fills them in), the same samples, runs and options, and a precision
+    rule at least as narrow in the task that measures it. The first task in catalogue order keeps
+    the point; a later one leaves it out of its sweep and records where it is
+    (:attr:`Task.shared`), so that its items are judged on those rows too (:func:`reproduce`).
+    A task left with no point of its own runs nothing. Figures 3.15, 3.16 and 7.1 walk many of
+    the same lists at the same sizes, for example."""
+    owners: dict[tuple, Task] = {}
+    for task in tasks:
         if task.sweep is None:
             continue
-        if not quick and not fixed:  # the runs a point takes follow the narrowest claim of the items that share it
-            task.sweep = in_full_runs(task.sweep, needed_half_width(task.items))
-        task.seconds = estimate_seconds(task.sweep)
-    return list(tasks.values())
+        family = get_family(task.sweep.family)
+        settings = _sample_settings(task.sweep)
+        kept: list[dict[str, Any]] = []
+        borrowed: dict[int, tuple[Task, list[dict[str, Any]]]] = {}
+        for point in task.sweep.points:
+            try:
+                complete = dataclasses.asdict(family.params(point))
+            except (ValueError, TypeError):  # the run will refuse it and say so
+                kept.append(point)
+                continue
+            key = (settings, point_key({"family": family.name, **complete}, family.param_names))
+            owner = owners.get(key)
+            if owner is not None and owner is not task and _covers(owner.sweep.precision, task.sweep.precision):
+                borrowed.setdefault(id(owner), (owner, []))[1].append(point)
+                continue
+            kept.append(point)
+            owners.setdefault(key, task)
+        if borrowed:
+            task.shared = list(borrowed.values())
+            if kept:
+                task.sweep = dataclasses.replace(task.sweep, points=kept)
+            else:
+                task.measured_here = False
+
+
+def _dataset_path(task: Task) -> Path | None:
+    """Where the task's rows are: its own file, or (every point shared) the first measuring task's."""
+    if task.path is not None and Path(paths_for(task.path)[0]).exists():
+        return task.path
+    return next((owner.path for owner, _ in task.shared if owner.path is not None), task.path)
+
+
+def _with_shared(task: Task, own: Dataset | None, loaded: dict[int, Dataset | None]) -> Dataset | None:
+    """The task's dataset with the rows of its shared points from the tasks that measured them
+    (``loaded``: dataset by ``id(task)``); its own rows of those points (from a run into the same
+    folder before they were shared) are left out, so no point is counted twice. A task with no
+    file of its own takes the first measuring task's metadata under its own sweep's name."""
+    assert task.sweep is not None
+    family = get_family(task.sweep.family)
+
+    def key(row: dict[str, Any]) -> tuple:
+        return point_key(row, family.param_names)
+
+    rows: list[dict[str, Any]] = []
+    keys: set[tuple] = set()
+    metadata: dict[str, Any] | None = dict(own.metadata) if own is not None else None
+    for owner, points in task.shared:
+        wanted = {point_key({"family": family.name, **dataclasses.asdict(family.params(p))}, family.param_names)
+                  for p in points}
+        keys |= wanted
+        theirs = loaded.get(id(owner))
+        if theirs is None:
+            continue
+        rows.extend(row for row in theirs.rows if key(row) in wanted)
+        if metadata is None:
+            metadata = {**theirs.metadata, "sweep": task.sweep.name, "description": task.sweep.description}
+    if metadata is None:
+        return None
+    mine = [row for row in own.rows if key(row) not in keys] if own is not None else []
+    return Dataset(mine + rows, metadata)
 
 
 def _pending_points(task: Task) -> list[dict[str, Any]]:
@@ -524,7 +622,7 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
     modes = {"quick": (True, False), "full": (False, False), "fixed": (False, True)}
     for mode, (is_quick, is_fixed) in modes.items():
         runnable = [task for task in plan(items, is_quick, folder, measured=kept, fixed=is_fixed)
-                    if task.sweep is not None]
+                    if task.sweep is not None and task.measured_here]
         totals[mode] = sum(_point_seconds(task, times) * _runs(task) for task in runnable)
         most[mode] = sum(_point_seconds(task, times) * _runs(task, maximum=True) for task in runnable)
     tasks = plan(items, quick, folder, measured=kept, fixed=fixed)
@@ -540,15 +638,19 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
             else:
                 sweep_text = f"{task.sweep.family}.{task.sweep.name}"
                 runs_text = _runs_text(task.sweep)
-                if position:
+                if position or not task.measured_here:
                     time_text = "(shared)"
                 else:
                     time_text = format_duration(_point_seconds(task, times) * _runs(task))
                     most_text = format_duration(_point_seconds(task, times) * _runs(task, maximum=True))
                 extra = ""
-                if out is not None and position == 0:
+                if task.shared and position == 0:
+                    count = sum(len(points) for _, points in task.shared)
+                    where = ", ".join(owner.items[0].key for owner, _ in task.shared)
+                    extra = f"  {count} point{'s' if count != 1 else ''} measured once, with {where}"
+                if out is not None and position == 0 and task.measured_here:
                     pending = len(_pending_points(task))
-                    extra = f"  {len(task.sweep.points) - pending}/{len(task.sweep.points)} points"
+                    extra += f"  {len(task.sweep.points) - pending}/{len(task.sweep.points)} points"
             lines.append(f"{entry.key:<20} {heading[:44]:<44} {sweep_text[:34]:<34} {runs_text:>5} {time_text:>9} "
                          f"{most_text:>9}{extra}".rstrip())
     lines.append("")
@@ -726,7 +828,7 @@ def reproduce(
             available = result.available_bytes = facts.get("memory_available_bytes")
             result.tasks = plan(chosen, quick, out, measured=result.hierarchy, available_bytes=available, fixed=fixed)
     times = _times(out)
-    runnable = [t for t in result.tasks if t.sweep is not None]
+    runnable = [t for t in result.tasks if t.sweep is not None and t.measured_here]
     total = sum(_point_seconds(t, times) * _pending_runs(t) for t in runnable)
     bar = eta_bar(total, "reproduce", enabled=progress)
     try:
@@ -748,6 +850,7 @@ def reproduce(
     result.phases["measuring"] = measuring.elapsed()
     reporting = _Stopwatch()
     datasets: dict[str, Dataset | None] = {}
+    loaded: dict[int, Dataset | None] = {}
     for task in result.tasks:
         dataset = None
         if task.path is not None and Path(paths_for(task.path)[0]).exists():
@@ -755,6 +858,13 @@ def reproduce(
                 dataset = Dataset.load(task.path)
             except (OSError, ValueError) as error:
                 task.error = task.error or f"the dataset cannot be read: {error}"
+        loaded[id(task)] = dataset
+    for task in result.tasks:
+        dataset = loaded[id(task)]
+        if task.shared:
+            dataset = _with_shared(task, dataset, loaded)
+            if task.error == "" and not task.measured_here:
+                task.error = next((owner.error for owner, _ in task.shared if owner.error), "")
         for entry in task.items:
             datasets[entry.key] = dataset
     for task in result.tasks:
@@ -766,7 +876,7 @@ def reproduce(
             else:
                 judged = judge(entry, dataset, compare_with=[datasets.get(key) for key in entry.compare_with],
                                measured=result.hierarchy, available_bytes=available)
-                judged.path = task.path
+                judged.path = _dataset_path(task)
             judged.error = task.error
             judged.warnings = list(task.warnings)
             result.items.append(judged)

@@ -279,6 +279,26 @@ def element_bytes(npad: int) -> int:
     return 8 * (npad + 1)
 
 
+#: A chase run's cost beyond its samples, for estimates (``memlab reproduce --list``, the ETA): a
+#: fixed part (the run loop's row, the machine check, the thread) and a part per byte of list
+#: (building it in its order, the first touch). Measured on a 2-vCPU AMD EPYC guest (family 25
+#: model 1), one sample of 1 ms: 3 ms at 1 KiB, 38 ms at 16 MiB, 217-266 ms at 128 MiB alone, and
+#: 70 ms a run of figure 6.5's points (four 10 ms samples) in the run loop.
+SETUP_SECONDS = 0.03
+SETUP_SECONDS_PER_BYTE = 2e-9
+
+
+def setup_seconds(params: ChaseParams | Mapping[str, Any]) -> float:
+    """About how long a run of a point takes beyond its samples (seconds): :data:`SETUP_SECONDS`
+    plus :data:`SETUP_SECONDS_PER_BYTE` for every byte of every list.
+
+    >>> round(setup_seconds({"working_set_bytes": 1 << 27}), 3)
+    0.298
+    """
+    p = FAMILY.params(params)
+    return SETUP_SECONDS + SETUP_SECONDS_PER_BYTE * p.working_set_bytes * total_chains(p)
+
+
 def total_chains(params: ChaseParams | Mapping[str, Any]) -> int:
     """Lists in memory: ``chains``, times ``threads`` when each thread has its own.
 
@@ -890,6 +910,7 @@ FAMILY = Family(
     figure=figure,
     caption=caption,
     report_columns=("cycles_per_element",),
+    setup_seconds=setup_seconds,
     one_cpu="workers",  # cpu= is walk_cpu=: the walking thread pins itself for each sample,
     on_cpu=walkers_on_cpu,
 )

@@ -84,7 +84,9 @@ class Family:
     report's table (shown when present). ``sample_seconds(params, target)``
     says how long one sample of a point lasts when that is not the target
     duration (a sample of fixed length, a pause before it): the runner's
-    duration estimate (``memlab sweep --list``) uses it. ``one_cpu`` says what
+    duration estimate (``memlab sweep --list``) uses it, and ``setup_seconds(params)`` how long a
+    run of a point takes beyond its samples (building its list or region, the first touch, the run
+    loop's own work; None: :data:`memlab.runner.POINT_OVERHEAD_SECONDS`). ``one_cpu`` says what
     ``cpu=`` does (:data:`ONE_CPU`).
 
     A family whose result is a number or a table rather than a picture sets
@@ -116,6 +118,7 @@ class Family:
     caption: str | Callable[[Any], str] = ""
     report_columns: tuple[str, ...] = ()
     sample_seconds: Callable[[Any, float], float] | None = None
+    setup_seconds: Callable[[Any], float] | None = None
     headline: Callable[[Any], str] | None = None
     table: Callable[[Any], tuple[list[str], list[list[str]]]] | None = None
     one_cpu: str = "caller"

@@ -202,7 +202,8 @@ def _in_jupyter() -> bool:
 def point_seconds(family: Family, params: Any, target_seconds: float | None, samples: int) -> float:
     """About how long one point takes (seconds): ``samples`` samples (warm-up and kept), each lasting
     the target (``target_seconds``, else the family's) or what the family's ``sample_seconds``
-    says (calibrate's budget, system's ``duration_s``, clear's pause), plus
+    says (calibrate's budget, system's ``duration_s``, clear's pause), plus what the family's
+    ``setup_seconds`` says a run costs beyond them (the chase: its list), else
     :data:`POINT_OVERHEAD_SECONDS`. Machines differ: an order of magnitude, not a promise.
 
     >>> from memlab.registry import family
@@ -212,7 +213,8 @@ def point_seconds(family: Family, params: Any, target_seconds: float | None, sam
     """
     target = family.default_target_seconds if target_seconds is None else target_seconds
     sample = family.sample_seconds(params, target) if family.sample_seconds else target
-    return round(samples * float(sample or 0.0) + POINT_OVERHEAD_SECONDS, 9)
+    setup = family.setup_seconds(params) if family.setup_seconds else POINT_OVERHEAD_SECONDS
+    return round(samples * float(sample or 0.0) + setup, 9)
 
 
 def estimate_seconds(sweep: Sweep, *, maximum: bool = False) -> float:

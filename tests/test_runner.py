@@ -262,3 +262,23 @@ def test_memlab_sweep_takes_runs_and_processes(tmp_path, capsys):
     assert Dataset.load(out).metadata["runs"] == 2
     assert cli.main(["sweep", "calibrate.quick", "--runs", "0"]) == 2
     assert "--runs" in capsys.readouterr().err
+
+
+def test_a_family_says_what_a_run_costs_beyond_its_samples():
+    """The chase's runs cost 3 ms to a quarter of a second beyond their samples (its list): the flat
+    0.25 s a run made figure 6.5's 2048 small points read 19.8 minutes where they take about 5."""
+    from memlab import chase
+    from memlab.runner import POINT_OVERHEAD_SECONDS, point_seconds
+    walk = family("chase")
+    small, large = walk.params({"working_set_bytes": 1024}), walk.params({"working_set_bytes": 1 << 27})
+    assert point_seconds(walk, small, 0.01, 4) == pytest.approx(
+        0.04 + chase.SETUP_SECONDS + chase.SETUP_SECONDS_PER_BYTE * 1024)
+    assert point_seconds(walk, large, 0.01, 4) == pytest.approx(
+        0.04 + chase.SETUP_SECONDS + chase.SETUP_SECONDS_PER_BYTE * (1 << 27))
+    own = walk.params({"working_set_bytes": 1 << 20, "threads": 2, "thread_lists": "own"})
+    shared = walk.params({"working_set_bytes": 1 << 20, "threads": 2, "thread_lists": "shared"})
+    assert chase.setup_seconds(own) - chase.SETUP_SECONDS == pytest.approx(
+        2 * (chase.setup_seconds(shared) - chase.SETUP_SECONDS))  # each thread builds its own list
+    clock = family("calibrate")  # no hook: the flat overhead
+    assert clock.setup_seconds is None
+    assert point_seconds(clock, clock.params({"budget_ns": 10**7}), None, 1) == pytest.approx(0.01 + POINT_OVERHEAD_SECONDS)

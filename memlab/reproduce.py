@@ -488,6 +488,11 @@ def _covers(owner: Precision | None, wanted: Precision | None) -> bool:
             and owner.max_runs >= wanted.max_runs)
 
 
+def _point_identity(family: Any, point: dict[str, Any]) -> tuple:
+    """A point's key with its parameters completed as the family completes them."""
+    return point_key({"family": family.name, **dataclasses.asdict(family.params(point))}, family.param_names)
+
+
 def share_points(tasks: Sequence[Task]) -> None:
     """Measure a point once when several tasks measure it alike: the same family and parameters
     (complete, as the family fills them in), the same samples, runs and options, and a precision
@@ -506,11 +511,10 @@ def share_points(tasks: Sequence[Task]) -> None:
         borrowed: dict[int, tuple[Task, list[dict[str, Any]]]] = {}
         for point in task.sweep.points:
             try:
-                complete = dataclasses.asdict(family.params(point))
+                key = (settings, _point_identity(family, point))
             except (ValueError, TypeError):  # the run will refuse it and say so
                 kept.append(point)
                 continue
-            key = (settings, point_key({"family": family.name, **complete}, family.param_names))
             owner = owners.get(key)
             if owner is not None and owner is not task and _covers(owner.sweep.precision, task.sweep.precision):
                 borrowed.setdefault(id(owner), (owner, []))[1].append(point)
@@ -547,8 +551,7 @@ def _with_shared(task: Task, own: Dataset | None, loaded: dict[int, Dataset | No
     keys: set[tuple] = set()
     metadata: dict[str, Any] | None = dict(own.metadata) if own is not None else None
     for owner, points in task.shared:
-        wanted = {point_key({"family": family.name, **dataclasses.asdict(family.params(p))}, family.param_names)
-                  for p in points}
+        wanted = {_point_identity(family, p) for p in points}
         keys |= wanted
         theirs = loaded.get(id(owner))
         if theirs is None:
@@ -620,12 +623,13 @@ def listing(items: Sequence[Item] | None = None, *, quick: bool = False, out: st
     kept = hierarchy.load(folder) if out is not None else None
     totals, most = {}, {}
     modes = {"quick": (True, False), "full": (False, False), "fixed": (False, True)}
-    for mode, (is_quick, is_fixed) in modes.items():
-        runnable = [task for task in plan(items, is_quick, folder, measured=kept, fixed=is_fixed)
-                    if task.sweep is not None and task.measured_here]
+    plans = {mode: plan(items, is_quick, folder, measured=kept, fixed=is_fixed)
+             for mode, (is_quick, is_fixed) in modes.items()}
+    for mode, planned in plans.items():
+        runnable = [task for task in planned if task.sweep is not None and task.measured_here]
         totals[mode] = sum(_point_seconds(task, times) * _runs(task) for task in runnable)
         most[mode] = sum(_point_seconds(task, times) * _runs(task, maximum=True) for task in runnable)
-    tasks = plan(items, quick, folder, measured=kept, fixed=fixed)
+    tasks = plans["quick" if quick else "fixed" if fixed else "full"]  # the table shows the mode asked for
     lines = [f"{'item':<20} {'source':<44} {'sweep':<34} {'runs':>5} {'time':>9} {'at most':>9}"
              + ("  on disk" if out is not None else "")]
     for task in tasks:

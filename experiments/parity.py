@@ -15,7 +15,7 @@ between two separate mappings (``layout apart``; memlab and the first bare
 copy use the two halves of one region); every pipe rung on two CPUs and on
 one (experiments/pipe_pair/pipe_pair.c, as a shell pipeline); clear, every
 method in 4 KiB and 2 MiB calls over a faulted THP region beyond the caches,
-and in 4 KiB calls over half the largest cache in one-pass samples
+and in 4 KiB calls over half the last cache in one-pass samples
 (experiments/clear_bare.c); spawn and execl (experiments/standalone/);
 core_to_core's round trip (experiments/core_to_core_bare.c; the first pair
 of CPUs, every ordered pair without ``--quick``).
@@ -35,17 +35,29 @@ Modes: the default (5 rounds, full sizes, every CPU pair: about 6 minutes),
 minute), ``--tiny`` (one round of the smallest samples and sizes: checks
 that every case runs, measures nothing; the test suite's mode).
 
+Sizes: half the L1d, half the L2 and half the last cache are those this
+machine measured (``memlab.hierarchy``: the edges of its own latency curve,
+kept in ``hierarchy.json`` of the ``--hierarchy`` folder under the machine's
+fingerprint and measured once, 10-20 s, when it is missing or from another
+machine), since a virtual machine's sysfs may report its host's whole L3 while
+other guests leave it a fraction: a clear "in the caches" sized by sysfs ran
+at memory speed. ``--sysfs`` (and ``--tiny``, unless given ``--hierarchy``)
+sizes them by the caches sysfs reports instead. Beyond the last cache is
+beyond both.
+
 ``--case TEXT`` (repeatable) keeps the cases whose name contains one of the
 texts (``--families clear --case "vector, 4 KiB"``), to give one gap many rounds.
 
 Run: python experiments/parity.py [--quick | --tiny] [--rounds N] [--cpu N]
                                   [--families chase,bandwidth,pipe,clear,system,core_to_core]
                                   [--case TEXT ...] [--out results/parity.csv]
+                                  [--hierarchy DIR | --sysfs]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import math
 import os
@@ -60,7 +72,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from memlab import bandwidth, chase, clear, core_to_core, machine, pipe, system
+from tqdm import tqdm
+
+from memlab import bandwidth, chase, clear, core_to_core, hierarchy, machine, pipe, system
 from memlab.dataset import Dataset
 from memlab.significance import median_ratio_interval
 
@@ -148,9 +162,9 @@ def bandwidth_bare_samples(binary: str, mode: str, width: str, size: int, sample
 
 
 def clear_bare_samples(binary: str, region_bytes: int, method: str, extent_bytes: int, passes: int,
-                       cpu: int | None) -> Samples:
-    """GB/s cleared per timed pass of clear_bare over a THP region: (wall, on-CPU)."""
-    output = _run([binary, str(region_bytes), "thp", method, str(extent_bytes), str(passes)], cpu)
+                       cpu: int | None, pages: str = "thp") -> Samples:
+    """GB/s cleared per timed pass of clear_bare over a region of ``pages`` (thp, 4k): (wall, on-CPU)."""
+    output = _run([binary, str(region_bytes), pages, method, str(extent_bytes), str(passes)], cpu)
     wall, on_cpu = [], []
     for line in output.splitlines():
         words = line.split()
@@ -271,11 +285,117 @@ class Case:
             getattr(self, f"{side}_on_cpu").extend(on_cpu)
 
 
-def _levels(settings: Settings) -> list[tuple[str, int, str]]:
-    """(label, bytes, pages): half the L1d, half the L2, beyond the last cache (THP there)."""
-    sizes = machine.cache_sizes()
+@dataclass(frozen=True)
+class Sizes:
+    """The working sets of the cases inside the caches, and where they come from.
+
+    ``l1d_half``, ``l2_half``: the chase's and bandwidth's L1d and L2 cases; ``cached_clear_bytes``:
+    the clear "in the caches", half the last cache in whole 2 MiB chunks (None where half the last
+    cache is less than the clear family's smallest region, one chunk); ``source``: what they were
+    read from, for the table's header."""
+
+    l1d_half: int
+    l2_half: int
+    cached_clear_bytes: int | None
+    source: str
+
+    @property
+    def note(self) -> str:
+        """Why the clear "in the caches" is not measured ("" when it is)."""
+        if self.cached_clear_bytes is not None:
+            return ""
+        return (f"clear in the caches: not measured, half the last cache is less than the clear family's "
+                f"smallest region ({_size(clear.CHUNK_BYTES)})")
+
+
+def _cached_clear(last_cache_bytes: int) -> int | None:
+    """Half the last cache in whole 2 MiB chunks (the clear family's THP chunk), None below one.
+
+    >>> _cached_clear(32 << 20), _cached_clear(6 << 20), _cached_clear(1666000)
+    (16777216, 2097152, None)
+    """
+    half = last_cache_bytes // 2 // clear.CHUNK_BYTES * clear.CHUNK_BYTES
+    return half or None
+
+
+def sizes_from_sysfs(sizes: dict[str, int] | None = None) -> Sizes:
+    """The sizes by the caches sysfs reports (``sizes``: :func:`memlab.machine.cache_sizes`'s
+    names and bytes; default this machine's).
+
+    >>> s = sizes_from_sysfs({"L1d": 32 << 10, "L1i": 32 << 10, "L2": 512 << 10, "L3": 32 << 20})
+    >>> s.l1d_half, s.l2_half, s.cached_clear_bytes
+    (16384, 262144, 16777216)
+    """
+    sizes = machine.cache_sizes() if sizes is None else sizes
     l1d, l2 = sizes.get("L1d", 32 << 10), sizes.get("L2", 1 << 20)
-    return [("L1d/2", l1d // 2 // 1024 * 1024, "4k"), ("L2/2", l2 // 2 // 1024 * 1024, "4k"),
+    largest = max([s for n, s in sizes.items() if not n.endswith("i")] or [4 << 20])
+    return Sizes(l1d // 2 // 1024 * 1024, l2 // 2 // 1024 * 1024, _cached_clear(largest), "the caches sysfs reports")
+
+
+def sizes_from_hierarchy(found: hierarchy.Hierarchy, why: str = "") -> Sizes:
+    """The sizes by this machine's measured edges (:mod:`memlab.hierarchy`): half the L1d edge;
+    half the L2 edge, but at least twice the L1d edge (where a random walk finds most lines in the
+    L2) and at most the L2 edge; half the last cache's edge. A level the curve did not show falls
+    back to sysfs's size.
+
+    >>> L = hierarchy.Level
+    >>> found = hierarchy.Hierarchy((L("L1d", 26000, 32768, 1.2, None, "L1d", 32768),
+    ...                              L("L2", 330000, 409600, 4.0, None, "L2", 524288),
+    ...                              L("L3", 1666000, 2097152, 12.0, None, "L3", 33554432)), 95.0, ())
+    >>> s = sizes_from_hierarchy(found)
+    >>> s.l1d_half, s.l2_half, s.cached_clear_bytes
+    (12288, 164864, None)
+    """
+    fallback = sizes_from_sysfs(dict(found.sysfs) or None)
+    l1d = found.l1d_bytes
+    l1d_half = l1d // 2 // 1024 * 1024 if l1d else fallback.l1d_half
+    l2 = found.l2_bytes
+    if l2 and l1d:
+        l2_half = min(l2, max(2 * l1d, l2 // 2)) // 1024 * 1024
+    else:
+        l2_half = fallback.l2_half
+    last = found.last_cache
+    if last is not None and last.name != "L1d":
+        cached = _cached_clear(last.edge_bytes)
+    else:
+        cached = fallback.cached_clear_bytes
+    edges = ", ".join(f"{level.name} {_size(level.edge_bytes)}" for level in found.caches) or "no cache level"
+    source = f"this machine's measured caches ({edges}; {why or 'measured'})"
+    return Sizes(l1d_half, l2_half, cached, source)
+
+
+def default_hierarchy_folder() -> Path:
+    """Where the measured hierarchy is kept between runs: ``$XDG_CACHE_HOME/memlab`` (default
+    ``~/.cache/memlab``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memlab"
+
+
+def obtain_sizes(folder: str | os.PathLike, progress: bool = True) -> Sizes:
+    """The sizes from the hierarchy kept in ``folder`` (``hierarchy.json``), measured now (with a
+    progress bar on stderr) and kept there when it is missing or from another machine."""
+    bar = None
+
+    def on_point(done: int, total: int) -> None:
+        nonlocal bar
+        if not progress:
+            return
+        if bar is None:
+            bar = tqdm(total=total, desc="measuring this machine's caches", unit="set", file=sys.stderr)
+        bar.update(done - bar.n)
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    try:
+        found, why = hierarchy.obtain(folder, on_point=on_point)
+    finally:
+        if bar is not None:
+            bar.close()
+    return sizes_from_hierarchy(found, why)
+
+
+def _levels(settings: Settings, sizes: Sizes | None = None) -> list[tuple[str, int, str]]:
+    """(label, bytes, pages): half the L1d, half the L2, beyond the last cache (THP there)."""
+    sizes = sizes or sizes_from_sysfs()
+    return [("L1d/2", sizes.l1d_half, "4k"), ("L2/2", sizes.l2_half, "4k"),
             ("beyond LLC", settings.beyond_bytes, "thp")]
 
 
@@ -289,9 +409,9 @@ def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
-def chase_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
+def chase_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | None = None) -> list[Case]:
     cases = []
-    for label, size, _ in _levels(s):
+    for label, size, _ in _levels(s, sizes):
         target = s.beyond_target_ms if label == "beyond LLC" else s.target_ms
 
         def mine(size=size, target=target) -> Samples:
@@ -307,10 +427,10 @@ def chase_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
     return cases
 
 
-def bandwidth_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
+def bandwidth_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | None = None) -> list[Case]:
     width = bandwidth.widest_width()
     cases = []
-    for label, size, pages in _levels(s):
+    for label, size, pages in _levels(s, sizes):
         target = s.beyond_target_ms if label == "beyond LLC" else s.target_ms
         for op, layout in (("read", None), ("write", None), ("copy", "halves"), ("copy", "apart")):
 
@@ -361,7 +481,7 @@ def pipe_cases(bins: dict[str, str], s: Settings) -> list[Case]:
     return cases
 
 
-def clear_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
+def clear_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | None = None) -> list[Case]:
     cases = []
     region = s.clear_region_bytes
     for method in clear.METHODS:
@@ -377,8 +497,9 @@ def clear_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
 
             cases.append(Case("clear", f"{method}, {_size(extent)} calls over {_size(region)} THP",
                               "GB/s", False, mine, theirs))
-    cached = _cached_clear_bytes()
-    for method in clear.METHODS:
+    sizes = sizes or sizes_from_sysfs()
+    cached = sizes.cached_clear_bytes
+    for method in clear.METHODS if cached else ():
         # one pass a sample, back to back on both sides: whatever memlab does between two
         # samples (a /proc/self/smaps walk did, docs/parity.md) shows as caches to refill
 
@@ -394,13 +515,6 @@ def clear_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
         cases.append(Case("clear", f"{method}, 4 KiB calls over {_size(cached)} THP, in the caches",
                           "GB/s", False, mine_cached, theirs_cached))
     return cases
-
-
-def _cached_clear_bytes() -> int:
-    """Half the largest data cache in whole 2 MiB chunks (at least one): a clear region that
-    stays in the caches between passes."""
-    largest = max([s for n, s in machine.cache_sizes().items() if not n.endswith("i")] or [4 << 20])
-    return max(2 << 20, largest // 2 // (2 << 20) * (2 << 20))
 
 
 def system_cases(bins: dict[str, str], s: Settings, cpu: int) -> list[Case]:
@@ -446,15 +560,17 @@ def core_to_core_cases(bins: dict[str, str], s: Settings) -> list[Case]:
     return cases
 
 
-def build_cases(bins: dict[str, str], s: Settings, families: list[str], cpu: int) -> list[Case]:
+def build_cases(bins: dict[str, str], s: Settings, families: list[str], cpu: int,
+                sizes: Sizes | None = None) -> list[Case]:
     """The cases of the chosen families this machine can run (pipes on two CPUs and core_to_core
-    need two CPUs)."""
+    need two CPUs), sized by ``sizes`` inside the caches (default :func:`sizes_from_sysfs`)."""
     two_cpus = len(os.sched_getaffinity(0)) >= 2
+    sizes = sizes or sizes_from_sysfs()
     makers = {
-        "chase": lambda: chase_cases(bins, s, cpu),
-        "bandwidth": lambda: bandwidth_cases(bins, s, cpu),
+        "chase": lambda: chase_cases(bins, s, cpu, sizes),
+        "bandwidth": lambda: bandwidth_cases(bins, s, cpu, sizes),
         "pipe": lambda: pipe_cases(bins, s),
-        "clear": lambda: clear_cases(bins, s, cpu),
+        "clear": lambda: clear_cases(bins, s, cpu, sizes),
         "system": lambda: system_cases(bins, s, cpu),
         "core_to_core": lambda: core_to_core_cases(bins, s) if two_cpus else [],
     }
@@ -534,14 +650,18 @@ def _ratio_cell(ratio: float, low: float, high: float) -> str:
     return "" if math.isnan(ratio) else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def markdown(table: list[dict[str, Any]], mode: str, rounds: int) -> str:
-    """The table as Markdown, under one line naming the host, the date, the mode and the load."""
+def markdown(table: list[dict[str, Any]], mode: str, rounds: int, sizes: Sizes | None = None) -> str:
+    """The table as Markdown, under one line naming the host, the date, the mode and the load (and
+    a second naming where the sizes inside the caches come from, given ``sizes``)."""
     first = table[0]
     loads = [r["load_average_min"] for r in table] + [r["load_average_max"] for r in table]
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"Host: {first['cpu_vendor']} family {first['cpu_family']} model {first['cpu_model_number']} "
              f"({first['cpu_model']}), {len(os.sched_getaffinity(0))} CPUs; {when}; mode {mode}, "
              f"{rounds} interleaved rounds; load average {min(loads):.1f}-{max(loads):.1f}.",
+             *([f"Sizes inside the caches: {sizes.source}." + (f" {sizes.note[0].upper()}{sizes.note[1:]}."
+                                                                 if sizes.note else "")]
+               if sizes is not None else []),
              "",
              "| family | case | unit | memlab | bare | ratio [95%] | on-CPU ratio [95%] | load | host |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -568,6 +688,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", default=[], metavar="TEXT",
                         help="keep the cases whose name contains TEXT (repeatable)")
     parser.add_argument("--out", help="write the rows as a memlab dataset (.csv or .jsonl)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--hierarchy", metavar="DIR",
+                       help="the folder whose hierarchy.json sizes the cases inside the caches (measured and "
+                            f"kept there when missing; default {default_hierarchy_folder()}, or sysfs with --tiny)")
+    where.add_argument("--sysfs", action="store_true", help="size the cases by the caches sysfs reports")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "tiny" if args.tiny else "full"
     families = [f for f in args.families.split(",") if f]
@@ -587,15 +712,26 @@ def main(argv: list[str] | None = None) -> int:
         unmatched = [text for text in texts if not any(text in name for name in names)]
         if unmatched:
             parser.error(f"--case={unmatched[0]!r} is in no case name of {', '.join(families)}")
+    if args.sysfs or (mode == "tiny" and not args.hierarchy) or not {"chase", "bandwidth", "clear"} & set(families):
+        sizes = sizes_from_sysfs()
+    else:
+        try:
+            sizes = obtain_sizes(args.hierarchy or default_hierarchy_folder())
+        except OSError as error:
+            parser.error(f"--hierarchy: {error}")
     with tempfile.TemporaryDirectory() as directory:
         bins = compile_programs(directory)
-        cases = select_cases(build_cases(bins, settings, families, args.cpu), texts)
+        cases = select_cases(build_cases(bins, settings, families, args.cpu, sizes), texts)
+        if not cases:  # the texts named sizes sysfs gives and the measured caches do not
+            parser.error(f"--case={texts[0]!r} is in no case name of {', '.join(families)} at the sizes of "
+                         f"{sizes.source}" + (f"; {sizes.note}" if sizes.note else ""))
         run_rounds(cases, rounds)
     table = rows(cases)
-    print(markdown(table, mode, rounds))
+    print(markdown(table, mode, rounds, sizes))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Dataset(table, metadata={"experiment": "parity", "mode": mode, "rounds": rounds, "cpu": args.cpu,
+                                 "sizes": dataclasses.asdict(sizes),
                                  "machine": machine.collect(include_core=False)}).save(args.out)
         print(f"{len(table)} rows -> {args.out}", file=sys.stderr)
     return 0

@@ -144,6 +144,7 @@ def test_bare_programs_compile_without_warnings(tmp_path):
     (["--families", "chase,disk"], "disk not among"),
     (["--cpu", "4096"], "--cpu=4096 is not among the CPUs"),
     (["--quick", "--tiny"], "not allowed with argument"),
+    (["--sysfs", "--hierarchy", "somewhere"], "not allowed with argument"),
     (["--families", "clear", "--case", "spawn"], "--case='spawn' is in no case name of clear"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message):
@@ -183,3 +184,75 @@ def test_each_older_driver_runs_its_programs_through_parity(name, monkeypatch):
     finally:
         if not had_parity:
             sys.modules.pop("parity", None)
+
+
+def _synthetic_hierarchy(last_edge: int):
+    L = parity.hierarchy.Level
+    return parity.hierarchy.Hierarchy(
+        (L("L1d", 26000, 32768, 1.2, None, "L1d", 32768), L("L2", 330000, 409600, 4.0, None, "L2", 524288),
+         L("L3", last_edge, 2 * last_edge, 12.0, None, "L3", 32 << 20)),
+        95.0, ((4096, 1.2), (1 << 27, 95.0)), sysfs={"L1d": 32768, "L2": 524288, "L3": 32 << 20})
+
+
+def test_sizes_inside_the_caches_come_from_the_measured_edges_not_sysfs():
+    """A guest whose sysfs says 32 MiB of L3 but whose curve ends the last cache at 1.6 MiB has no
+    clear "in the caches" (the clear family's smallest region is 2 MiB) and says why; a 40 MiB
+    last cache gives 20 MiB."""
+    small = parity.sizes_from_hierarchy(_synthetic_hierarchy(1666000), "kept")
+    assert (small.l1d_half, small.cached_clear_bytes) == (12288, None)
+    assert "smallest region (2 MiB)" in small.note
+    assert 2 * 26000 <= small.l2_half <= 330000
+    assert "L3 1 MiB" in small.source and "kept" in small.source
+    large = parity.sizes_from_hierarchy(_synthetic_hierarchy(40 << 20))
+    assert large.cached_clear_bytes == 20 << 20 and large.note == ""
+    sysfs = parity.sizes_from_sysfs({"L1d": 48 << 10, "L2": 1 << 20, "L3": 32 << 20, "L1i": 32 << 10})
+    assert (sysfs.l1d_half, sysfs.l2_half, sysfs.cached_clear_bytes) == (24 << 10, 512 << 10, 16 << 20)
+    # an L2 edge measured barely above the L1d's: the L2 case stays at twice the L1d, inside the L2
+    L = parity.hierarchy.Level
+    squeezed = parity.hierarchy.Hierarchy((L("L1d", 32768, 40960, 1.0, None, "L1d", 32768),
+                                           L("L2", 81920, 102400, 4.0, None, "L2", 524288)), 90.0, ())
+    assert parity.sizes_from_hierarchy(squeezed).l2_half == 65536
+    # no level measured: sysfs's sizes stand in
+    bare = parity.hierarchy.Hierarchy((), 90.0, (), sysfs={"L1d": 32768, "L2": 524288, "L3": 8 << 20})
+    assert parity.sizes_from_hierarchy(bare).cached_clear_bytes == 4 << 20
+
+
+def _keep(folder, found) -> None:
+    current = parity.hierarchy.identity(parity.hierarchy.collect(include_core=False))["fingerprint_id"]
+    (folder / parity.hierarchy.CACHE_FILE).write_text(parity.hierarchy.json.dumps(
+        {"format": parity.hierarchy.FORMAT, "fingerprint_id": current, "hierarchy": found.to_dict()}))
+
+
+def test_a_kept_hierarchy_sizes_the_run_and_the_table_says_so(tmp_path):
+    """--hierarchy DIR with a hierarchy.json of this machine: no measurement, its edges size the
+    cases inside the caches, and the table's second line names them."""
+    needs_compiler()
+    _keep(tmp_path, _synthetic_hierarchy(6 << 20))
+    out = tmp_path / "parity.csv"
+    done = run_script("--tiny", "--families", "clear,chase", "--case", "in the caches", "--case", "L1d",
+                      "--hierarchy", str(tmp_path), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    ds = Dataset.load(out)
+    names = [row["case"] for row in ds.rows]
+    assert sum("over 2 MiB THP, in the caches" in name for name in names) == len(parity.clear.METHODS), names
+    assert "random, L1d/2 (12 KiB)" in names
+    assert "Sizes inside the caches: this machine's measured caches (L1d 25 KiB" in done.stdout
+    assert ds.metadata["sizes"]["cached_clear_bytes"] == 2 << 20
+
+
+def test_a_last_cache_too_small_for_the_clear_family_is_said(tmp_path):
+    """Half a 1.6 MiB last cache is below the clear family's 2 MiB: the table says the clear in the
+    caches is not measured, and asking for only that case exits 2 saying why."""
+    needs_compiler()
+    _keep(tmp_path, _synthetic_hierarchy(1666000))
+    done = run_script("--tiny", "--families", "clear", "--case", "memset, 2 MiB", "--hierarchy", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "Clear in the caches: not measured" in done.stdout and "in the caches |" not in done.stdout
+    refused = run_script("--tiny", "--families", "clear", "--case", "in the caches", "--hierarchy", str(tmp_path))
+    assert refused.returncode == 2 and "smallest region (2 MiB)" in refused.stderr and refused.stdout == ""
+
+
+def test_docstring_examples():
+    import doctest
+    result = doctest.testmod(parity)
+    assert result.attempted >= 5 and result.failed == 0

@@ -37,9 +37,10 @@ that every case runs, measures nothing; the test suite's mode).
 
 Sizes: half the L1d, half the L2 and half the last cache are those this
 machine measured (``memlab.hierarchy``: the edges of its own latency curve,
-kept in ``hierarchy.json`` of the ``--hierarchy`` folder under the machine's
-fingerprint and measured once, 10-20 s, when it is missing or from another
-machine), since a virtual machine's sysfs may report its host's whole L3 while
+kept in ``hierarchy.json`` of the ``--hierarchy`` folder, default memlab's
+per-machine cache folder where ``memlab reproduce`` keeps it too, under the
+machine's fingerprint, and measured once, 10-20 s, when it is missing or from
+another machine), since a virtual machine's sysfs may report its host's whole L3 while
 other guests leave it a fraction: a clear "in the caches" sized by sysfs ran
 at memory speed. ``--sysfs`` (and ``--tiny``, unless given ``--hierarchy``)
 sizes them by the caches sysfs reports instead. Beyond the last cache is
@@ -76,6 +77,7 @@ from tqdm import tqdm
 
 from memlab import bandwidth, chase, clear, core_to_core, hierarchy, machine, pipe, system
 from memlab.dataset import Dataset
+from memlab.files import cache_directory
 from memlab.significance import median_ratio_interval
 
 HERE = Path(__file__).resolve().parent
@@ -365,9 +367,10 @@ def sizes_from_hierarchy(found: hierarchy.Hierarchy, why: str = "") -> Sizes:
 
 
 def default_hierarchy_folder() -> Path:
-    """Where the measured hierarchy is kept between runs: ``$XDG_CACHE_HOME/memlab`` (default
-    ``~/.cache/memlab``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memlab"
+    """Where the measured hierarchy is kept between runs: memlab's per-machine cache folder
+    (:func:`memlab.files.cache_directory`: ``$MEMLAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/memlab``,
+    else ``~/.cache/memlab``), where ``memlab reproduce`` keeps it too."""
+    return cache_directory()
 
 
 def obtain_sizes(folder: str | os.PathLike, progress: bool = True) -> Sizes:

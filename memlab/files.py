@@ -38,11 +38,14 @@ import re
 import stat
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 __all__ = [
+    "CACHE_DIR_ENV",
     "OutputError",
     "TEMPORARY_SUFFIX",
     "atomic_write",
+    "cache_directory",
     "check_output_directory",
     "check_output_file",
     "check_output_file_in_new_directory",
@@ -54,6 +57,27 @@ __all__ = [
     "refuse_links",
     "remove_stale_temporaries",
 ]
+
+#: The environment variable that names memlab's per-machine cache folder.
+CACHE_DIR_ENV = "MEMLAB_CACHE_DIR"
+
+
+def cache_directory(environ: Mapping[str, str] | None = None) -> Path:
+    """Where memlab keeps what it measured or built for this machine (the measured cache
+    hierarchy, the matrix family's searched blocks, built user kernels): ``$MEMLAB_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/memlab``, else ``~/.cache/memlab``.
+
+    >>> str(cache_directory({"MEMLAB_CACHE_DIR": "/tmp/x"}))
+    '/tmp/x'
+    >>> str(cache_directory({"XDG_CACHE_HOME": "/tmp/y"}))
+    '/tmp/y/memlab'
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get(CACHE_DIR_ENV):
+        return Path(environ[CACHE_DIR_ENV]).expanduser()
+    xdg = environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "memlab"
+
 
 #: Temporary files are named ``.<target name>.<pid>.<random>.memlab-tmp``.
 TEMPORARY_SUFFIX = ".memlab-tmp"

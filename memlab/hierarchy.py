@@ -13,7 +13,11 @@ apart). The last plateau is main memory; the first is
 the L1d, the second the L2, the one before memory the last cache.
 Consecutive plateaus that sysfs places in one cache (a random walk's
 latency climbs in steps inside a large L2) are one level. A level's *edge*
-is the largest working set measured on its plateau.
+is the largest working set measured on its plateau whose latency still
+holds (at most :data:`HELD_RATIO` times the plateau's lower quartile): a
+cache shared with other tenants of the host climbs over several sets, and
+the sets of that climb are not "in" it. The curve is walked :data:`RUNS`
+times and each set's latency is the median of its walks.
 
 :func:`obtain` keeps the result in ``hierarchy.json`` of an output folder
 under the machine's fingerprint (:func:`memlab.machine.fingerprint`) and
@@ -38,6 +42,7 @@ import dataclasses
 import json
 import math
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +51,7 @@ from typing import Any, Callable, Mapping, Sequence
 from memlab import chase
 from memlab.chase_analysis import cache_levels
 from memlab.dataset import Dataset
-from memlab.files import atomic_write
+from memlab.files import atomic_write, cache_directory
 from memlab.machine import cache_sizes, collect, identity
 from memlab.units import format_bytes
 
@@ -54,10 +59,12 @@ __all__ = [
     "CACHE_FILE",
     "CURVE",
     "FORMAT",
+    "HELD_RATIO",
     "Hierarchy",
     "Level",
     "MIN_RATIO",
     "REGION_NAMES",
+    "RUNS",
     "attach",
     "attached",
     "cache_sizes_measured",
@@ -79,13 +86,19 @@ __all__ = [
 
 #: The file in an output folder that keeps the measured hierarchy.
 CACHE_FILE = "hierarchy.json"
-#: The version of that file's layout; another version is measured again.
-FORMAT = 1
+#: The version of that file's layout; another version is measured again (2: edges where the
+#: plateau holds, over three walks of the curve).
+FORMAT = 2
 #: The chase parameters of the latency curve: one 64-byte line per element, random order (no
 #: prefetcher hides a level), huge pages where granted (no TLB steps).
 CURVE = {"npad": 7, "order": "random", "pages": "thp"}
 #: Working sets per doubling on the curve (an edge is known to within 2^(1/3), 26%).
 PER_DOUBLING = 3
+#: Walks of the whole curve; a set's latency is the median over them.
+RUNS = 3
+#: A plateau holds while a set's latency is at most this times the plateau's lower quartile: past
+#: it the walk is climbing to the next level (:func:`from_curve`).
+HELD_RATIO = 1.5
 #: Neighbouring plateaus differ at least this much in latency (cache_levels' ``min_ratio``): a
 #: cache level is two to eight times slower than the one before it and main memory several times
 #: slower than the last cache, while the climb of a walk through memory as page walks get longer
@@ -208,10 +221,14 @@ def from_curve(rows: Sequence[Mapping[str, Any]], facts: Mapping[str, Any], **ab
     levels = cache_levels(Dataset([dict(row) for row in rows], metadata), min_ratio=MIN_RATIO)
     metric = "cpu_ns_per_element" if all(row.get("cpu_ns_per_element") not in (None, "") for row in rows) \
         else "ns_per_element"
-    curve = tuple(sorted((int(row["working_set_bytes"]), float(row[metric])) for row in rows
-                         if isinstance(row.get(metric), (int, float)) and math.isfinite(row[metric])))
+    by_size: dict[int, list[float]] = {}
+    for row in rows:
+        if isinstance(row.get(metric), (int, float)) and math.isfinite(row[metric]):
+            by_size.setdefault(int(row["working_set_bytes"]), []).append(float(row[metric]))
+    curve = tuple((size, statistics.median(values)) for size, values in sorted(by_size.items()))
+    sizes = [size for size, _ in curve]
     plateaus: list[dict[str, Any]] = []
-    for level in levels[:-1]:
+    for level in (_held(level, curve, sizes) for level in levels[:-1]):
         sysfs_name = level["level"] if level["level"] != "memory" else None
         if plateaus and sysfs_name is not None and plateaus[-1]["level"] == level["level"]:
             first = plateaus[-1]  # one cache: its edge from the last plateau, its latency from the first
@@ -229,6 +246,29 @@ def from_curve(rows: Sequence[Mapping[str, Any]], facts: Mapping[str, Any], **ab
                  if isinstance(row.get("huge_page_fraction"), (int, float))]
     about.setdefault("huge_page_fraction", min(fractions) if fractions else None)
     return Hierarchy(caches=caches, memory_latency_ns=memory, curve=curve, sysfs=_data_caches(facts), **about)
+
+
+def _held(level: Mapping[str, Any], curve: Sequence[tuple[int, float]], sizes: list[int]) -> dict[str, Any]:
+    """``level`` (a plateau of :func:`memlab.chase_analysis.cache_levels`) with its edge where its
+    latency still holds: the plateau's last working sets whose latency exceeds :data:`HELD_RATIO`
+    times its lower quartile are the climb to the next level, not the plateau. A cache that other
+    tenants of the host share (a VM's L2 beside the host's SMT sibling, its L3 beside other
+    guests) climbs over several sets instead of stepping, and where a least-squares split puts the
+    edge inside that climb moves from one curve to the next by up to four sets; the last set at
+    the plateau's latency moves by one."""
+    largest = int(level["largest_working_set_bytes"])
+    if largest not in sizes or int(level.get("points") or 0) < 2:
+        return dict(level)
+    end = sizes.index(largest)
+    first = max(0, end - int(level["points"]) + 1)
+    values = [value for _, value in curve[first:end + 1]]
+    quartile = statistics.quantiles(values, n=4, method="inclusive")[0]
+    held = end
+    while held > first and curve[held][1] > HELD_RATIO * quartile:
+        held -= 1
+    if held == end:
+        return dict(level)
+    return dict(level, largest_working_set_bytes=sizes[held], next_working_set_bytes=sizes[held + 1])
 
 
 # ---- measuring it ----------------------------------------------------------------------
@@ -276,12 +316,15 @@ def curve_sizes(largest_bytes: int) -> list[int]:
 
 
 def measure(*, largest_bytes: int | None = None, on_point: Callable[[int, int], None] | None = None,
-            repeat: int = 3, target_seconds: float = 0.01) -> Hierarchy:
+            repeat: int = 2, target_seconds: float = 0.01, runs: int = RUNS) -> Hierarchy:
     """Measure the latency curve here and read the hierarchy off it (:func:`from_curve`).
 
     ``largest_bytes``: where the curve stops (default :func:`largest_curve_bytes`); ``on_point``
-    is called with (points done, points in all) after each point (a progress bar). About 10-20 s
-    on a two-CPU VM (most of it in the largest sets).
+    is called with (points done, points in all) after each point (a progress bar). The curve is
+    walked ``runs`` times (:data:`RUNS`), each time over every working set on a list of its own,
+    and each set's latency is the median over the walks (:func:`from_curve`): a minute in which
+    another job shared the caches then moves one walk of a set, not an edge. About 10-20 s on a
+    two-CPU VM (most of it in the largest sets).
 
     >>> found = measure(largest_bytes=1 << 20, repeat=1)     # doctest: +SKIP
     >>> found.l1d_bytes                                        # doctest: +SKIP
@@ -290,13 +333,16 @@ def measure(*, largest_bytes: int | None = None, on_point: Callable[[int, int], 
     started = time.monotonic()
     facts = collect(include_core=False)
     largest_bytes = largest_bytes or largest_curve_bytes(_data_caches(facts), facts.get("memory_available_bytes"))
+    if runs < 1:
+        raise ValueError(f"runs={runs} must be at least 1")
     sizes = curve_sizes(largest_bytes)
     rows = []
-    for done, size in enumerate(sizes, 1):
+    walks = [size for _ in range(runs) for size in sizes]
+    for done, size in enumerate(walks, 1):
         measured = chase.run(working_set_bytes=size, **CURVE, repeat=repeat, warmup=0, target_seconds=target_seconds)
         rows.append(measured.to_row())
         if on_point is not None:
-            on_point(done, len(sizes))
+            on_point(done, len(walks))
     who = identity(facts)
     return from_curve(rows, facts, memory_available_bytes=facts.get("memory_available_bytes"),
                       fingerprint=who["fingerprint"], fingerprint_id=who["fingerprint_id"],
@@ -320,30 +366,58 @@ def load(out: str | os.PathLike, fingerprint_id: str | None = None) -> Hierarchy
         return None
 
 
+def _keep(folder: Path, fingerprint_id: str, found: Hierarchy) -> None:
+    atomic_write(folder / CACHE_FILE, json.dumps({"format": FORMAT, "fingerprint_id": fingerprint_id,
+                                                  "hierarchy": found.to_dict()}, indent=1))
+
+
 def obtain(out: str | os.PathLike, *, remeasure: bool = False,
            measuring: Callable[..., Hierarchy] | None = None,
-           on_point: Callable[[int, int], None] | None = None) -> tuple[Hierarchy, str]:
+           on_point: Callable[[int, int], None] | None = None,
+           machine_folder: str | os.PathLike | None | bool = True) -> tuple[Hierarchy, str]:
     """The hierarchy of this machine for the output folder ``out``: the one kept there when it was
-    measured on a machine of this fingerprint, else measured now and kept (``hierarchy.json``).
-    ``remeasure``: measure even so. ``measuring``: what measures (default :func:`measure`), called
-    with ``on_point``. Returns the hierarchy and why it was or was not measured.
+    measured on a machine of this fingerprint, else the one kept for this machine in
+    ``machine_folder`` (default :func:`memlab.files.cache_directory`; False: none), copied into
+    ``out``, else measured now and kept in both (``hierarchy.json``). ``remeasure``: measure
+    even so. ``measuring``: what measures (default :func:`measure`), called with ``on_point``.
+    Returns the hierarchy and why it was or was not measured.
+
+    Kept per machine, the regions stay the same from one run to the next: a VM's caches shared
+    with other tenants end at other sets from one minute to the next (its L2 and L3 edges moved by
+    up to four sets between curves measured a minute apart on a 2-vCPU EPYC guest), and two runs
+    that measured their own curves would judge "in the L2" over different sets.
 
     >>> found, why = obtain("r")       # doctest: +SKIP
     >>> why                            # doctest: +SKIP
     'kept in r/hierarchy.json (measured 2026-12-02T02:20:11Z)'
     """
-    path = Path(out) / CACHE_FILE
+    out = Path(out)
+    path = out / CACHE_FILE
+    shared = None if machine_folder is False or machine_folder is None else \
+        (cache_directory() if machine_folder is True else Path(machine_folder))
+    if shared is not None and shared.resolve() == out.resolve():
+        shared = None
     current = identity(collect(include_core=False))["fingerprint_id"]
     if not remeasure:
         kept = load(out, current)
         if kept is not None:
             return kept, f"kept in {path} (measured {kept.measured_at or 'earlier'})"
+        machine_kept = load(shared, current) if shared is not None else None
+        if machine_kept is not None:
+            _keep(out, current, machine_kept)
+            return machine_kept, (f"kept for this machine in {shared / CACHE_FILE} (measured "
+                                  f"{machine_kept.measured_at or 'earlier'}; --remeasure measures again)")
         why = "measured: the machine's fingerprint differs from the one kept" if path.exists() else "measured"
     else:
         why = "measured again (--remeasure)"
     found = (measuring or measure)(on_point=on_point)
-    atomic_write(path, json.dumps({"format": FORMAT, "fingerprint_id": current, "hierarchy": found.to_dict()},
-                                  indent=1))
+    _keep(out, current, found)
+    if shared is not None:
+        try:
+            shared.mkdir(parents=True, exist_ok=True)
+            _keep(shared, current, found)
+        except OSError:  # a read-only home: the output folder keeps it still
+            pass
     return found, why
 
 

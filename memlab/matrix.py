@@ -59,6 +59,7 @@ from memlab import chart, machine, machine_model
 from memlab._core import Kernel, build_info, cpu_features
 from memlab._core import families as core_families
 from memlab.files import atomic_write
+from memlab.files import cache_directory as files_cache_directory
 from memlab.dataset import Dataset
 from memlab.family import Family, check_choice, check_int, coerce_fields
 from memlab.grid import Sweep, grid
@@ -340,7 +341,6 @@ ISA_BITS = {"avx512": 512, "avx2": 256, "sse2": 128, "scalar": 64}
 #: sizes alone, no search).
 BLOCK_CHOICES = ("tuned", "model")
 #: Where the searched blocks are cached (else $XDG_CACHE_HOME/memlab, else ~/.cache/memlab).
-CACHE_DIR_ENV = "MEMLAB_CACHE_DIR"
 BLOCKS_CACHE_FILE = "matrix_blocks.json"
 #: The search's matrix size, rounds and time per candidate and round.
 SEARCH_N = 1024
@@ -534,17 +534,12 @@ def _load_average() -> str:
 
 
 def cache_directory(environ: Mapping[str, str] | None = None) -> Path:
-    """Where memlab caches what it measured about this machine: $MEMLAB_CACHE_DIR,
-    else $XDG_CACHE_HOME/memlab, else ~/.cache/memlab.
+    """Where memlab caches what it measured about this machine (:func:`memlab.files.cache_directory`).
 
     >>> str(cache_directory({"MEMLAB_CACHE_DIR": "/tmp/x"}))
     '/tmp/x'
     """
-    environ = os.environ if environ is None else environ
-    if environ.get(CACHE_DIR_ENV):
-        return Path(environ[CACHE_DIR_ENV])
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "memlab"
+    return files_cache_directory(environ)
 
 
 def _search_key(isas: Sequence[str]) -> str:

@@ -34,6 +34,7 @@ from typing import Any, Mapping
 from memlab import chart, worker
 from memlab._core import KERNEL_API_VERSION, build_info, load_kernel
 from memlab.dataset import Dataset
+from memlab.files import cache_directory
 from memlab.family import Family, check_bool, check_choice, check_int, check_number, coerce_fields
 from memlab.grid import Sweep
 from memlab.measure import Measurement
@@ -85,17 +86,14 @@ def include_dir() -> str:
 
 
 def cache_dir() -> Path:
-    """Where built kernels are kept: ``$MEMLAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/memlab``, else
-    ``~/.cache/memlab``; the shared objects go to its ``kernels`` folder.
+    """Where built kernels are kept: :func:`memlab.files.cache_directory` (``$MEMLAB_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/memlab``, else ``~/.cache/memlab``); the shared objects go to its
+    ``kernels`` folder.
 
     >>> isinstance(cache_dir(), Path)
     True
     """
-    chosen = os.environ.get("MEMLAB_CACHE_DIR")
-    if chosen:
-        return Path(chosen).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "memlab"
+    return cache_directory()
 
 
 def is_kernel_path(name: Any) -> bool:

@@ -43,6 +43,15 @@ def curve(steps, top=256 * MiB, metric="ns_per_element"):
     return rows
 
 
+@pytest.fixture(autouse=True)
+def own_machine_folder(tmp_path_factory, monkeypatch):
+    """Each test its own per-machine cache folder: a hierarchy another test kept for this machine
+    would stand in for the measurement a test counts."""
+    folder = tmp_path_factory.mktemp("machine-cache")
+    monkeypatch.setenv("MEMLAB_CACHE_DIR", str(folder))
+    return folder
+
+
 def below(size):
     """The largest curve size not above ``size`` (where an edge lands on the curve's grid)."""
     return max(s for s in hierarchy.curve_sizes(size))
@@ -150,10 +159,46 @@ def test_measure_walks_the_curve_and_reports_each_point():
     found = hierarchy.measure(largest_bytes=64 * KiB, repeat=1, target_seconds=0.002,
                               on_point=lambda done, total: calls.append((done, total)))
     sizes = hierarchy.curve_sizes(64 * KiB)
-    assert [size for size, _ in found.curve] == sizes
+    assert [size for size, _ in found.curve] == sizes  # one point a set: the median of its walks
     assert all(ns > 0 for _, ns in found.curve)
-    assert calls == [(done, len(sizes)) for done in range(1, len(sizes) + 1)]
+    walks = hierarchy.RUNS * len(sizes)
+    assert calls == [(done, walks) for done in range(1, walks + 1)]
     assert found.fingerprint_id and found.fingerprint and found.measured_at.endswith("Z")
+    with pytest.raises(ValueError, match="runs=0"):
+        hierarchy.measure(largest_bytes=64 * KiB, runs=0)
+
+
+def test_a_sets_latency_is_the_median_of_its_walks():
+    """Three walks of the curve, one disturbed at 2 MiB (another job in the L3 that minute): the
+    median keeps the L3's latency there, so the edge does not move."""
+    steps = [(32 * KiB, 1.0), (1 * MiB, 4.0), (4 * MiB, 15.0), (math.inf, 150.0)]
+    walks = [curve(steps) for _ in range(3)]
+    for row in walks[1]:
+        if row["working_set_bytes"] == 2 * MiB:
+            row["ns_per_element"] = 150.0
+    found = hierarchy.from_curve([row for walk in walks for row in walk], sysfs(l1=32 * KiB, l3=8 * MiB))
+    assert len(found.curve) == len(walks[0]) and dict(found.curve)[2 * MiB] == 15.0
+    assert [level.edge_bytes for level in found.caches] == [below(32 * KiB), below(1 * MiB), below(4 * MiB)]
+
+
+def test_an_edge_is_where_the_plateau_still_holds_not_inside_the_climb():
+    """An L2 shared with the host's other tenants climbs over several sets (4 ns at 128 KiB, 6.5,
+    8, 9 ... 15 at 512 KiB) instead of stepping: wherever the least-squares split puts the boundary
+    inside that climb, the edge is the last set at most 1.5x the plateau's lower quartile."""
+    climb = {161 * KiB: 6.5, 203 * KiB: 8.1, 256 * KiB: 9.0, 322 * KiB: 13.0, 406 * KiB: 14.5}
+    rows = []
+    for row in curve([(32 * KiB, 1.3), (128 * KiB, 4.0), (1 * MiB, 15.4), (math.inf, 150.0)]):
+        size = row["working_set_bytes"]
+        nearest = min(climb, key=lambda edge: abs(edge - size))
+        if abs(nearest - size) < 8 * KiB:
+            row["ns_per_element"] = climb[nearest]
+        rows.append(row)
+    found = hierarchy.from_curve(rows, sysfs(l1=32 * KiB, l2=512 * KiB, l3=32 * MiB))
+    l2 = found.level("L2")
+    assert l2 is not None and l2.edge_bytes == below(128 * KiB)
+    assert l2.next_bytes == min(size for size in hierarchy.curve_sizes(256 * MiB) if size > below(128 * KiB))
+    # a plateau that holds to its end keeps its last set
+    assert found.level("L1d").edge_bytes == below(32 * KiB)
 
 
 # ---- kept under the fingerprint ---------------------------------------------------------------------
@@ -190,6 +235,39 @@ def test_the_hierarchy_is_kept_and_measured_again_for_another_fingerprint(tmp_pa
     assert measure.calls == 2 and "fingerprint differs" in why
     _, why = hierarchy.obtain(tmp_path, measuring=measure)
     assert measure.calls == 2
+
+
+def test_a_hierarchy_kept_for_this_machine_serves_every_output_folder(tmp_path, own_machine_folder):
+    """Two runs into two folders judge in the same regions: the second takes the hierarchy the
+    first kept for this machine (and copies it into its folder); --remeasure replaces both."""
+    measure = Counting()
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    found, why = hierarchy.obtain(first, measuring=measure)
+    assert measure.calls == 1 and why == "measured"
+    assert hierarchy.load(own_machine_folder) == found
+    kept, why = hierarchy.obtain(second, measuring=measure)
+    assert measure.calls == 1 and kept == found
+    assert why.startswith(f"kept for this machine in {own_machine_folder / hierarchy.CACHE_FILE}")
+    assert "--remeasure" in why and hierarchy.load(second) == found
+    measure.found = synthetic(l2=2 * MiB)
+    again, why = hierarchy.obtain(second, measuring=measure, remeasure=True)
+    assert measure.calls == 2 and again.l2_bytes == 2 * MiB
+    assert hierarchy.load(own_machine_folder).l2_bytes == 2 * MiB and hierarchy.load(second).l2_bytes == 2 * MiB
+    third = tmp_path / "third"
+    third.mkdir()
+    hierarchy.obtain(third, measuring=measure, machine_folder=False)
+    assert measure.calls == 3
+
+
+def test_a_machine_folder_that_cannot_be_written_leaves_the_output_folders_copy(tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the folder would be")
+    measure = Counting()
+    out = tmp_path / "out"
+    out.mkdir()
+    found, why = hierarchy.obtain(out, measuring=measure, machine_folder=blocked)
+    assert why == "measured" and hierarchy.load(out) == found
 
 
 def test_remeasure_measures_even_with_one_kept(tmp_path):

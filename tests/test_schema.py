@@ -264,7 +264,8 @@ def test_every_alias_points_at_a_legal_name():
 # ---- the examples in the docstrings of the pure modules ----------------------------------------
 
 
-@pytest.mark.parametrize("name", ["memlab.units", "memlab.grid", "memlab.dataset", "memlab.chart"])
+@pytest.mark.parametrize("name", ["memlab.units", "memlab.grid", "memlab.dataset", "memlab.chart", "memlab.files",
+                                  "memlab.hierarchy"])
 def test_docstring_examples(name, tmp_path, monkeypatch):
     module = importlib.import_module(name)  # memlab.grid the attribute is the grid() function
     monkeypatch.chdir(tmp_path)

@@ -30,6 +30,7 @@ import base64
 import datetime
 import html
 import math
+import multiprocessing
 import os
 import shlex
 import sys
@@ -58,8 +59,8 @@ from memlab.machine import collect, format_facts
 from memlab.significance import UNSTABLE_RUN_SPREAD, is_unstable, run_spread
 from memlab.units import column_unit, format_bytes, format_number, format_param
 
-__all__ = ["ReportItem", "anchor", "as_items", "build_report", "escape", "html_table", "reason_html",
-           "unstable_points", "write_report"]
+__all__ = ["ReportItem", "anchor", "as_items", "build_report", "draw_figures", "escape", "html_table",
+           "reason_html", "unstable_points", "write_report"]
 
 _STYLE = """
 :root { color-scheme: light dark; }
@@ -502,6 +503,69 @@ def _figure_html(ds: Dataset, title: str, figures: dict[Any, str] | None = None,
     return drawn
 
 
+def _has_figure(item: ReportItem) -> bool:
+    """Whether :func:`_section` draws a figure for ``item`` (a dataset with rows, of a family that
+    has a figure or of none known)."""
+    ds = item.dataset
+    if ds is None or not len(ds):
+        return False
+    family = _family(ds)
+    return family is None or family.has_figure
+
+
+#: The figures a pool's workers draw (set before the workers fork, read by index in them).
+_FIGURE_JOBS: list[tuple[Dataset, str, Any]] = []
+
+
+def _draw_job(index: int) -> str:
+    ds, title, marks = _FIGURE_JOBS[index]
+    return _figure_html(ds, title, None, marks)
+
+
+def draw_figures(items: Sequence[ReportItem], workers: int = 1,
+                 on_figure: Callable[[int, int], None] | None = None) -> dict[Any, str]:
+    """Every figure the sections of ``items`` show, drawn once each (items that show one dataset
+    with the same marks share it), as the HTML :func:`build_report` embeds, keyed as its cache is.
+    ``workers`` above 1: drawn by that many forked processes at once (where the platform forks;
+    else here, one after the other); a figure is a second or two of one CPU, and a quick reproduce
+    report has 37. ``on_figure(done, total)`` after each.
+
+    >>> draw_figures([])
+    {}
+    """
+    jobs: dict[Any, tuple[Dataset, str, Any]] = {}
+    for item in items:
+        if _has_figure(item):
+            jobs.setdefault((id(item.dataset), id(item.marks) if item.marks is not None else None),
+                            (item.dataset, item.title, item.marks))
+    keys = list(jobs)
+    figures: dict[Any, str] = {}
+    workers = min(workers, len(keys))
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        global _FIGURE_JOBS
+        _FIGURE_JOBS = [jobs[key] for key in keys]
+        try:
+            pool = multiprocessing.get_context("fork").Pool(workers)
+            try:
+                for done, (key, drawn) in enumerate(zip(keys, pool.imap(_draw_job, range(len(keys)))), 1):
+                    figures[key] = drawn
+                    if on_figure is not None:
+                        on_figure(done, len(keys))
+                pool.close()
+            finally:
+                pool.terminate()
+                pool.join()
+        finally:
+            _FIGURE_JOBS = []
+        return figures
+    for done, key in enumerate(keys, 1):
+        ds, title, marks = jobs[key]
+        _figure_html(ds, title, figures, marks)
+        if on_figure is not None:
+            on_figure(done, len(keys))
+    return figures
+
+
 def _section(index: int, item: ReportItem, figures: dict[int, str] | None = None) -> str:
     anchor = _anchor(index, item.title)
     parts = [f'<section id="{anchor}"><h2>{_escape(item.title)}</h2>']
@@ -532,7 +596,7 @@ def _section(index: int, item: ReportItem, figures: dict[int, str] | None = None
                     parts.append(f"<p class=headline>{_escape(family.headline(ds))}</p>")
                 except (ValueError, TypeError, KeyError) as error:
                     parts.append(f"<p class=meta>No result could be read: {_escape(error)}</p>")
-            if family is None or family.has_figure:
+            if _has_figure(item):
                 parts.append(_figure_html(ds, item.title, figures, item.marks))
             caption = family.caption_for(ds) if family is not None else ""
             if item.caption is not None:
@@ -671,6 +735,8 @@ def build_report(
     intro: str = "",
     preamble: str = "",
     on_section: Callable[[int, int, str], None] | None = None,
+    figure_workers: int = 1,
+    on_figure: Callable[[int, int], None] | None = None,
 ) -> str:
     """The report's HTML text: one section per dataset, machine facts, version and command.
 
@@ -680,7 +746,9 @@ def build_report(
     ``preamble`` is HTML made by memlab that the report leads with (a
     summary); ``intro`` a paragraph of text after it. ``on_section(done, total, title)`` is called
     after each section is drawn (progress for a long report). Items that show
-    the same Dataset object draw its figure once.
+    the same Dataset object draw its figure once. ``figure_workers`` above 1: the figures are
+    drawn first, that many at once (:func:`draw_figures`, ``on_figure(done, total)`` after each),
+    then the sections; else each section draws its own.
 
     >>> text = build_report([Dataset([{"family": "f", "n": 1, "t": 2.0}], {"family": "f"})])
     >>> "<img" in text or "No figure" in text
@@ -713,7 +781,7 @@ def build_report(
     if intro:
         body.append(f"<p>{_escape(intro)}</p>")
     body.append(f'<nav><ul>{toc}<li><a href="#machine">machine</a></li></ul></nav>')
-    figures: dict[int, str] = {}
+    figures: dict[Any, str] = draw_figures(items, figure_workers, on_figure) if figure_workers > 1 else {}
     for i, item in enumerate(items):
         body.append(_section(i, item, figures))
         if on_section is not None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import html
+import multiprocessing
 import sys
 
 import pytest
@@ -195,7 +197,8 @@ def test_a_figure_is_embedded_once_as_the_smaller_of_svg_and_a_palette_png():
     fig = report.plot.figure(ds)
     svg, png = report.chart.to_svg(fig), report.chart.to_palette_png(fig)
     mime, data = report.chart.embedded_image(fig)
-    assert (mime, data) == (("image/svg+xml", svg) if len(svg) < len(png) else ("image/png", png))
+    small = report.chart.drawn_elements(fig) <= report.chart.SVG_MAX_ELEMENTS
+    assert (mime, data) == (("image/svg+xml", svg) if small and len(svg) < len(png) else ("image/png", png))
     assert image["src"].startswith(f"data:{mime};base64,")
     assert len(png) < len(report.chart.to_png(fig))  # the palette is smaller than full colour
     assert image["alt"] == report.chart.figure_title(fig) and image["alt"].startswith("pipe ladder")
@@ -291,3 +294,47 @@ def test_the_points_table_names_the_cache_each_working_set_falls_in_here():
     ds.metadata["hierarchy"] = hierarchy.attach(found, 1 << 34)
     assert column(ds) == ["L1d", "L2", "L3", "memory"]
     assert "edges measured on this machine" in report._table(ds)
+
+
+def test_a_figure_of_many_elements_is_not_drawn_as_svg(monkeypatch):
+    """Past SVG_MAX_ELEMENTS drawn elements the SVG is never the smaller: it is not drawn at all;
+    a figure of a few points is still drawn both ways and the smaller embedded."""
+    fig, ax = report.chart.new_figure()
+    ax.plot(range(200), range(200), marker="o")
+    assert report.chart.drawn_elements(fig) >= 200
+    drawn = []
+    real = report.chart.to_svg
+    monkeypatch.setattr(report.chart, "to_svg", lambda f: drawn.append(f) or real(f))
+    assert report.chart.embedded_image(fig)[0] == "image/png" and drawn == []
+    few, ax = report.chart.new_figure(3.0, 2.0)
+    ax.plot([1, 2, 3], [1, 4, 9])
+    assert report.chart.drawn_elements(few) <= report.chart.SVG_MAX_ELEMENTS
+    mime, data = report.chart.embedded_image(few)
+    assert drawn == [few]
+    svg, png = real(few), report.chart.to_palette_png(few)
+    assert (mime, data) == (("image/svg+xml", svg) if len(svg) < len(png) else ("image/png", png))
+
+
+def test_figures_drawn_by_worker_processes_are_the_serial_ones(monkeypatch):
+    """build_report(figure_workers=2) draws every figure once in forked workers, reports each
+    (done, total), and gives the page the serial drawing gives; no worker is left behind."""
+    shared, other = fixtures.chase(), fixtures.pipe()
+    items = [report.ReportItem(title=t, dataset=ds) for t, ds in (("one", shared), ("two", shared), ("three", other))]
+    monkeypatch.setattr(report.datetime, "datetime", _FrozenDatetime)
+    serial = report.build_report(items, command="x")
+    figures, drawn_here = [], []
+    real = report.plot.figure
+    monkeypatch.setattr(report.plot, "figure", lambda ds, *a, **k: drawn_here.append(ds) or real(ds, *a, **k))
+    parallel = report.build_report(items, command="x", figure_workers=2,
+                                   on_figure=lambda done, total: figures.append((done, total)))
+    assert figures == [(1, 2), (2, 2)]
+    assert drawn_here == []  # the workers drew them; the sections took their drawings
+    assert parallel == serial
+    assert multiprocessing.active_children() == []
+    assert report.draw_figures(items, workers=2).keys() == report.draw_figures(items, workers=1).keys()
+
+
+class _FrozenDatetime(datetime.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.datetime(2026, 12, 7, 8, 0, 0, tzinfo=tz)

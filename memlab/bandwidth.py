@@ -53,7 +53,7 @@ import math
 import os
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -68,6 +68,7 @@ from memlab.placement import PLACEMENTS as _EVERY_PLACEMENT, choose, cpu_not_app
 __all__ = [
     "BACKGROUND_OPS",
     "BYTES_READ_WRITTEN",
+    "BandwidthParams",
     "CAPTION",
     "FAMILY",
     "LINE_BYTES",
@@ -76,16 +77,18 @@ __all__ = [
     "PAGE_KINDS",
     "PASS_OPS",
     "PLACEMENTS",
+    "SETUP_SECONDS",
+    "SETUP_SECONDS_PER_BYTE",
     "STORES",
     "SWEEPS",
     "VECTOR_BYTES",
     "WIDTHS",
-    "BandwidthParams",
     "aligned_array",
     "figure",
     "port_limit_bytes_per_cycle",
     "run",
     "run_pass",
+    "setup_seconds",
     "sizes",
     "supported_widths",
     "widest_width",
@@ -614,6 +617,32 @@ def workers_on_cpu(params: BandwidthParams) -> tuple[OnCpu, ...]:
             OnCpu("the calling thread (waits for the workers)", 0.0))
 
 
+#: A bandwidth run's cost beyond its samples, for estimates (``memlab reproduce --list``, the ETA):
+#: a fixed part (the run loop's row, the threads) and a part per byte of every set (faulting and
+#: filling it). Measured in the run loop on a 2-vCPU AMD EPYC guest (family 25 model 1), one
+#: sample of 1 ms, load 2.5-3.7: 9-11 ms at 1 MiB, 31-33 ms at 16 MiB, 145-147 ms at 128 MiB and
+#: 265-300 ms at 256 MiB with 4 KiB pages (read); 44-128 ms at 128 MiB and 77-244 ms at 256 MiB
+#: with THP (copy). The flat 0.25 s before made a quick bandwidth point read twice what it took.
+SETUP_SECONDS = 0.01
+SETUP_SECONDS_PER_BYTE = 1.1e-9
+
+
+def setup_seconds(params: BandwidthParams | Mapping[str, Any]) -> float:
+    """About how long a run of a point takes beyond its samples (seconds): :data:`SETUP_SECONDS`
+    plus :data:`SETUP_SECONDS_PER_BYTE` for every byte of every set (one a thread unless
+    ``shared``, and the background worker's).
+
+    >>> round(setup_seconds({"working_set_bytes": 1 << 27}), 3)
+    0.158
+    >>> round(setup_seconds({"working_set_bytes": 1 << 27, "threads": 2, "shared": False}), 3)
+    0.305
+    """
+    p = FAMILY.params(params)
+    sets = p.working_set_bytes * (1 if p.shared else p.threads)
+    background = p.background_working_set_bytes if p.background_op != "none" else 0
+    return SETUP_SECONDS + SETUP_SECONDS_PER_BYTE * (sets + background)
+
+
 FAMILY = Family(
     name="bandwidth",
     params_type=BandwidthParams,
@@ -636,4 +665,5 @@ FAMILY = Family(
     default_target_seconds=0.1,
     one_cpu="workers",
     on_cpu=workers_on_cpu,
+    setup_seconds=setup_seconds,
 )

@@ -47,25 +47,28 @@ __all__ = [
     "METHODS",
     "ORDERS",
     "ORDER_FAMILY",
+    "ORDER_SETUP_SECONDS",
+    "ORDER_SETUP_SECONDS_PER_BYTE",
     "OrderParams",
-    "PATCH_COMPARISONS",
     "PAGE_KINDS",
+    "PATCH_COMPARISONS",
     "POPULATE_MODES",
     "SUBPAGE_BYTES",
     "TOUCH_OFFSETS",
     "clear_plan",
     "fault",
     "fault_figure",
+    "fault_sweep",
     "kernel_order",
     "llc_miss_ratio",
     "order",
     "order_figure",
+    "order_setup_seconds",
     "order_sweep",
     "patch_figure",
     "patch_label",
     "patch_llc_miss",
     "patch_sweep",
-    "fault_sweep",
 ]
 
 SUBPAGE_BYTES = 4096
@@ -633,6 +636,24 @@ FAULT_FAMILY = Family(
     report_columns=("faults_per_page", "huge_fraction"),
 )
 
+#: A clear_order run's cost beyond its samples, for estimates: a fixed part and a part per byte of
+#: the region (faulting it, dirtying it, the untimed pass that sizes the samples). Measured in the
+#: run loop on a 2-vCPU AMD EPYC guest (family 25 model 1), one sample of 1 ms, load 2.5-3.7:
+#: 8-26 ms at 16 MiB, 236-341 ms at 256 MiB and 0.79-1.6 s at 1 GiB (THP and 4 KiB pages).
+ORDER_SETUP_SECONDS = 0.01
+ORDER_SETUP_SECONDS_PER_BYTE = 1.3e-9
+
+
+def order_setup_seconds(params: OrderParams | Mapping[str, Any]) -> float:
+    """About how long a run of a clear_order point takes beyond its samples (seconds).
+
+    >>> round(order_setup_seconds({"region_bytes": 1 << 30}), 2)
+    1.41
+    """
+    p = ORDER_FAMILY.params(params)
+    return ORDER_SETUP_SECONDS + ORDER_SETUP_SECONDS_PER_BYTE * p.region_bytes
+
+
 ORDER_FAMILY = Family(
     name="clear_order",
     params_type=OrderParams,
@@ -656,6 +677,7 @@ ORDER_FAMILY = Family(
             "patches). Rows measured against a baseline show both rates, measured interleaved, their "
             "ratio and, where the PMU counts, the LLC miss ratio of each (the patch: 10.96% -> 0.73%).",
     report_columns=("ns_per_subpage", "huge_fraction"),
+    setup_seconds=lambda params: order_setup_seconds(params),
 )
 
 FAMILY = ORDER_FAMILY

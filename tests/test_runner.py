@@ -279,6 +279,20 @@ def test_a_family_says_what_a_run_costs_beyond_its_samples():
     shared = walk.params({"working_set_bytes": 1 << 20, "threads": 2, "thread_lists": "shared"})
     assert chase.setup_seconds(own) - chase.SETUP_SECONDS == pytest.approx(
         2 * (chase.setup_seconds(shared) - chase.SETUP_SECONDS))  # each thread builds its own list
+    from memlab import bandwidth, clear
+    copy = family("bandwidth")
+    one = bandwidth.setup_seconds({"working_set_bytes": 1 << 26}) - bandwidth.SETUP_SECONDS
+    assert one == pytest.approx(bandwidth.SETUP_SECONDS_PER_BYTE * (1 << 26))
+    assert point_seconds(copy, copy.params({"working_set_bytes": 1 << 26}), 0.01, 4) == pytest.approx(
+        0.04 + bandwidth.SETUP_SECONDS + one)
+    separate = bandwidth.setup_seconds({"working_set_bytes": 1 << 26, "threads": 2, "shared": False})
+    assert separate - bandwidth.SETUP_SECONDS == pytest.approx(2 * one)  # each thread writes a set of its own
+    beside = bandwidth.setup_seconds({"working_set_bytes": 1 << 26, "background_op": "read",
+                                      "background_working_set_bytes": 1 << 26, "placement": "cores"})
+    assert beside - bandwidth.SETUP_SECONDS == pytest.approx(2 * one)  # and the background worker its own
+    region = family("clear_order")
+    assert point_seconds(region, region.params({"region_bytes": 1 << 30}), 0.0, 3) == pytest.approx(
+        clear.ORDER_SETUP_SECONDS + clear.ORDER_SETUP_SECONDS_PER_BYTE * (1 << 30))
     clock = family("calibrate")  # no hook: the flat overhead
     assert clock.setup_seconds is None
     assert point_seconds(clock, clock.params({"budget_ns": 10**7}), None, 1) == pytest.approx(0.01 + POINT_OVERHEAD_SECONDS)

@@ -73,11 +73,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tqdm import tqdm
-
 from memlab import bandwidth, chase, clear, core_to_core, hierarchy, machine, pipe, system
 from memlab.dataset import Dataset
 from memlab.files import cache_directory
+from memlab.runner import progress_bar
 from memlab.significance import median_ratio_interval
 
 HERE = Path(__file__).resolve().parent
@@ -366,13 +365,6 @@ def sizes_from_hierarchy(found: hierarchy.Hierarchy, why: str = "") -> Sizes:
     return Sizes(l1d_half, l2_half, cached, source)
 
 
-def default_hierarchy_folder() -> Path:
-    """Where the measured hierarchy is kept between runs: memlab's per-machine cache folder
-    (:func:`memlab.files.cache_directory`: ``$MEMLAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/memlab``,
-    else ``~/.cache/memlab``), where ``memlab reproduce`` keeps it too."""
-    return cache_directory()
-
-
 def obtain_sizes(folder: str | os.PathLike, progress: bool = True) -> Sizes:
     """The sizes from the hierarchy kept in ``folder`` (``hierarchy.json``), measured now (with a
     progress bar on stderr) and kept there when it is missing or from another machine."""
@@ -380,10 +372,8 @@ def obtain_sizes(folder: str | os.PathLike, progress: bool = True) -> Sizes:
 
     def on_point(done: int, total: int) -> None:
         nonlocal bar
-        if not progress:
-            return
         if bar is None:
-            bar = tqdm(total=total, desc="measuring this machine's caches", unit="set", file=sys.stderr)
+            bar = progress_bar(total, "measuring this machine's caches", enabled=progress, unit="set")
         bar.update(done - bar.n)
 
     Path(folder).mkdir(parents=True, exist_ok=True)
@@ -694,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--hierarchy", metavar="DIR",
                        help="the folder whose hierarchy.json sizes the cases inside the caches (measured and "
-                            f"kept there when missing; default {default_hierarchy_folder()}, or sysfs with --tiny)")
+                            f"kept there when missing; default {cache_directory()}, or sysfs with --tiny)")
     where.add_argument("--sysfs", action="store_true", help="size the cases by the caches sysfs reports")
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "tiny" if args.tiny else "full"
@@ -719,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = sizes_from_sysfs()
     else:
         try:
-            sizes = obtain_sizes(args.hierarchy or default_hierarchy_folder())
+            sizes = obtain_sizes(args.hierarchy or cache_directory())
         except OSError as error:
             parser.error(f"--hierarchy: {error}")
     with tempfile.TemporaryDirectory() as directory:

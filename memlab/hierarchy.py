@@ -374,7 +374,7 @@ def _keep(folder: Path, fingerprint_id: str, found: Hierarchy) -> None:
 def obtain(out: str | os.PathLike, *, remeasure: bool = False,
            measuring: Callable[..., Hierarchy] | None = None,
            on_point: Callable[[int, int], None] | None = None,
-           machine_folder: str | os.PathLike | None | bool = True) -> tuple[Hierarchy, str]:
+           machine_folder: str | os.PathLike | bool = True) -> tuple[Hierarchy, str]:
     """The hierarchy of this machine for the output folder ``out``: the one kept there when it was
     measured on a machine of this fingerprint, else the one kept for this machine in
     ``machine_folder`` (default :func:`memlab.files.cache_directory`; False: none), copied into
@@ -393,8 +393,7 @@ def obtain(out: str | os.PathLike, *, remeasure: bool = False,
     """
     out = Path(out)
     path = out / CACHE_FILE
-    shared = None if machine_folder is False or machine_folder is None else \
-        (cache_directory() if machine_folder is True else Path(machine_folder))
+    shared = cache_directory() if machine_folder is True else Path(machine_folder) if machine_folder else None
     if shared is not None and shared.resolve() == out.resolve():
         shared = None
     current = identity(collect(include_core=False))["fingerprint_id"]

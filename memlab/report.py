@@ -483,7 +483,7 @@ def _figure_html(ds: Dataset, title: str, figures: dict[Any, str] | None = None,
     the title the figure shows (or why there is none). ``figures`` keeps what was drawn by dataset
     object (and ``marks``), so that items showing one dataset draw it once. ``marks`` (a
     :class:`ReportItem`'s) draws on the figure before it is embedded."""
-    key = (id(ds), id(marks) if marks is not None else None)
+    key = _figure_key(ds, marks)
     if figures is not None and key in figures:
         return figures[key]
     try:
@@ -501,6 +501,12 @@ def _figure_html(ds: Dataset, title: str, figures: dict[Any, str] | None = None,
     if figures is not None:
         figures[key] = drawn
     return drawn
+
+
+def _figure_key(ds: Dataset, marks: Callable[[Any], Any] | None) -> tuple[int, int | None]:
+    """What one drawing is kept under: items that show one Dataset object with the same marks
+    share it."""
+    return id(ds), id(marks) if marks is not None else None
 
 
 def _has_figure(item: ReportItem) -> bool:
@@ -536,26 +542,22 @@ def draw_figures(items: Sequence[ReportItem], workers: int = 1,
     jobs: dict[Any, tuple[Dataset, str, Any]] = {}
     for item in items:
         if _has_figure(item):
-            jobs.setdefault((id(item.dataset), id(item.marks) if item.marks is not None else None),
-                            (item.dataset, item.title, item.marks))
+            jobs.setdefault(_figure_key(item.dataset, item.marks), (item.dataset, item.title, item.marks))
     keys = list(jobs)
     figures: dict[Any, str] = {}
     workers = min(workers, len(keys))
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         global _FIGURE_JOBS
         _FIGURE_JOBS = [jobs[key] for key in keys]
+        pool = multiprocessing.get_context("fork").Pool(workers)
         try:
-            pool = multiprocessing.get_context("fork").Pool(workers)
-            try:
-                for done, (key, drawn) in enumerate(zip(keys, pool.imap(_draw_job, range(len(keys)))), 1):
-                    figures[key] = drawn
-                    if on_figure is not None:
-                        on_figure(done, len(keys))
-                pool.close()
-            finally:
-                pool.terminate()
-                pool.join()
-        finally:
+            for done, (key, drawn) in enumerate(zip(keys, pool.imap(_draw_job, range(len(keys)))), 1):
+                figures[key] = drawn
+                if on_figure is not None:
+                    on_figure(done, len(keys))
+        finally:  # every worker ended and reaped, on an error or Ctrl-C too
+            pool.terminate()
+            pool.join()
             _FIGURE_JOBS = []
         return figures
     for done, key in enumerate(keys, 1):
@@ -566,7 +568,7 @@ def draw_figures(items: Sequence[ReportItem], workers: int = 1,
     return figures
 
 
-def _section(index: int, item: ReportItem, figures: dict[int, str] | None = None) -> str:
+def _section(index: int, item: ReportItem, figures: dict[Any, str] | None = None) -> str:
     anchor = _anchor(index, item.title)
     parts = [f'<section id="{anchor}"><h2>{_escape(item.title)}</h2>']
     ds = item.dataset

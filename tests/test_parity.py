@@ -257,3 +257,11 @@ def test_docstring_examples():
     import doctest
     result = doctest.testmod(parity)
     assert result.attempted >= 5 and result.failed == 0
+
+
+def test_a_hierarchy_folder_that_is_a_file_exits_2_with_one_line(tmp_path):
+    """--hierarchy naming a file, not a folder: refused before anything is measured or compiled."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file")
+    done = run_script("--quick", "--families", "chase", "--hierarchy", str(blocked), timeout=60)
+    assert done.returncode == 2 and "--hierarchy:" in done.stderr and done.stdout == ""

@@ -2,7 +2,8 @@
 
 The full run (``memlab reproduce``) takes 2 to 4 runs a point, stopping once a
 point's interval is as narrow as its claims need, each run of half the sweep's
-samples, and UnixBench's samples 3 s long; the long fixed run
+samples a quarter as long, the points its claims, numbers and figure need (the
+items' ``full`` variants) and UnixBench's samples 1 s long; the long fixed run
 (``memlab reproduce --fixed``) measures every point in 3 runs of the sweep's
 own samples, UnixBench's 30 s. This script runs both, one after the other, each
 into its own folder (``--out``/full and ``--out``/fixed; ``--fixed-first``

@@ -83,7 +83,7 @@ __all__ = [
 ]
 
 #: The exit statuses of every subcommand (see the module's docstring).
-EXIT_STATUS = {"ok": 0, "failed": 1, "usage": 2, "interrupted": 130}
+EXIT_STATUS = {"ok": 0, "failed": 1, "usage": 2, "interrupted": 130, "terminated": 143}
 #: Largest exponent b of ``a^b`` with a >= 2 worth computing: 2^64 is beyond every parameter.
 MAX_POWER_BITS = 64
 #: The resolution bounds of ``memlab plot --dpi`` (1200 dpi is print quality; 10000 made a 12 GB image).
@@ -1091,9 +1091,39 @@ def script_main(sweep_fn: SweepFactory, argv: Sequence[str] | None = None,
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a service manager) while a command runs: it stops the way
+    Ctrl-C does (the rows measured so far stay on disk, children are reaped, one line, exit 143).
+    A KeyboardInterrupt, so that every path that ends a run on Ctrl-C ends it on SIGTERM too."""
+
+
+class _sigterm_stops:
+    """Turn SIGTERM into :class:`Terminated` for the duration, in the main thread, unless the
+    process was told to ignore it or someone else handles it; the handler before is put back.
+    Ctrl-C alone is not enough: a command a script starts in the background inherits SIGINT
+    ignored (POSIX), and SIGTERM is then how it is stopped."""
+
+    def __enter__(self) -> None:
+        self.previous = None
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self.previous = signal.signal(signal.SIGTERM, self._stop)
+
+    @staticmethod
+    def _stop(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
 def _run(argv: list[str], script: SweepFactory | None = None) -> int:
     try:
-        return _dispatch(argv, script)
+        with _sigterm_stops():
+            return _dispatch(argv, script)
+    except Terminated:  # a second signal while the first was reported
+        return EXIT_STATUS["terminated"]
     except KeyboardInterrupt:  # a Ctrl-C outside the handler (while it reported the first one)
         return EXIT_STATUS["interrupted"]
 
@@ -1128,10 +1158,12 @@ def _dispatch(argv: list[str], script: SweepFactory | None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (memlab info | head)
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
         with _sigint_ignored():  # a second Ctrl-C while this is printed changes nothing
-            print("memlab: interrupted; rows measured so far are on disk", file=sys.stderr)
-        return EXIT_STATUS["interrupted"]
+            print(f"memlab: {'terminated (SIGTERM)' if terminated else 'interrupted'}; rows measured so far are on "
+                  "disk", file=sys.stderr)
+        return EXIT_STATUS["terminated" if terminated else "interrupted"]
     except ImportError as error:  # an optional dependency (matplotlib, the fleet extra) is missing
         print(f"memlab {args.command}: {error}", file=sys.stderr)
         return EXIT_STATUS["failed"]

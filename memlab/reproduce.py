@@ -61,6 +61,8 @@ __all__ = [
     "DIRECTION_HALF_WIDTH",
     "FULL_MAX_RUNS",
     "FULL_MIN_RUNS",
+    "FULL_MIN_SAMPLE_SECONDS",
+    "FULL_SAMPLE_FRACTION",
     "MAX_HALF_WIDTH",
     "ItemResult",
     "PhaseTime",
@@ -89,6 +91,14 @@ QUICK_RUNS = 2
 #: "How many runs a point takes").
 FULL_MIN_RUNS = 2
 FULL_MAX_RUNS = 4
+#: A full run's sample lasts this fraction of the sweep's own target (:func:`in_full_runs`): its
+#: interval comes from the runs (fresh setups), whose medians move far more between setups than
+#: a sample's length changes them, so the time goes into runs instead (docs/reproduce.md,
+#: "How many runs a point takes"). The long fixed run keeps the sweep's own samples.
+FULL_SAMPLE_FRACTION = 0.25
+#: The shortest sample a full run shortens a target to (seconds); a sweep whose own target is
+#: shorter keeps it.
+FULL_MIN_SAMPLE_SECONDS = 0.01
 #: Runs of every point in the long fixed run (``memlab reproduce --fixed``): the run loop's default,
 #: each of the sweep's own samples (UnixBench's 30 s), as the full run measured before it stopped
 #: by interval; the run a full run's verdicts are checked against (docs/reproduce.md).
@@ -304,7 +314,7 @@ def item_sweep(item: Item, quick: bool = False, *, fixed: bool = False) -> Sweep
 
     >>> ub = catalogue.item("unixbench-spawn")
     >>> {p["duration_s"] for p in item_sweep(ub).points}, {p["duration_s"] for p in item_sweep(ub, fixed=True).points}
-    ({3.0}, {30.0})
+    ({1.0}, {30.0})
     """
     if quick and fixed:
         raise ValueError("quick=True and fixed=True: the long fixed run is a full run (choose one)")
@@ -371,17 +381,25 @@ def needed_half_width(items: Sequence[Item]) -> float:
 def in_full_runs(sweep: Sweep, half_width: float) -> Sweep:
     """A full sweep as the full run measures it: between :data:`FULL_MIN_RUNS` and
     :data:`FULL_MAX_RUNS` runs a point, stopping once its interval is within ``half_width``
-    (:class:`memlab.grid.Precision`), each run of half its samples (at least 3: ``repeat`` 5
-    becomes 3, 9 becomes 5), since the runs now carry the interval. A sweep that says its runs
-    keeps them (docs/reproduce.md, "How many runs a point takes").
+    (:class:`memlab.grid.Precision`), each run of half its samples (at least 2: ``repeat`` 3 becomes 2, 5
+    becomes 3; 1 stays 1), each sample :data:`FULL_SAMPLE_FRACTION` of the sweep's target (not
+    below :data:`FULL_MIN_SAMPLE_SECONDS`; a sweep without a target keeps its samples), since the
+    runs now carry the interval. A sweep that says its runs keeps them (docs/reproduce.md, "How
+    many runs a point takes").
 
-    >>> full = in_full_runs(Sweep("f", "calibrate", [{}], repeat=5), 0.05)
-    >>> full.precision, full.repeat
-    (Precision(min_runs=2, max_runs=4, half_width=0.05), 3)
+    >>> full = in_full_runs(Sweep("f", "calibrate", [{}], repeat=5, target_seconds=0.2), 0.05)
+    >>> full.precision, full.repeat, full.target_seconds
+    (Precision(min_runs=2, max_runs=4, half_width=0.05), 3, 0.05)
+    >>> in_full_runs(Sweep("f", "calibrate", [{}], target_seconds=0.02), 0.05).target_seconds
+    0.01
     """
     if sweep.runs is not None:
         return sweep
-    return dataclasses.replace(sweep, repeat=max(3, (sweep.repeat + 1) // 2),
+    target = sweep.target_seconds
+    if target is not None:
+        target = min(target, max(FULL_MIN_SAMPLE_SECONDS, round(target * FULL_SAMPLE_FRACTION, 9)))
+    repeat = min(sweep.repeat, max(2, (sweep.repeat + 1) // 2))
+    return dataclasses.replace(sweep, repeat=repeat, target_seconds=target,
                                precision=Precision(FULL_MIN_RUNS, FULL_MAX_RUNS, half_width))
 
 

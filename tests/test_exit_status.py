@@ -2,7 +2,7 @@
 
 0 done; 2 a bad argument or an input that cannot be read; 1 the kernel
 refused or a measurement failed (compare: a regression; tour: a family
-failed); 130 interrupted. Never a traceback. The table must name every
+failed); 130 interrupted; 143 terminated (SIGTERM). Never a traceback. The table must name every
 subcommand the parser has, so that a new one cannot escape the rule.
 """
 
@@ -254,6 +254,53 @@ def test_ctrl_c_in_a_real_run_is_one_line_and_exit_130(tmp_path):
         child.kill()
     assert child.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
+
+
+def test_sigterm_stops_a_real_run_that_ignores_ctrl_c_in_one_line_with_exit_143(tmp_path):
+    """A run a script started in the background inherits SIGINT ignored; SIGTERM still stops it
+    the way Ctrl-C would: its rows on disk, one line, no traceback, exit 143."""
+    out = tmp_path / "c.csv"
+    many = tmp_path / "many.py"  # thousands of 1 ms points: it is still measuring when SIGTERM comes
+    many.write_text("from memlab.grid import Sweep\n"
+                    "def sweep(quick=False):\n"
+                    "    return Sweep('many', 'calibrate', [{'budget_ns': 1_000_000 + i} for i in range(20000)],\n"
+                    "                 repeat=1, warmup=0)\n")
+    child = subprocess.Popen(
+        ["bash", "-c", f"trap '' INT; exec {sys.executable} -m memlab sweep {many} --no-progress --out {out}"],
+        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out.exists() and out.read_text().count("\n") >= 2) and child.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)  # until a row is on disk
+    ignored = int(Path(f"/proc/{child.pid}/status").read_text().split("SigIgn:")[1].split()[0], 16)
+    child.send_signal(signal.SIGTERM)
+    try:
+        _, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert ignored & (1 << (signal.SIGINT - 1)), "the run was started with SIGINT ignored"
+    assert child.returncode == cli.EXIT_STATUS["terminated"] == 143, err
+    assert "Traceback" not in err and "terminated (SIGTERM)" in err
+    assert Dataset.load(out).rows  # what it measured is on disk and reads back
+
+
+def test_sigterm_handler_is_put_back_and_an_ignored_sigterm_stays_ignored(monkeypatch, capsys):
+    if sys.platform != "linux":
+        pytest.skip("signals")
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(memlab.family, "measure", boom(cli.Terminated()))
+    assert cli.main(["run", "calibrate", "--repeat", "1"]) == 143
+    assert "terminated (SIGTERM)" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before
+    seen = []
+    monkeypatch.setattr(memlab.family, "measure", lambda *a, **k: seen.append(signal.getsignal(signal.SIGTERM)) or
+                        boom(KeyboardInterrupt())())
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        assert cli.main(["run", "calibrate", "--repeat", "1"]) == 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == [signal.SIG_IGN]  # told to ignore it: memlab does not take it over
 
 
 @pytest.mark.parametrize("kind", ["file", "fifo", "proc"])

@@ -1,7 +1,7 @@
 """The long fixed run (``memlab reproduce --fixed``) beside the full run, and
 ``experiments/full_vs_fixed.py``, which compares their verdicts.
 
-The full run takes 2-4 runs a point under a precision rule and UnixBench's 3 s samples; the long
+The full run takes 2-4 runs a point under a precision rule and UnixBench's 1 s samples; the long
 fixed run takes 3 runs of each sweep's own samples (UnixBench's 30 s) into files named apart. The
 runs here use the stand-in calibrate item of ``test_reproduce``; nothing is timed.
 """

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from memlab.catalogue.claims import Direction, Ratio, Sanity
 from memlab.catalogue.core import (
+    FAULT_FULL,
     FAULT_QUICK,
     SOURCES,
     TRANSLATION,
@@ -20,6 +21,7 @@ from memlab.catalogue.core import (
     Verdict,
     curve,
     finite,
+    full_variant,
     largest,
     machine_fact,
     only,
@@ -27,6 +29,7 @@ from memlab.catalogue.core import (
     value_of,
     verdict,
 )
+from memlab.chart import cache_sizes_of
 from memlab.dataset import Dataset
 from memlab.machine_model import core_model
 from memlab.units import format_bytes
@@ -134,7 +137,7 @@ CLEAR_FAULT = Item(
     key="clear-fault", source="clearing", section="cover letter and the sequential-clearing patch",
     label="Fault bandwidth", title="the kernel zeroing pages on first touch, by page kind",
     sweep="clear_fault.clear_fault",
-    quick=FAULT_QUICK,
+    quick=FAULT_QUICK, full=FAULT_FULL,
     measured="Demand faults on fresh anonymous memory: a 2 MiB THP fault clears its 512 4 KiB subpages "
              "before mapping them; GB/s of memory made usable.",
     machine=GENOA,
@@ -183,10 +186,36 @@ _sequential_beats_kernel_order = Ratio(_order_ratio("rep_stosb"), 23.58 / 11.76,
                                        "11.76 -> 23.58 GB/s")
 
 
+#: The full run's clearing region: four times the largest cache this machine reports (sysfs: on a
+#: VM that may be the host's, the safe side), rounded up to a power of two, within these bounds
+#: (bytes). The named sweeps clear 1 GiB, the long fixed run too; a region far beyond the last
+#: cache clears at the same rate whatever its size, and faulting 1 GiB in before every run of all
+#: 112 points was most of the full run's time (docs/reproduce.md, "The full run's points").
+FULL_REGION_BYTES = (256 << 20, 1 << 30)
+
+
+def full_region_bytes(sizes: dict[str, int] | None = None) -> int:
+    """The region the full run clears (:data:`FULL_REGION_BYTES`), from ``sizes`` (cache name ->
+    bytes; default this machine's).
+
+    >>> full_region_bytes({"L1d": 32 << 10, "L3": 32 << 20}) >> 20, full_region_bytes({"L3": 96 << 20}) >> 20
+    (256, 512)
+    """
+    if sizes is None:
+        sizes = cache_sizes_of(Dataset([], {}))[0]
+    low, high = FULL_REGION_BYTES
+    wanted = 4 * max(sizes.values(), default=0)
+    return min(high, max(low, 1 << max(0, wanted - 1).bit_length()))
+
+
+#: The clearing items' full variant: the named sweep's points in :func:`full_region_bytes`.
+CLEAR_FULL = full_variant(update=lambda: {"region_bytes": full_region_bytes()})
+
+
 CLEAR_ORDER = Item(
     key="clear-order", source="clearing", section="mm: folio_zero_user: clear pages sequentially",
     label="Clearing order", title="sequential vs the old kernel order, by store method",
-    sweep="clear_order.clear_order", quick="clear_order.quick",
+    sweep="clear_order.clear_order", quick="clear_order.quick", full=CLEAR_FULL,
     measured="The kernel cleared a 2 MiB page's 512 subpages with process_huge_page(): the far end "
              "first, then pairs converging on the faulting subpage; the patch clears them in address "
              "order so that the prefetcher can stream across subpages.",
@@ -268,7 +297,7 @@ _zen_batches_faster = Direction(zen_only(_extent_ratio(32 << 20, 2 << 20)), True
 CLEAR_EXTENT = Item(
     key="clear-extent", source="clearing", section="clear_user_highpages(), 32 MiB batches",
     label="Extent batching", title="handing the hardware larger extents",
-    sweep="clear_order.clear_order",
+    sweep="clear_order.clear_order", full=CLEAR_FULL,
     quick=only(repeat=3, target_seconds=None, update={"region_bytes": 256 << 20}, pages="thp",
                order="sequential", method="rep_stosb"),
     measured="After ordering, the series clears whole ranges per call (clear_pages(): one rep stos "
@@ -332,7 +361,7 @@ _llc_miss_ratios = Ratio(_llc_miss_ratio_ratio, 0.0073 / 0.1096, "LLC miss ratio
 CLEAR_PATCH = Item(
     key="clear-patch", source="clearing", section="cover letter",
     label="The patch comparison", title="old kernel order in 4 KiB calls vs sequential extents",
-    sweep="clear_order.clear_patch",
+    sweep="clear_order.clear_patch", full=CLEAR_FULL,
     quick=only(repeat=3, target_seconds=0.05, update={"region_bytes": 256 << 20}, method="rep_stosb",
                target_subpage=0),
     measured="Demand-fault clearing bandwidth of 2 MiB and 1 GiB pages before and after the series, "

@@ -538,6 +538,31 @@ def at_working_sets(*extra: int) -> Callable[[Sweep], Sweep]:
     return quick
 
 
+def full_variant(keep: Callable[[Mapping[str, Any]], bool] | None = None,
+                 update: Callable[[], Mapping[str, Any]] | Mapping[str, Any] | None = None) -> Callable[[Sweep], Sweep]:
+    """An item's ``full``: the full run's variant of the named sweep, its points that ``keep``
+    accepts (default all) with ``update`` applied to each (a mapping, or a function giving one
+    when the run is planned: a size read from this machine). Its samples and runs stay what the
+    full run makes of any sweep (:func:`memlab.reproduce.in_full_runs`); ``memlab reproduce
+    --fixed`` measures the named sweep as it is.
+
+    >>> from memlab.grid import Sweep
+    >>> thin = full_variant(keep=lambda p: p["x"] % 2 == 0, update={"y": 1})
+    >>> thin(Sweep("s", "calibrate", [{"x": 1}, {"x": 2}])).points
+    [{'x': 2, 'y': 1}]
+    """
+
+    def full(sweep: Sweep) -> Sweep:
+        changes = dict(update() if callable(update) else update or {})
+        points = [dict(p, **changes) for p in sweep.points if keep is None or keep(p)]
+        if not points:
+            raise ValueError(f"no point of sweep {sweep.family}.{sweep.name} is left for the full run")
+        unique = list({repr(sorted(p.items())): p for p in points}.values())
+        return dataclasses.replace(sweep, points=unique)
+
+    return full
+
+
 def only(repeat: int = 2, target_seconds: float | None = 0.03, warmup: int | None = None,
          update: Mapping[str, Any] | None = None, **match: Any) -> Callable[[Sweep], Sweep]:
     """Quick variant: the full sweep's points whose parameters (defaults included) match ``match``
@@ -559,6 +584,18 @@ def only(repeat: int = 2, target_seconds: float | None = 0.03, warmup: int | Non
 #: of one pass each. One transform, so that the two items plan the same points (measured once).
 FAULT_QUICK = only(repeat=3, target_seconds=None, region_bytes=256 << 20, pages=("4k", "thp"),
                    touch_offset="first", pause_s=0.0)
+
+
+def _first_touch_no_pause(point: Mapping[str, Any]) -> bool:
+    params = get_family("clear_fault").params(point)
+    return params.touch_offset == "first" and not params.pause_s
+
+
+#: The full demand-fault sweep of the same two items: the points their rows pick (touched at the
+#: first byte, no pause), every page kind, populate mode and size. The touch-offset and pause
+#: panels judge nothing (the long fixed run and ``memlab run clear_fault`` draw them); their
+#: pauses of 1 and 5 s a sample were 60% of this sweep's full-run time.
+FAULT_FULL = full_variant(keep=_first_touch_no_pause)
 
 #: Names of the cache regions :func:`region` knows, as the verdicts write them.
 REGION_NAMES = {"l1": "L1d region", "l2": "L2 region", "l3": "L3 region", "beyond_l2": "beyond the L2",

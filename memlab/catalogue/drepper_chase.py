@@ -31,6 +31,7 @@ from memlab.catalogue.core import (
     curve,
     cycles_in,
     finite,
+    full_variant,
     ghz,
     largest,
     machine_fact,
@@ -61,13 +62,14 @@ _CHASE_SCRIPT = "experiments/fig{}.py"
 
 def _chase_item(number: str, title: str, measured: str, numbers: Sequence[Number],
                 claims: Sequence[Claim], machine: str = P4, section: str = "3.3.2",
-                quick: Callable[[Sweep], Sweep] | None = None, note: str = "") -> Item:
+                quick: Callable[[Sweep], Sweep] | None = None, note: str = "",
+                full: Callable[[Sweep], Sweep] | None = None) -> Item:
     name = number.replace(".", "_")
     return Item(
         key=f"fig{number}", source="drepper", section=section, label=f"Figure {number}", title=title,
         sweep=f"chase.fig{name}", quick=quick or at_working_sets(), measured=measured, machine=machine,
         numbers=tuple(numbers), claims=tuple(claims), script=_CHASE_SCRIPT.format(name),
-        notebook="notebooks/chase.ipynb", note=note,
+        notebook="notebooks/chase.ipynb", note=note, full=full,
     )
 
 
@@ -321,6 +323,14 @@ def _fig3_17_quick(sweep: Sweep) -> Sweep:
     return at_working_sets(memory)(dataclasses.replace(sweep, points=points))
 
 
+def _fig3_17_full(sweep: Sweep) -> Sweep:
+    """Every point but the block walks whose block holds the whole set: such a walk is the
+    whole-list walk again (one block, shuffled whole), 143 of the named sweep's 228 points; the
+    claims judge blocks smaller than the set, and each block curve starts where it departs."""
+    return full_variant(keep=lambda p: p.get("order") != "random_blocks"
+                        or p["block_pages"] * PAGE_BYTES < p["working_set_bytes"])(sweep)
+
+
 def _smaller_blocks(ds: Dataset) -> tuple[float, list[int]]:
     """The largest working set beyond the last cache the whole-list walk measured, and the block
     sizes measured there that are smaller than it (a block as large as the set is the whole list)."""
@@ -375,7 +385,7 @@ FIG3_17 = _chase_item(
               "Drepper 3.3.2, fig. 3.17: as the block size grows the results approach the one-block curve",
               _blocks_approach_whole),
     ],
-    quick=_fig3_17_quick,
+    quick=_fig3_17_quick, full=_fig3_17_full,
 )
 
 
@@ -1343,6 +1353,18 @@ def _fig6_5_quick(sweep: Sweep) -> Sweep:
     return shorter(sweep, points, repeat=2, target_seconds=0.004)
 
 
+#: Figure 6.5's full-run distances (in 64-byte elements): every distance up to 16, then every 8th
+#: to 128, and one element either side of a 4 KiB way. A way spans a power of two of sets (64 on
+#: every L1d of 32 or 48 KiB with 4 KiB ways), so the distances where a set overflows are all here
+#: and :func:`memlab.chase_analysis.associativity` reads the same ways and size off this map as
+#: off the named sweep's 128 distances (``--fixed``), in a quarter of the points.
+FIG6_5_FULL_DISTANCES = tuple(sorted({*range(1, 17), *range(24, 129, 8), 63, 65}))
+
+
+def _fig6_5_full(sweep: Sweep) -> Sweep:
+    return full_variant(keep=lambda p: p.get("element_distance") in FIG6_5_FULL_DISTANCES)(sweep)
+
+
 #: Figure 6.5: a list overflowing one L1d set costs at least this many times a list that fits (the
 #: source: 10 cycles against 3, 3.3x; the claim asks for under half that).
 
@@ -1374,7 +1396,7 @@ FIG6_5 = _chase_item(
               "Drepper 6.2.1, fig. 6.5: from this graph the processor has a 32 KB L1d with 8 ways; the test "
               "can determine these values", _reads_the_l1d),
     ],
-    section="6.2.1", quick=_fig6_5_quick,
+    section="6.2.1", quick=_fig6_5_quick, full=_fig6_5_full,
     machine="a 32-bit machine with a 32 KiB, 8-way L1d (NPAD=15 there is one 64-byte line per element); "
             "cycles per element",
     note="The elements are 64 bytes (one line) as in the source; the distance is counted in elements.",

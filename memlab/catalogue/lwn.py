@@ -8,6 +8,7 @@ from typing import Callable
 
 from memlab.catalogue.claims import Direction
 from memlab.catalogue.core import (
+    FAULT_FULL,
     FAULT_QUICK,
     SOURCES,
     TRANSLATION,
@@ -66,7 +67,7 @@ LWN_BULK = Item(
     key="bulk-populate", source="lwn-bulk", section="Batch page allocation",
     label="Bulk allocation", title="populating a range in one call vs one fault per page",
     sweep="clear_fault.clear_fault",
-    quick=FAULT_QUICK,
+    quick=FAULT_QUICK, full=FAULT_FULL,
     measured="Mel Gorman's alloc_pages_bulk() hands a caller many order-0 pages in one call: the "
              "patch set's benchmarks show 13% for high-speed networking and almost 500% for Sun RPC.",
     machine="the kernel's own benchmarks (networking, Sun RPC)",

@@ -136,11 +136,11 @@ def _index_of(copies_wanted: str) -> Callable[[Dataset], float]:
 
 #: Seconds of one sample of a UnixBench test in the full run (UnixBench's own, and the long fixed
 #: run's, are 30). Its tests are loops of one short operation whose rate is the count over the time
-#: (process creation ran 3,300-5,700 loops a second on a 2-vCPU Zen 5 guest, docs/parity.md: a 3 s
-#: sample holds ten thousand); a shorter sample is noisier, and the full run's precision
+#: (process creation ran 3,300-5,700 loops a second on a 2-vCPU Zen 5 guest, docs/parity.md: a 1 s
+#: sample holds thousands; the quick run's are 0.5 s); a shorter sample is noisier, and the full run's precision
 #: rule answers that with more runs a point, up to its maximum (docs/reproduce.md, "UnixBench's
 #: samples"). Its claims are directions and sanity checks; its numbers are rates, not totals.
-FULL_SAMPLE_SECONDS = 3.0
+FULL_SAMPLE_SECONDS = 1.0
 
 
 def _full_samples(sweep: Sweep) -> Sweep:
@@ -148,7 +148,7 @@ def _full_samples(sweep: Sweep) -> Sweep:
 
     >>> from memlab import system
     >>> {p["duration_s"] for p in _full_samples(system.unixbench_sweep()).points}
-    {3.0}
+    {1.0}
     """
     return dataclasses.replace(sweep, points=[{**point, "duration_s": FULL_SAMPLE_SECONDS} for point in sweep.points])
 

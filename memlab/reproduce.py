@@ -466,7 +466,9 @@ def plan(items: Sequence[Item], quick: bool, out: str | os.PathLike, *, measured
             tasks[("unmeasurable", entry.key)] = Task(None, None, [entry], unmeasurable=str(error))
             continue
         if measured is not None:
-            full = _named_sweep(entry.sweep) if quick else sweep  # a full sweep: its own sizes' reach
+            # the sizes a region's point may take: the named sweep's (a quick variant or a full run's
+            # thinned one draws from it), a fixed run's own
+            full = sweep if fixed else _named_sweep(entry.sweep)
             sweep = region_points(sweep, measured, available_bytes, full)
         key = _task_key(sweep)
         if key in tasks:

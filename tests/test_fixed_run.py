@@ -42,7 +42,7 @@ def test_unixbench_takes_short_samples_in_the_full_run_and_its_own_in_the_fixed_
 
 
 def test_an_item_without_a_full_variant_measures_the_named_sweep_in_both():
-    entry = catalogue.item("fig3.10")
+    entry = catalogue.item("table6.1")
     assert entry.full is None
     assert reproducing.item_sweep(entry).points == reproducing.item_sweep(entry, fixed=True).points
 

@@ -8,10 +8,11 @@ sweeps in a smaller region still far beyond the last cache). Nothing is measured
 from __future__ import annotations
 
 import importlib
+import math
 
 import pytest
 
-from memlab import catalogue
+from memlab import catalogue, clear
 from memlab.catalogue import core
 from memlab.catalogue.clearing import FULL_REGION_BYTES, full_region_bytes
 from memlab.catalogue.drepper_chase import FIG6_5_FULL_DISTANCES, PAGE_BYTES
@@ -94,52 +95,67 @@ def test_fig6_5_full_sweep_has_those_distances_at_every_length():
     assert all(p in fixed.points for p in full.points)
 
 
-def test_the_fault_items_full_sweep_is_the_points_their_rows_pick_and_one_task(tmp_path):
+def test_the_fault_items_full_sweep_is_the_points_their_rows_pick_up_to_1_gib_and_one_task(tmp_path):
     family = get_family("clear_fault")
     for key in ("clear-fault", "bulk-populate"):
         entry = catalogue.item(key)
         full, fixed = _sweeps(key)
         picked = [p for p in fixed.points
-                  if all(getattr(family.params(p), name) == value for name, value in entry.rows.items())]
+                  if all(getattr(family.params(p), name) == value for name, value in entry.rows.items())
+                  and p["region_bytes"] <= core.FULL_FAULT_MAX_REGION_BYTES
+                  and clear.hugetlb_can_serve(p["pages"], p["region_bytes"])]
         assert full.points == picked and len(picked) < len(fixed.points)
+        assert {p["pages"] for p in full.points} >= {"4k", "thp"}
+        assert max(p["region_bytes"] for p in fixed.points) > core.FULL_FAULT_MAX_REGION_BYTES
     tasks = reproducing.plan(catalogue.select(["clear-fault", "bulk-populate"]), False, tmp_path)
     assert len([t for t in tasks if t.measured_here]) == 1
 
 
-def test_full_region_is_four_times_the_largest_cache_within_its_bounds():
-    low, high = FULL_REGION_BYTES
-    assert full_region_bytes({"L1d": 48 << 10, "L2": 2 << 20, "L3": 32 << 20}) == low  # 128 MiB -> the floor
-    assert full_region_bytes({"L3": 96 << 20}) == 512 << 20  # 384 MiB rounds up to a power of two
-    assert full_region_bytes({"L3": 480 << 20}) == high  # a VM reporting a large host L3: capped
-    assert full_region_bytes({}) == low
-    here = full_region_bytes()
-    largest = max(core.cache_sizes_of(core.Dataset([], {}))[0].values(), default=0)
-    assert low <= here <= high and (here >= 4 * largest or here == high)
+def test_a_hugetlb_point_is_kept_only_where_its_pool_holds_the_region(tmp_path):
+    pool = tmp_path / "sys/kernel/mm/hugepages/hugepages-2048kB"
+    pool.mkdir(parents=True)
+    (pool / "free_hugepages").write_text("128\n")  # 256 MiB of 2 MiB pages
+    assert clear.hugetlb_pages_free("hugetlb-2m", str(tmp_path)) == 128
+    assert clear.hugetlb_can_serve("hugetlb-2m", 256 << 20, str(tmp_path))
+    assert not clear.hugetlb_can_serve("hugetlb-2m", 512 << 20, str(tmp_path))
+    assert clear.hugetlb_pages_free("hugetlb-1g", str(tmp_path)) == 0  # no such pool
+    assert not clear.hugetlb_can_serve("hugetlb-1g", 1 << 30, str(tmp_path))
+    assert clear.hugetlb_can_serve("4k", 1 << 40, str(tmp_path)) and clear.hugetlb_can_serve("thp", 1 << 40)
 
 
-@pytest.mark.parametrize("key", ["clear-order", "clear-extent", "clear-patch"])
-def test_the_clearing_items_clear_the_full_region_and_otherwise_the_named_points(key):
-    full, fixed = _sweeps(key)
-    assert {p["region_bytes"] for p in full.points} == {full_region_bytes()}
-    assert {p["region_bytes"] for p in fixed.points} == {1 << 30}
-    strip = [{k: v for k, v in p.items() if k != "region_bytes"} for p in full.points]
-    assert strip == [{k: v for k, v in p.items() if k != "region_bytes"} for p in fixed.points]
+def test_a_fault_rate_of_pages_never_granted_is_not_measurable_not_a_4k_rate():
+    from memlab.catalogue.clearing import _fault_rate
+    rows = [{"pages": "hugetlb-1g", "populate": "touch", "pages_obtained": "4k", "region_bytes": 1 << 30,
+             "GB_per_s": 1.1},
+            {"pages": "thp", "populate": "touch", "pages_obtained": "thp", "region_bytes": 1 << 30, "GB_per_s": 10.0},
+            {"pages": "thp", "populate": "touch", "pages_obtained": "4k", "region_bytes": 1 << 31, "GB_per_s": 1.0}]
+    with pytest.raises(catalogue.NotMeasurable, match="no hugetlb-1g page was granted"):
+        _fault_rate("hugetlb-1g")(core.Dataset(rows, {}))
+    assert _fault_rate("thp")(core.Dataset(rows, {})) == 10.0  # the larger region fell back: not a THP rate
+    rows[0]["pages_obtained"] = "hugetlb-1g"
+    assert _fault_rate("hugetlb-1g")(core.Dataset(rows, {})) == 1.1
 
 
-def test_clear_order_and_clear_extent_still_share_one_task_in_the_full_run(tmp_path):
-    tasks = reproducing.plan(catalogue.select(["clear-order", "clear-extent"]), False, tmp_path)
-    measured = [t for t in tasks if t.measured_here]
-    assert len(measured) == 1 and {e.key for e in measured[0].items} == {"clear-order", "clear-extent"}
+def test_whole_octaves_keeps_the_powers_of_two_of_a_half_octave_sweep():
+    full, fixed = _sweeps("fig3.11")
+    sizes = {p["working_set_bytes"] for p in fixed.points}
+    assert {p["working_set_bytes"] for p in full.points} == {s for s in sizes if s & (s - 1) == 0} != sizes
+    assert all(p in fixed.points for p in full.points)
+    octave_sweep = Sweep("s", "chase", [{"working_set_bytes": 1 << k} for k in range(10, 20)])
+    assert core.whole_octaves(octave_sweep) is octave_sweep
 
 
-def test_every_full_variant_keeps_the_fixed_sweeps_parameters_apart_from_its_update():
-    for entry in catalogue.items():
-        if entry.full is None:
-            continue
-        try:
-            full, fixed = reproducing.item_sweep(entry), reproducing.item_sweep(entry, fixed=True)
-        except ValueError:  # a sweep this machine cannot build
-            continue
-        assert full.points, entry.key
-        names = set().union(*(p.keys() for p in fixed.points))
-        assert all(set(p) <= names for p in full.points), entry.key
+def test_a_region_the_octaves_miss_gets_its_point_from_the_named_sweep(tmp_path, monkeypatch):
+    from memlab import hierarchy
+    found = hierarchy.from_curve([{"working_set_bytes": 1 << k, "ns_per_element": 1.0 if k < 15 else
+                                   4.0 if k < 20 else 80.0} for k in range(12, 27)], {"caches": []})
+    # an L2 region between two octaves (32 KiB < 40-50 KiB < 64 KiB): no power of two lies in it
+    monkeypatch.setattr(hierarchy, "regions", lambda found, available=None: {
+        "l1": (4096, 16384), "l2": (40_000, 50_000), "beyond_l2": (1 << 22, math.inf),
+        "beyond_llc": (1 << 24, math.inf)})
+    tasks = reproducing.plan(catalogue.select(["fig3.10"]), False, tmp_path, measured=found,
+                             available_bytes=1 << 34)
+    sizes = {p["working_set_bytes"] for p in tasks[0].sweep.points}
+    named = {p["working_set_bytes"] for p in reproducing._named_sweep("chase.fig3_10").points}
+    assert sizes <= named
+    assert [s for s in sizes if 40_000 <= s <= 50_000] == [46336], sorted(sizes)  # 2^15.5, from the named sweep

@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from memlab import hierarchy
+from memlab import clear, hierarchy
 from memlab.chart import cache_sizes_of
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
@@ -563,6 +563,26 @@ def full_variant(keep: Callable[[Mapping[str, Any]], bool] | None = None,
     return full
 
 
+def whole_octaves(sweep: Sweep) -> Sweep:
+    """The full run's variant of a working-set sweep with two sizes an octave (2^k and about
+    2^(k+1/2)): its points at whole octaves only. Each cache's plateau and edge still have points
+    (an octave apart, as most of the chase figures' sweeps have them), the region a claim judges
+    gets a point from the named sweep where it has none (:func:`memlab.reproduce.region_points`),
+    and the long fixed run (``--fixed``) keeps every size. A sweep whose sizes are all whole
+    octaves is returned as it is.
+
+    >>> from memlab.grid import Sweep
+    >>> sweep = Sweep("s", "chase", [{"working_set_bytes": s} for s in (1024, 1472, 2048, 2880, 4096)])
+    >>> [p["working_set_bytes"] for p in whole_octaves(sweep).points]
+    [1024, 2048, 4096]
+    """
+    sizes = {p["working_set_bytes"] for p in sweep.points if "working_set_bytes" in p}
+    octaves = {size for size in sizes if size > 0 and size & (size - 1) == 0}
+    if not octaves or octaves == sizes:
+        return sweep
+    return full_variant(keep=lambda p: p.get("working_set_bytes", 1) in octaves or "working_set_bytes" not in p)(sweep)
+
+
 def only(repeat: int = 2, target_seconds: float | None = 0.03, warmup: int | None = None,
          update: Mapping[str, Any] | None = None, **match: Any) -> Callable[[Sweep], Sweep]:
     """Quick variant: the full sweep's points whose parameters (defaults included) match ``match``
@@ -586,16 +606,25 @@ FAULT_QUICK = only(repeat=3, target_seconds=None, region_bytes=256 << 20, pages=
                    touch_offset="first", pause_s=0.0)
 
 
-def _first_touch_no_pause(point: Mapping[str, Any]) -> bool:
+#: The largest region the full run faults (bytes); the named sweep goes to 4 GiB, the long fixed
+#: run too. A region past the last cache faults at the same rate per byte whatever its size, and
+#: 4 GiB in 4 KiB pages took 4 s a sample on a Zen 3 guest.
+FULL_FAULT_MAX_REGION_BYTES = 1 << 30
+
+
+def _fault_point_needed(point: Mapping[str, Any]) -> bool:
     params = get_family("clear_fault").params(point)
-    return params.touch_offset == "first" and not params.pause_s
+    return (params.touch_offset == "first" and not params.pause_s
+            and params.region_bytes <= FULL_FAULT_MAX_REGION_BYTES
+            and clear.hugetlb_can_serve(params.pages, params.region_bytes))
 
 
 #: The full demand-fault sweep of the same two items: the points their rows pick (touched at the
-#: first byte, no pause), every page kind, populate mode and size. The touch-offset and pause
-#: panels judge nothing (the long fixed run and ``memlab run clear_fault`` draw them); their
-#: pauses of 1 and 5 s a sample were 60% of this sweep's full-run time.
-FAULT_FULL = full_variant(keep=_first_touch_no_pause)
+#: first byte, no pause), every page kind and populate mode, regions up to
+#: :data:`FULL_FAULT_MAX_REGION_BYTES`; a hugetlb kind only where its pool holds the region (else
+#: the point falls back to 4 KiB pages and measures the 4k points again). The touch-offset and
+#: pause panels judge nothing (the long fixed run and ``memlab run clear_fault`` draw them).
+FAULT_FULL = full_variant(keep=_fault_point_needed)
 
 #: Names of the cache regions :func:`region` knows, as the verdicts write them.
 REGION_NAMES = {"l1": "L1d region", "l2": "L2 region", "l3": "L3 region", "beyond_l2": "beyond the L2",

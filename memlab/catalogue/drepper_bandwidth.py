@@ -29,6 +29,7 @@ from memlab.catalogue.core import (
     shorter,
     together,
     verdict,
+    whole_octaves,
 )
 from memlab.dataset import Dataset
 from memlab.grid import Sweep
@@ -204,7 +205,7 @@ def _bw_item(number: str, title: str, section: str, measured: str, machine: str,
         sweep=f"bandwidth.fig{name}", quick=_bw_quick_two if compare_with else _bw_quick, measured=measured,
         machine=machine,
         numbers=tuple(numbers), claims=tuple(claims), script=f"experiments/fig{name}.py",
-        notebook=_BW_NOTEBOOK, note=note, compare_with=compare_with,
+        notebook=_BW_NOTEBOOK, note=note, compare_with=compare_with, full=whole_octaves,
     )
 
 
@@ -461,7 +462,7 @@ def _fig3_31_quick(sweep: Sweep) -> Sweep:
 
 FIG3_31 = Item(
     key="fig3.31", source="drepper", section="3.5.3", label="Figure 3.31", title="bandwidth with two processes",
-    sweep="bandwidth.fig3_31", quick=_fig3_31_quick,
+    sweep="bandwidth.fig3_31", quick=_fig3_31_quick, full=whole_octaves,
     measured="One thread reads or writes sets of every size while a second worker on another core reads or "
              "writes a set of its own, half the cache the two cores share; the four read/write "
              "combinations, bytes per cycle of the measured thread.",

@@ -44,6 +44,7 @@ from memlab.catalogue.core import (
     together,
     value_of,
     verdict,
+    whole_octaves,
 )
 from memlab.chase_analysis import associativity, counter_ratios
 from memlab.dataset import Dataset
@@ -69,7 +70,7 @@ def _chase_item(number: str, title: str, measured: str, numbers: Sequence[Number
         key=f"fig{number}", source="drepper", section=section, label=f"Figure {number}", title=title,
         sweep=f"chase.fig{name}", quick=quick or at_working_sets(), measured=measured, machine=machine,
         numbers=tuple(numbers), claims=tuple(claims), script=_CHASE_SCRIPT.format(name),
-        notebook="notebooks/chase.ipynb", note=note, full=full,
+        notebook="notebooks/chase.ipynb", note=note, full=full or whole_octaves,
     )
 
 

@@ -1,6 +1,6 @@
 """The full run against the long fixed run: do they give the same verdicts?
 
-The full run (``memlab reproduce``) takes 2 to 4 runs a point, stopping once a
+The full run (``memlab reproduce``) takes 2 to 3 runs a point, stopping once a
 point's interval is as narrow as its claims need, each run of half the sweep's
 samples a quarter as long, the points its claims, numbers and figure need (the
 items' ``full`` variants) and UnixBench's samples 1 s long; the long fixed run

@@ -338,6 +338,7 @@ def unstable_points(ds: Dataset) -> list[tuple[str, float]]:
     names = ds.param_names
     samples = statistic_column(metric, SAMPLES)
     found = []
+    telling = None  # the columns that name a point: read once, for the first unstable one
     for runs in point_runs(ds.rows, names).values():
         first = next(iter(runs.values()))[0]
         spread = max((_row_spread(row, metric) for rows in runs.values() for row in rows), default=math.nan)
@@ -345,7 +346,9 @@ def unstable_points(ds: Dataset) -> list[tuple[str, float]]:
             spread = run_spread([[value for row in rows for value in _samples(row, samples, metric)]
                                  for rows in runs.values()])
         if is_unstable(spread):
-            words = ", ".join(f"{n}={format_param(n, first.get(n))}" for n in chart.telling_names(ds) or names)
+            if telling is None:
+                telling = chart.telling_names(ds) or names
+            words = ", ".join(f"{n}={format_param(n, first.get(n))}" for n in telling)
             found.append((words or "the point", spread))
     return found
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import re
 import time
@@ -87,10 +88,12 @@ TIMES_FILE = "reproduce-times.json"
 #: so that ``memlab reproduce --quick`` keeps within its 3 minutes (docs/reproduce.md).
 QUICK_RUNS = 2
 #: Runs of a point in a full run (:func:`in_full_runs`): at least two (a between-run interval),
-#: at most four, more only while its interval is wider than its claims need (docs/reproduce.md,
-#: "How many runs a point takes").
+#: at most three (the long fixed run's), more only while its interval is wider than its claims
+#: need (docs/reproduce.md, "How many runs a point takes"). At most four, a full run on a Zen 3
+#: guest gave 791 of the 833 points that took a third run a fourth as well: a fourth run almost
+#: never brought an interval in, and cost 15% of the run's rows.
 FULL_MIN_RUNS = 2
-FULL_MAX_RUNS = 4
+FULL_MAX_RUNS = 3
 #: A full run's sample lasts this fraction of the sweep's own target (:func:`in_full_runs`): its
 #: interval comes from the runs (fresh setups), whose medians move far more between setups than
 #: a sample's length changes them, so the time goes into runs instead (docs/reproduce.md,
@@ -389,7 +392,7 @@ def in_full_runs(sweep: Sweep, half_width: float) -> Sweep:
 
     >>> full = in_full_runs(Sweep("f", "calibrate", [{}], repeat=5, target_seconds=0.2), 0.05)
     >>> full.precision, full.repeat, full.target_seconds
-    (Precision(min_runs=2, max_runs=4, half_width=0.05), 3, 0.05)
+    (Precision(min_runs=2, max_runs=3, half_width=0.05), 3, 0.05)
     >>> in_full_runs(Sweep("f", "calibrate", [{}], target_seconds=0.02), 0.05).target_seconds
     0.01
     """
@@ -608,7 +611,7 @@ def _runs(task: Task, maximum: bool = False) -> int:
 
 
 def _runs_text(sweep: Sweep) -> str:
-    """A sweep's runs a point: ``3``, or a precision rule's ``2-4``."""
+    """A sweep's runs a point: ``3``, or a precision rule's ``2-3``."""
     if sweep.precision is None:
         return str(sweep.runs_per_point)
     return f"{sweep.precision.min_runs}-{sweep.precision.max_runs}"
@@ -718,24 +721,88 @@ def judge(item: Item | str, dataset: Dataset | str | os.PathLike | None, *, reas
         why = reason or "the sweep was not run"
         numbers = [(n, None, why) for n in entry.numbers]
         return ItemResult(entry, None, numbers, [Verdict(NOT_MEASURABLE, why, reason=why) for _ in entry.claims], path)
+    shown, selected = _selected(entry, dataset, compare_with)
+    values, verdicts = _assess(entry, selected)
+    return ItemResult(entry, shown, [(n, *v) for n, v in zip(entry.numbers, values)], verdicts, path)
+
+
+def _selected(entry: Item, dataset: Dataset,
+              compare_with: Sequence[Dataset | str | os.PathLike | None] = ()) -> tuple[Dataset, Dataset]:
+    """The item's rows of ``dataset`` (what the report shows) and those with the rows of the
+    datasets it compares with (what its numbers and claims read)."""
     selected = entry.select_rows(dataset)
     others = [Dataset.load(d) if not isinstance(d, Dataset) else d for d in compare_with if d is not None]
     shown = selected
     if others:
         selected = Dataset(selected.rows + [row for other in others for row in other.rows], selected.metadata)
-    numbers = []
+    return shown, selected
+
+
+def _assess(entry: Item, selected: Dataset) -> tuple[list[tuple[float | None, str]], list[Verdict]]:
+    """The item's numbers (value, note) and claims' verdicts on its rows: what judging costs (the
+    claims' run-level intervals are bootstraps), kept free of the item's functions so that a
+    worker process can return it (:func:`judge_all`)."""
+    values: list[tuple[float | None, str]] = []
     for number in entry.numbers:
         try:
-            numbers.append((number, *number.measure(selected)))
+            values.append(tuple(number.measure(selected)))  # type: ignore[arg-type]
         except Exception as error:  # a check's own bug must not cost the whole report
-            numbers.append((number, None, f"could not be read: {type(error).__name__}: {error}"))
+            values.append((None, f"could not be read: {type(error).__name__}: {error}"))
     verdicts = []
     for claim in entry.claims:
         try:
             verdicts.append(_with_reason(entry, claim.text, claim.judge(selected), selected))
         except Exception as error:
             verdicts.append(Verdict(NOT_MEASURABLE, f"the check could not run: {type(error).__name__}: {error}"))
-    return ItemResult(entry, shown, numbers, verdicts, path)
+    return values, verdicts
+
+
+#: The items a pool of :func:`judge_all` assesses, set in the parent before it forks.
+_JUDGE_JOBS: list[tuple[Item, Dataset]] = []
+
+
+def _judge_job(index: int) -> tuple[list[tuple[float | None, str]], list[Verdict]]:
+    entry, selected = _JUDGE_JOBS[index]
+    return _assess(entry, selected)
+
+
+def judge_all(jobs: Sequence[tuple[Item, Dataset, Sequence[Dataset | None], Hierarchy | None, int | None]],
+              workers: int = 1, on_item: Callable[[int, int], None] | None = None) -> list[ItemResult]:
+    """:func:`judge` of every ``(item, dataset, compare_with, measured, available_bytes)``, in
+    order; ``workers`` above 1: the numbers and claims assessed by that many forked processes at
+    once (where the platform forks), each item's bootstraps in one of them: a full run's 85
+    intervals took 93 s of one CPU. ``on_item(done, total)`` after each.
+
+    >>> judge_all([])
+    []
+    """
+    prepared = []
+    for entry, dataset, compare_with, measured, available in jobs:
+        if measured is not None:
+            dataset.metadata["hierarchy"] = hierarchy.attach(measured, available)
+        prepared.append((entry, *_selected(entry, dataset, compare_with)))
+    assessed: list[tuple[list[tuple[float | None, str]], list[Verdict]]] = []
+    workers = min(workers, len(prepared))
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        global _JUDGE_JOBS
+        _JUDGE_JOBS = [(entry, selected) for entry, _, selected in prepared]
+        pool = multiprocessing.get_context("fork").Pool(workers)
+        try:
+            for done, found in enumerate(pool.imap(_judge_job, range(len(prepared))), 1):
+                assessed.append(found)
+                if on_item is not None:
+                    on_item(done, len(prepared))
+        finally:  # every worker ended and reaped, on an error or Ctrl-C too
+            pool.terminate()
+            pool.join()
+            _JUDGE_JOBS = []
+    else:
+        for done, (entry, _, selected) in enumerate(prepared, 1):
+            assessed.append(_assess(entry, selected))
+            if on_item is not None:
+                on_item(done, len(prepared))
+    return [ItemResult(entry, shown, [(n, *v) for n, v in zip(entry.numbers, values)], verdicts)
+            for (entry, shown, _), (values, verdicts) in zip(prepared, assessed)]
 
 
 def _with_reason(entry: Item, claim: str, found: Verdict, dataset: Dataset) -> Verdict:
@@ -891,19 +958,30 @@ def reproduce(
                 task.error = next((owner.error for owner, _ in task.shared if owner.error), "")
         for entry in task.items:
             datasets[entry.key] = dataset
+    jobs, judged_on = [], []
     for task in result.tasks:
         for entry in task.items:
             dataset = datasets[entry.key]
             if dataset is None or (not len(dataset) and (task.error or task.unmeasurable)):
                 why = task.unmeasurable or task.error or "the sweep was not run"
                 judged = judge(entry, None, reason=why)
+                judged.error = task.error
+                judged.warnings = list(task.warnings)
+                result.items.append(judged)
             else:
-                judged = judge(entry, dataset, compare_with=[datasets.get(key) for key in entry.compare_with],
-                               measured=result.hierarchy, available_bytes=available)
-                judged.path = _dataset_path(task)
-            judged.error = task.error
-            judged.warnings = list(task.warnings)
-            result.items.append(judged)
+                jobs.append((entry, dataset, [datasets.get(key) for key in entry.compare_with], result.hierarchy,
+                             available))
+                judged_on.append(task)
+    bar = progress_bar(len(jobs), "judging", enabled=progress and bool(jobs), unit="item")
+    try:
+        found = judge_all(jobs, figure_workers(), on_item=lambda done, total: bar.update(1))
+    finally:
+        bar.close()
+    for judged, task in zip(found, judged_on):
+        judged.path = _dataset_path(task)
+        judged.error = task.error
+        judged.warnings = list(task.warnings)
+        result.items.append(judged)
     order = {entry.key: index for index, entry in enumerate(chosen)}
     result.items.sort(key=lambda r: order[r.item.key])
     write_results(result, command, progress=progress, reporting=reporting)

@@ -1,7 +1,7 @@
 """The long fixed run (``memlab reproduce --fixed``) beside the full run, and
 ``experiments/full_vs_fixed.py``, which compares their verdicts.
 
-The full run takes 2-4 runs a point under a precision rule and UnixBench's 1 s samples; the long
+The full run takes 2-3 runs a point under a precision rule and UnixBench's 1 s samples; the long
 fixed run takes 3 runs of each sweep's own samples (UnixBench's 30 s) into files named apart. The
 runs here use the stand-in calibrate item of ``test_reproduce``; nothing is timed.
 """
@@ -67,7 +67,7 @@ def test_the_listing_shows_the_fixed_run(tmp_path):
     text = reproducing.listing(chosen, fixed=True)
     row = next(line for line in text.splitlines() if line.startswith("table6.1"))
     words = row.split()
-    assert words[words.index("matrix_init.table_6_1") + 1] == str(reproducing.FIXED_RUNS)  # the runs column: a fixed 3, not 2-4
+    assert words[words.index("matrix_init.table_6_1") + 1] == str(reproducing.FIXED_RUNS)  # the runs column: a fixed 3, not 2-3
     assert "long fixed run (--fixed)" in text.splitlines()[-1]
     assert "long fixed run (--fixed)" in reproducing.listing(chosen)  # every listing gives all three totals
 

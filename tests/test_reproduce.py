@@ -284,10 +284,7 @@ def test_judge_reads_the_rows_of_the_items_it_compares_with():
 
 
 def test_reproduce_judges_an_item_with_the_rows_of_the_items_it_compares_with(monkeypatch, tmp_path):
-    seen = []
-
-    def check(ds: Dataset) -> Verdict:
-        seen.append(len(ds))
+    def check(ds: Dataset) -> Verdict:  # it may run in a worker process: what it saw is in its detail
         return catalogue.verdict(True, f"{len(ds)} rows")
 
     base = fake_item("base")
@@ -301,7 +298,34 @@ def test_reproduce_judges_an_item_with_the_rows_of_the_items_it_compares_with(mo
     assert [r.item.key for r in result.items] == ["base", "pair"]  # "pair" brings "base" along
     base_rows, pair_rows = (len(r.dataset) for r in result.items)
     assert result.items[1].verdicts[0].status == REPRODUCED
-    assert seen == [base_rows + pair_rows] and base_rows and pair_rows
+    assert result.items[1].verdicts[0].detail == f"{base_rows + pair_rows} rows" and base_rows and pair_rows
+
+
+def _judging_jobs():
+    machine = {"machine": {"caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10},
+                                      {"level": 2, "type": "Unified", "size_bytes": 1 << 20},
+                                      {"level": 3, "type": "Unified", "size_bytes": 8 << 20}]}}
+    two, one = Dataset(_bw_rows(2, 16.0, 1.0), machine), Dataset(_bw_rows(1, 16.0, 16.0), machine)
+    ub = Dataset([{"family": "system", "test": "execl", "copies": 1, "loops_per_s": 430.0, "index": 100.0}],
+                 {"family": "system", "param_names": ["test", "copies"]})
+    return [(catalogue.item("fig3.27"), two, [one], None, None), (catalogue.item("fig3.26"), one, [], None, None),
+            (catalogue.item("unixbench-execl"), ub, [], None, None)]
+
+
+def test_judging_in_worker_processes_gives_what_judging_here_gives_and_reaps_them():
+    import multiprocessing
+    here = reproducing.judge_all(_judging_jobs(), workers=1)
+    done = []
+    there = reproducing.judge_all(_judging_jobs(), workers=3, on_item=lambda n, total: done.append((n, total)))
+    assert done == [(1, 3), (2, 3), (3, 3)]
+    assert [r.item.key for r in there] == ["fig3.27", "fig3.26", "unixbench-execl"]
+    for a, b in zip(here, there):
+        assert [(v.status, v.detail, v.reason) for v in a.verdicts] == [(v.status, v.detail, v.reason) for v in b.verdicts]
+        assert [(n.quantity, value, note) for n, value, note in a.numbers] == \
+            [(n.quantity, value, note) for n, value, note in b.numbers]
+        assert b.dataset is not None and len(b.dataset) == len(a.dataset)
+    assert [v.status for v in there[0].verdicts[:2]] == [REPRODUCED, REPRODUCED]
+    assert multiprocessing.active_children() == []
 
 
 def test_judge_reads_a_dataset_file_and_keeps_the_item_rows(tmp_path):

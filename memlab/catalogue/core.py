@@ -13,11 +13,13 @@ lives in :mod:`memlab.catalogue.claims`; the items in one module per source.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from memlab import clear, hierarchy
 from memlab.chart import cache_sizes_of
@@ -314,6 +316,29 @@ def _describe(match: Mapping[str, Any]) -> str:
                      for k, v in match.items())
 
 
+#: The rows :func:`rows_where` has handed out inside :func:`rows_read` (their ids), else None.
+_ROWS_READ: contextvars.ContextVar[set[int] | None] = contextvars.ContextVar("memlab_rows_read", default=None)
+
+
+@contextlib.contextmanager
+def rows_read() -> Iterator[set[int]]:
+    """The ids of the rows :func:`rows_where` hands out (to a check, a statistic) while inside:
+    what a run-level interval needs to resample (:func:`memlab.catalogue.claims.run_level_interval`).
+
+    >>> ds = Dataset([{"order": "random", "t": 1.0}, {"order": "sequential", "t": 2.0}])
+    >>> with rows_read() as read:
+    ...     _ = rows_where(ds, "t", order="random")
+    >>> read == {id(ds.rows[0])}
+    True
+    """
+    read: set[int] = set()
+    token = _ROWS_READ.set(read)
+    try:
+        yield read
+    finally:
+        _ROWS_READ.reset(token)
+
+
 def rows_where(ds: Dataset, metric: str | None = None, **match: Any) -> list[dict]:
     """Rows whose parameters equal ``match`` (a tuple value: any of them) and, with ``metric``,
     that have a finite value of it. NotMeasurable when there is none.
@@ -322,6 +347,9 @@ def rows_where(ds: Dataset, metric: str | None = None, **match: Any) -> list[dic
     1
     """
     found = [row for row in ds.rows if all(_matches(row.get(k), v) for k, v in match.items())]
+    reading = _ROWS_READ.get()
+    if reading is not None:
+        reading.update(id(row) for row in found)
     if not found:
         raise NotMeasurable(f"the dataset has no rows with {_describe(match)}" if match
                             else "the dataset has no rows")

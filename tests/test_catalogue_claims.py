@@ -162,3 +162,40 @@ def test_verdicts_know_inconclusive_and_the_sanity_statuses():
         assert Verdict(status, "x").status == status
     with pytest.raises(ValueError, match="inconclusive"):
         Verdict("maybe", "x")
+
+
+def _two_curves() -> Dataset:
+    rows = [{"family": "f", "op": op, "n": n, "run": run, "t": base * n * (1 + 0.01 * run),
+             "t_samples": [base * n * (1 + 0.01 * run + d) for d in (-0.01, 0.0, 0.01)]}
+            for op, base in (("read", 1.0), ("write", 3.0)) for n in (1, 2, 4) for run in range(3)]
+    return Dataset(rows, {"family": "f", "param_names": ["op", "n"]})
+
+
+def test_an_interval_resamples_only_the_points_its_statistic_reads():
+    from memlab.catalogue.claims import run_level_interval
+    from memlab.catalogue.core import curve
+    ds, sizes = _two_curves(), []
+
+    def read_ratio(d: Dataset) -> float:
+        sizes.append(len(d.rows))
+        found = curve(d, "t", "n", op="read")
+        return found[4] / found[1]
+
+    found = run_level_interval(ds, read_ratio)[""]
+    assert found.low <= found.value <= found.high and found.value == pytest.approx(4.0)
+    assert sizes[0] == len(ds.rows) == 18  # the value: on the whole dataset
+    assert set(sizes[1:]) == {9}  # the check on the read points alone, then every resample: the read curve only
+
+
+def test_a_statistic_that_reads_rows_another_way_is_resampled_on_them_all():
+    from memlab.catalogue.claims import run_level_interval
+    from memlab.catalogue.core import curve
+    ds, sizes = _two_curves(), []
+
+    def with_writes(d: Dataset) -> float:  # reads the write rows without rows_where
+        sizes.append(len(d.rows))
+        writes = sorted(r["t"] for r in d.rows if r["op"] == "write")
+        return curve(d, "t", "n", op="read")[4] / writes[len(writes) // 2]
+
+    run_level_interval(ds, with_writes)
+    assert sizes[1] == 9 and set(sizes[2:]) == {18}  # its value on the read points differs: all points

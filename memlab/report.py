@@ -31,6 +31,7 @@ import datetime
 import html
 import math
 import multiprocessing
+import signal
 import os
 import shlex
 import sys
@@ -526,6 +527,14 @@ def _has_figure(item: ReportItem) -> bool:
 _FIGURE_JOBS: list[tuple[Dataset, str, Any]] = []
 
 
+def forked_worker_init() -> None:
+    """Run first in a forked pool worker (the figures', the judging's): SIGTERM back to its default.
+    The parent may have made SIGTERM stop a command (``memlab.cli``); a worker inherits that, and
+    the pool's own end (``terminate``, a SIGTERM to each worker) would then print a traceback from
+    every idle one."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _draw_job(index: int) -> str:
     ds, title, marks = _FIGURE_JOBS[index]
     return _figure_html(ds, title, None, marks)
@@ -552,7 +561,7 @@ def draw_figures(items: Sequence[ReportItem], workers: int = 1,
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         global _FIGURE_JOBS
         _FIGURE_JOBS = [jobs[key] for key in keys]
-        pool = multiprocessing.get_context("fork").Pool(workers)
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=forked_worker_init)
         try:
             for done, (key, drawn) in enumerate(zip(keys, pool.imap(_draw_job, range(len(keys)))), 1):
                 figures[key] = drawn

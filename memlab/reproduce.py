@@ -52,8 +52,8 @@ from memlab.machine import collect_meminfo
 from memlab.reasons import CANDIDATE_DEFECT, Context, explain
 from memlab.registry import family as get_family
 from memlab.measure import cpu_seconds
-from memlab.report import (CACHE_COLUMN, ReportItem, anchor, cache_levels_here, escape, html_table, reason_html,
-                           unstable_points, write_report)
+from memlab.report import (CACHE_COLUMN, ReportItem, anchor, cache_levels_here, escape, forked_worker_init, html_table,
+                           reason_html, unstable_points, write_report)
 from memlab.runner import Run, estimate_seconds, eta_bar, progress_bar, progress_enabled
 from memlab.significance import UNSTABLE_RUN_SPREAD
 from memlab.units import format_bytes, format_duration, format_number
@@ -786,7 +786,7 @@ def judge_all(jobs: Sequence[tuple[Item, Dataset, Sequence[Dataset | None], Hier
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         global _JUDGE_JOBS
         _JUDGE_JOBS = [(entry, selected) for entry, _, selected in prepared]
-        pool = multiprocessing.get_context("fork").Pool(workers)
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=forked_worker_init)
         try:
             for done, found in enumerate(pool.imap(_judge_job, range(len(prepared))), 1):
                 assessed.append(found)

@@ -619,3 +619,21 @@ def test_numbers_at_one_place_share_one_marker_with_a_line_each():
     labels, diamonds = _source_marks(fig)
     assert labels == ["source: 90 cycles, write, beyond the last cache\nsource: 90 cycles, copy, beyond the last cache"]
     assert len(diamonds) == 1
+
+
+def test_pool_workers_end_quietly_where_the_command_made_sigterm_stop_it(capfd):
+    """memlab's CLI turns SIGTERM into a stop; the pool's own end sends each worker a SIGTERM, which
+    printed a traceback from every idle worker until they took the default back."""
+    import signal
+
+    from memlab import cli
+    from memlab.report import draw_figures
+    before = signal.getsignal(signal.SIGTERM)
+    with cli._sigterm_stops():
+        assert signal.getsignal(signal.SIGTERM) is not before
+        judged = reproducing.judge_all(_judging_jobs(), workers=3)
+        draw_figures([], workers=3)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert [v.status for v in judged[0].verdicts[:2]] == [REPRODUCED, REPRODUCED]
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Terminated" not in err, err

@@ -31,9 +31,9 @@ import datetime
 import html
 import math
 import multiprocessing
-import signal
 import os
 import shlex
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -80,12 +80,9 @@ def test_the_judged_dataset_takes_the_shared_rows_once():
 
 
 def test_reproduce_measures_a_shared_point_once_and_judges_both_items_on_it(monkeypatch, tmp_path):
-    seen: dict[str, list] = {}
-
-    def check(name):
+    def check(name):  # it may run in a worker process: what it saw is in its verdict's detail
         def verdict(ds: Dataset) -> Verdict:
-            seen[name] = sorted({row["budget_ns"] for row in ds.rows})
-            return catalogue.verdict(True, f"{len(ds)} rows")
+            return catalogue.verdict(True, f"{name}: {sorted({row['budget_ns'] for row in ds.rows})}")
         return verdict
 
     first = dataclasses.replace(fake_item("first", quick="calibrate.pair_a"), claims=(Claim("a", "n", check("first")),))
@@ -96,7 +93,8 @@ def test_reproduce_measures_a_shared_point_once_and_judges_both_items_on_it(monk
         monkeypatch.setitem(CALIBRATE.sweeps, name, lambda name=name, budgets=budgets: Sweep(
             name, "calibrate", [{"budget_ns": b} for b in budgets], repeat=2, warmup=0))
     result = reproducing.reproduce(["first", "second"], quick=True, out=tmp_path, progress=False)
-    assert seen == {"first": [A, B], "second": [B]}
+    seen = {r.item.key: r.verdicts[0].detail for r in result.items}
+    assert seen == {"first": f"first: {[A, B]}", "second": f"second: {[B]}"}
     assert not (tmp_path / "calibrate-pair_b.csv").exists()  # every point of it measured by the first
     measured = Dataset.load(tmp_path / "calibrate-pair_a.csv")
     assert sorted(r["budget_ns"] for r in measured.rows) == [A, A, B, B]  # two runs each, once

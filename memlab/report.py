@@ -523,30 +523,68 @@ def _has_figure(item: ReportItem) -> bool:
     return family is None or family.has_figure
 
 
-#: The figures a pool's workers draw (set before the workers fork, read by index in them).
-_FIGURE_JOBS: list[tuple[Dataset, str, Any]] = []
-
-
-def forked_worker_init() -> None:
-    """Run first in a forked pool worker (the figures', the judging's): SIGTERM back to its default.
-    The parent may have made SIGTERM stop a command (``memlab.cli``); a worker inherits that, and
-    the pool's own end (``terminate``, a SIGTERM to each worker) would then print a traceback from
-    every idle one."""
+def _forked_worker_init() -> None:
+    """Run first in a forked pool worker: SIGTERM back to its default. The parent may have made
+    SIGTERM stop a command (``memlab.cli``); a worker inherits that, and the pool's own end
+    (``terminate``, a SIGTERM to each worker) would then print a traceback from every idle one."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _draw_job(index: int) -> str:
-    ds, title, marks = _FIGURE_JOBS[index]
-    return _figure_html(ds, title, None, marks)
+#: What :func:`forked_map`'s workers call, set in the parent before it forks.
+_FORKED: tuple[Callable[[Any], Any], list[Any]] | None = None
+
+
+def _forked_call(index: int) -> Any:
+    assert _FORKED is not None
+    function, arguments = _FORKED
+    return function(arguments[index])
+
+
+def forked_map(function: Callable[[Any], Any], arguments: Iterable[Any], workers: int = 1,
+               on_done: Callable[[int, int], None] | None = None) -> list[Any]:
+    """``function(argument)`` of every argument, in order. ``workers`` above 1: by that many
+    forked processes at once (where the platform forks; else here, one after the other), which
+    see the parent's memory as it was (a function or argument need not pickle; a result must);
+    every worker is ended and reaped on return, on an error or Ctrl-C too. ``on_done(done,
+    total)`` after each. The report's figures and a reproduce run's judging use it.
+
+    >>> forked_map(abs, [-1, 2, -3], workers=2)
+    [1, 2, 3]
+    """
+    global _FORKED
+    arguments = list(arguments)
+    results: list[Any] = []
+
+    def done() -> None:
+        if on_done is not None:
+            on_done(len(results), len(arguments))
+
+    workers = min(workers, len(arguments))
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _FORKED = (function, arguments)
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=_forked_worker_init)
+        try:
+            for result in pool.imap(_forked_call, range(len(arguments))):
+                results.append(result)
+                done()
+        finally:
+            pool.terminate()
+            pool.join()
+            _FORKED = None
+        return results
+    for argument in arguments:
+        results.append(function(argument))
+        done()
+    return results
 
 
 def draw_figures(items: Sequence[ReportItem], workers: int = 1,
                  on_figure: Callable[[int, int], None] | None = None) -> dict[Any, str]:
     """Every figure the sections of ``items`` show, drawn once each (items that show one dataset
     with the same marks share it), as the HTML :func:`build_report` embeds, keyed as its cache is.
-    ``workers`` above 1: drawn by that many forked processes at once (where the platform forks;
-    else here, one after the other); a figure is a second or two of one CPU, and a quick reproduce
-    report has 37. ``on_figure(done, total)`` after each.
+    ``workers`` above 1: drawn by that many forked processes at once (:func:`forked_map`); a figure
+    is a second or two of one CPU, and a quick reproduce report has 37. ``on_figure(done, total)``
+    after each.
 
     >>> draw_figures([])
     {}
@@ -555,29 +593,8 @@ def draw_figures(items: Sequence[ReportItem], workers: int = 1,
     for item in items:
         if _has_figure(item):
             jobs.setdefault(_figure_key(item.dataset, item.marks), (item.dataset, item.title, item.marks))
-    keys = list(jobs)
-    figures: dict[Any, str] = {}
-    workers = min(workers, len(keys))
-    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-        global _FIGURE_JOBS
-        _FIGURE_JOBS = [jobs[key] for key in keys]
-        pool = multiprocessing.get_context("fork").Pool(workers, initializer=forked_worker_init)
-        try:
-            for done, (key, drawn) in enumerate(zip(keys, pool.imap(_draw_job, range(len(keys)))), 1):
-                figures[key] = drawn
-                if on_figure is not None:
-                    on_figure(done, len(keys))
-        finally:  # every worker ended and reaped, on an error or Ctrl-C too
-            pool.terminate()
-            pool.join()
-            _FIGURE_JOBS = []
-        return figures
-    for done, key in enumerate(keys, 1):
-        ds, title, marks = jobs[key]
-        _figure_html(ds, title, figures, marks)
-        if on_figure is not None:
-            on_figure(done, len(keys))
-    return figures
+    drawn = forked_map(lambda job: _figure_html(job[0], job[1], None, job[2]), jobs.values(), workers, on_figure)
+    return dict(zip(jobs, drawn))
 
 
 def _section(index: int, item: ReportItem, figures: dict[Any, str] | None = None) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import multiprocessing
 import os
 import re
 import time
@@ -52,7 +51,7 @@ from memlab.machine import collect_meminfo
 from memlab.reasons import CANDIDATE_DEFECT, Context, explain
 from memlab.registry import family as get_family
 from memlab.measure import cpu_seconds
-from memlab.report import (CACHE_COLUMN, ReportItem, anchor, cache_levels_here, escape, forked_worker_init, html_table,
+from memlab.report import (CACHE_COLUMN, ReportItem, anchor, cache_levels_here, escape, forked_map, html_table,
                            reason_html, unstable_points, write_report)
 from memlab.runner import Run, estimate_seconds, eta_bar, progress_bar, progress_enabled
 from memlab.significance import UNSTABLE_RUN_SPREAD
@@ -757,20 +756,11 @@ def _assess(entry: Item, selected: Dataset) -> tuple[list[tuple[float | None, st
     return values, verdicts
 
 
-#: The items a pool of :func:`judge_all` assesses, set in the parent before it forks.
-_JUDGE_JOBS: list[tuple[Item, Dataset]] = []
-
-
-def _judge_job(index: int) -> tuple[list[tuple[float | None, str]], list[Verdict]]:
-    entry, selected = _JUDGE_JOBS[index]
-    return _assess(entry, selected)
-
-
 def judge_all(jobs: Sequence[tuple[Item, Dataset, Sequence[Dataset | None], Hierarchy | None, int | None]],
               workers: int = 1, on_item: Callable[[int, int], None] | None = None) -> list[ItemResult]:
     """:func:`judge` of every ``(item, dataset, compare_with, measured, available_bytes)``, in
     order; ``workers`` above 1: the numbers and claims assessed by that many forked processes at
-    once (where the platform forks), each item's bootstraps in one of them: a full run's 85
+    once (:func:`memlab.report.forked_map`), each item's bootstraps in one of them: a full run's 85
     intervals took 93 s of one CPU. ``on_item(done, total)`` after each.
 
     >>> judge_all([])
@@ -781,26 +771,7 @@ def judge_all(jobs: Sequence[tuple[Item, Dataset, Sequence[Dataset | None], Hier
         if measured is not None:
             dataset.metadata["hierarchy"] = hierarchy.attach(measured, available)
         prepared.append((entry, *_selected(entry, dataset, compare_with)))
-    assessed: list[tuple[list[tuple[float | None, str]], list[Verdict]]] = []
-    workers = min(workers, len(prepared))
-    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-        global _JUDGE_JOBS
-        _JUDGE_JOBS = [(entry, selected) for entry, _, selected in prepared]
-        pool = multiprocessing.get_context("fork").Pool(workers, initializer=forked_worker_init)
-        try:
-            for done, found in enumerate(pool.imap(_judge_job, range(len(prepared))), 1):
-                assessed.append(found)
-                if on_item is not None:
-                    on_item(done, len(prepared))
-        finally:  # every worker ended and reaped, on an error or Ctrl-C too
-            pool.terminate()
-            pool.join()
-            _JUDGE_JOBS = []
-    else:
-        for done, (entry, _, selected) in enumerate(prepared, 1):
-            assessed.append(_assess(entry, selected))
-            if on_item is not None:
-                on_item(done, len(prepared))
+    assessed = forked_map(lambda job: _assess(job[0], job[2]), prepared, workers, on_item)
     return [ItemResult(entry, shown, [(n, *v) for n, v in zip(entry.numbers, values)], verdicts)
             for (entry, shown, _), (values, verdicts) in zip(prepared, assessed)]
 

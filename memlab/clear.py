@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import array
 import math
-import os
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -34,7 +33,7 @@ from memlab._core import Kernel
 from memlab.dataset import Dataset
 from memlab.family import Family, check_bool, check_choice, check_int, check_number, coerce_fields
 from memlab.grid import Sweep, grid
-from memlab.machine import populate_write_supported
+from memlab.machine import collect_memory_settings, populate_write_supported
 from memlab.measure import Measurement
 from memlab.units import format_bytes, format_param, metric_label
 
@@ -81,21 +80,20 @@ PAGE_BYTES = {"4k": SUBPAGE_BYTES, "thp": CHUNK_BYTES, "hugetlb-2m": CHUNK_BYTES
 
 
 def hugetlb_pages_free(pages: str, root: str = "/") -> int:
-    """Free pages in the hugetlb pool of a ``hugetlb-*`` page kind (0 for another kind, or where
-    the pool does not exist): a point asking for more bytes than they hold falls back to 4 KiB
-    pages (``pages_obtained``).
+    """Free pages in the hugetlb pool of a ``hugetlb-*`` page kind, as the machine facts read them
+    (:func:`memlab.machine.collect_memory_settings`; 0 for another kind, or where the pool does not
+    exist): a point asking for more bytes than they hold falls back to 4 KiB pages
+    (``pages_obtained``).
 
     >>> hugetlb_pages_free("thp")
     0
     """
     if not pages.startswith("hugetlb-"):
         return 0
-    path = os.path.join(root, f"sys/kernel/mm/hugepages/hugepages-{PAGE_BYTES[pages] >> 10}kB/free_hugepages")
-    try:
-        with open(path) as handle:
-            return int(handle.read().strip() or 0)
-    except (OSError, ValueError):
-        return 0
+    facts: dict[str, Any] = {}
+    collect_memory_settings(facts, root)
+    pool = facts.get("hugetlb_pools", {}).get(f"hugepages-{PAGE_BYTES[pages] >> 10}kB", {})
+    return int(pool.get("free_hugepages", 0))
 
 
 def hugetlb_can_serve(pages: str, region_bytes: int, root: str = "/") -> bool:
@@ -104,6 +102,8 @@ def hugetlb_can_serve(pages: str, region_bytes: int, root: str = "/") -> bool:
     if not pages.startswith("hugetlb-"):
         return True
     return hugetlb_pages_free(pages, root) * PAGE_BYTES[pages] >= region_bytes
+
+
 POPULATE_MODES = ("touch", "map_populate", "madvise_populate_write")
 TOUCH_OFFSETS = ("first", "middle", "last")
 ORDERS = ("sequential", "kernel", "reverse", "random")
@@ -677,7 +677,7 @@ FAULT_FAMILY = Family(
     default_repeat=5,
     default_warmup=1,
     figure=fault_figure,
-    sample_seconds=lambda params, target: fault_sample_seconds(params, target),
+    sample_seconds=fault_sample_seconds,
     caption="The kernel zeroing pages on first touch: GB/s of memory made usable and the page "
             "faults taken per page (the huge-page clearing patches). MAP_POPULATE and "
             "MADV_POPULATE_WRITE populate a range in one call: the nearest user-space analogue of the "

@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from memlab import bandwidth, chase, clear, core_to_core, hierarchy, machine, pipe, system
+from memlab import bandwidth, chase, clear, core_to_core, hierarchy, machine, machine_model, measure, pipe, system
 from memlab.dataset import Dataset
 from memlab.files import cache_directory
 from memlab.runner import progress_bar
@@ -277,6 +277,10 @@ class Case:
     bare_wall: list[float] = field(default_factory=list)
     bare_on_cpu: list[float] = field(default_factory=list)
     loads: list[float] = field(default_factory=list)
+    #: bandwidth cases inside the L1d: the core's L1d port limit for the op (bytes per cycle, of the
+    #: op's own bytes as memlab counts them) and the traffic per byte of the op (the unit's scale).
+    port_limit: float | None = None
+    traffic_per_byte: float = 1.0
 
     def run_side(self, side: str) -> None:
         self.loads.append(os.getloadavg()[0])
@@ -422,6 +426,7 @@ def chase_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | None
 
 def bandwidth_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | None = None) -> list[Case]:
     width = bandwidth.widest_width()
+    facts = host_facts()
     cases = []
     for label, size, pages in _levels(s, sizes):
         target = s.beyond_target_ms if label == "beyond LLC" else s.target_ms
@@ -438,8 +443,11 @@ def bandwidth_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | 
                                               pages, layout or "halves")
 
             against = " vs two mappings" if layout == "apart" else ""
+            limit = bandwidth.port_limit_bytes_per_cycle(op, bandwidth.VECTOR_BYTES[width], size, facts)
             cases.append(Case("bandwidth", f"{op} {width}, {label} ({_size(size)}, {pages}){against}",
-                              "GB/s traffic", False, mine, theirs))
+                              "GB/s traffic", False, mine, theirs,
+                              port_limit=float(limit) if limit and label == "L1d/2" else None,
+                              traffic_per_byte=float(sum(bandwidth.BYTES_READ_WRITTEN[op]))))
     return cases
 
 
@@ -613,20 +621,44 @@ def speed_ratio(memlab_values: list[float], bare_values: list[float],
     return ratio, low, high
 
 
-def host() -> dict[str, Any]:
-    """The host's CPU identity: vendor, family, model (number and name)."""
+def host_facts() -> dict[str, Any]:
+    """The host's CPU identity and caches, as :func:`memlab.machine.collect` records them."""
     facts: dict[str, Any] = {}
     machine.collect_cpu(facts)
+    machine.collect_caches(facts)
+    return facts
+
+
+def host() -> dict[str, Any]:
+    """The host's CPU identity: vendor, family, model (number and name)."""
+    facts = host_facts()
     return {key: facts.get(key) for key in ("cpu_vendor", "cpu_family", "cpu_model_number", "cpu_model")}
+
+
+def port_fraction(on_cpu_traffic: list[float], case: Case, ghz: float) -> float:
+    """The median on-CPU rate of one side as a fraction of the case's L1d port limit: traffic GB/s
+    over the traffic per byte of the op is the op's GB/s, over the core clock its bytes per cycle
+    (memlab's ``fraction_of_port_limit``, computed alike for the bare program). NaN without a limit,
+    a clock or on-CPU values.
+
+    >>> case = Case("bandwidth", "copy", "GB/s traffic", False, None, None, port_limit=32.0, traffic_per_byte=2.0)
+    >>> port_fraction([96.0, 128.0, 112.0], case, 2.0)
+    0.875
+    """
+    if not case.port_limit or not on_cpu_traffic or not ghz > 0:
+        return math.nan
+    return statistics.median(on_cpu_traffic) / case.traffic_per_byte / ghz / case.port_limit
 
 
 def rows(cases: list[Case]) -> list[dict[str, Any]]:
     """One row per case (see the module docstring)."""
     identity = host()
+    ghz = measure.core_ghz() if any(case.port_limit for case in cases) else math.nan
     out = []
     for case in cases:
         ratio, low, high = speed_ratio(case.memlab_wall, case.bare_wall, case.lower_is_better)
         cpu_ratio, cpu_low, cpu_high = speed_ratio(case.memlab_on_cpu, case.bare_on_cpu, case.lower_is_better)
+        limit = case.port_limit or math.nan
         out.append({
             "family": case.family, "case": case.name, "unit": case.unit,
             "memlab_median": statistics.median(case.memlab_wall), "bare_median": statistics.median(case.bare_wall),
@@ -634,6 +666,9 @@ def rows(cases: list[Case]) -> list[dict[str, Any]]:
             "on_cpu_ratio": cpu_ratio, "on_cpu_ratio_low": cpu_low, "on_cpu_ratio_high": cpu_high,
             "memlab_samples": len(case.memlab_wall), "bare_samples": len(case.bare_wall),
             "load_average_min": min(case.loads), "load_average_max": max(case.loads),
+            "port_limit_bytes_per_cycle": limit, "core_GHz": ghz if case.port_limit else math.nan,
+            "memlab_fraction_of_port_limit": port_fraction(case.memlab_on_cpu, case, ghz),
+            "bare_fraction_of_port_limit": port_fraction(case.bare_on_cpu, case, ghz),
             **identity,
         })
     return out
@@ -641,6 +676,37 @@ def rows(cases: list[Case]) -> list[dict[str, Any]]:
 
 def _ratio_cell(ratio: float, low: float, high: float) -> str:
     return "" if math.isnan(ratio) else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def port_limit_line(table: list[dict[str, Any]], facts: dict[str, Any] | None = None) -> str:
+    """One line on the bandwidth cases inside the L1d against the core's L1d port limit: each one's
+    on-CPU fraction of the limit, memlab's and the bare program's ("" without bandwidth rows).
+    ``facts`` (default this host's) say why there is no limit where the model gives none.
+
+    >>> row = {"family": "bandwidth", "case": "read avx2, L1d/2 (16 KiB, 4k)", "port_limit_bytes_per_cycle": 64.0,
+    ...        "core_GHz": 3.0, "memlab_fraction_of_port_limit": 0.91, "bare_fraction_of_port_limit": 0.93}
+    >>> port_limit_line([row], {"cpu_vendor": "AuthenticAMD", "cpu_family": 25, "cpu_model_number": 1})
+    'L1d port limit (Zen 3, core clock 3.00 GHz as calibrated), on-CPU fraction memlab / bare: read avx2, L1d/2 (16 KiB, 4k) 0.910 / 0.930 of 64 B/cycle.'
+    """
+    rows_ = [r for r in table if r["family"] == "bandwidth"]
+    if not rows_:
+        return ""
+    facts = host_facts() if facts is None else facts
+    model = machine_model.core_model(facts)
+    limited = [r for r in rows_ if not math.isnan(r["port_limit_bytes_per_cycle"])]
+    if not limited:
+        if not model.known:
+            why = (f"the machine model does not know this CPU ({facts.get('cpu_vendor')} family "
+                   f"{facts.get('cpu_family')} model {facts.get('cpu_model_number')})")
+        elif machine.cache_sizes(facts).get("L1d") is None:
+            why = "sysfs gives no L1d size"
+        else:
+            why = "no bandwidth case is inside the L1d"
+        return f"L1d port limit: not given: {why}."
+    cells = [f"{r['case']} {r['memlab_fraction_of_port_limit']:.3f} / {r['bare_fraction_of_port_limit']:.3f} "
+             f"of {r['port_limit_bytes_per_cycle']:.0f} B/cycle" for r in limited]
+    return (f"L1d port limit ({model.name}, core clock {limited[0]['core_GHz']:.2f} GHz as calibrated), "
+            f"on-CPU fraction memlab / bare: " + "; ".join(cells) + ".")
 
 
 def markdown(table: list[dict[str, Any]], mode: str, rounds: int, sizes: Sizes | None = None) -> str:
@@ -665,7 +731,8 @@ def markdown(table: list[dict[str, Any]], mode: str, rounds: int, sizes: Sizes |
             f"{_ratio_cell(r['on_cpu_ratio'], r['on_cpu_ratio_low'], r['on_cpu_ratio_high'])} | "
             f"{r['load_average_min']:.1f}-{r['load_average_max']:.1f} | "
             f"{r['cpu_vendor']} {r['cpu_family']}/{r['cpu_model_number']} |")
-    return "\n".join(lines)
+    port = port_limit_line(table)
+    return "\n".join(lines + (["", port] if port else []))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,6 +97,42 @@ def test_on_cpu_ratio_is_present_exactly_where_both_sides_report_cpu_time(tiny):
         assert math.isfinite(row["on_cpu_ratio"]) == has_cpu, row["case"]
 
 
+def test_bandwidth_rows_inside_the_l1d_carry_the_port_limit_and_both_sides_fraction(tiny):
+    stdout, ds = tiny
+    facts = parity.host_facts()
+    model = parity.machine_model.core_model(facts)
+    l1d = parity.machine.cache_sizes(facts).get("L1d")
+    width = parity.bandwidth.widest_width()
+    for row in ds.rows:
+        limited = row["family"] == "bandwidth" and "L1d/2" in row["case"] and model.known and l1d is not None
+        assert math.isnan(row["port_limit_bytes_per_cycle"]) != limited, row["case"]
+        if not limited:
+            assert math.isnan(row["memlab_fraction_of_port_limit"]), row["case"]
+            assert math.isnan(row["bare_fraction_of_port_limit"]), row["case"]
+            continue
+        op = row["case"].split()[0]
+        assert row["port_limit_bytes_per_cycle"] == model.l1d_bytes_per_cycle(op, parity.bandwidth.VECTOR_BYTES[width])
+        assert row["core_GHz"] > 0
+        assert row["memlab_fraction_of_port_limit"] > 0 and row["bare_fraction_of_port_limit"] > 0
+    line = [text for text in stdout.splitlines() if text.startswith("L1d port limit")]
+    assert len(line) == 1
+    if model.known and l1d is not None:
+        assert model.name in line[0] and "memlab / bare" in line[0]
+    else:
+        assert "not given" in line[0]
+
+
+def test_port_limit_line_says_why_there_is_none():
+    row = {"family": "bandwidth", "case": "read avx2, L1d/2 (16 KiB, 4k)", "port_limit_bytes_per_cycle": math.nan}
+    unknown = {"cpu_vendor": "GenuineIntel", "cpu_family": 6, "cpu_model_number": 1}
+    assert "does not know this CPU (GenuineIntel family 6 model 1)" in parity.port_limit_line([row], unknown)
+    zen3 = {"cpu_vendor": "AuthenticAMD", "cpu_family": 25, "cpu_model_number": 1}
+    assert parity.port_limit_line([row], zen3) == "L1d port limit: not given: sysfs gives no L1d size."
+    with_l1d = dict(zen3, caches=[{"level": 1, "type": "Data", "size_bytes": 32 << 10}])
+    assert "no bandwidth case is inside the L1d" in parity.port_limit_line([row], with_l1d)
+    assert parity.port_limit_line([dict(row, family="chase")], zen3) == ""
+
+
 def test_rows_and_table_name_the_host(tiny):
     stdout, ds = tiny
     facts: dict = {}

@@ -93,6 +93,7 @@ PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "execl": ("standalone/execl.c", ("-O2",)),
     "fstime": ("standalone/fstime.c", ("-O2",)),
     "copy_layouts": ("copy_layouts.c", ("-O2",)),  # not a case: where a copy's halves sit (docs/bandwidth.md)
+    "core_share": ("core_share.c", ("-O2",)),  # not a case: the thread's share of its core (port-limit line)
 }
 
 #: (wall values, on-CPU values or None) of one run of one side.
@@ -241,6 +242,7 @@ class Settings:
     pipe_seconds: float      # one pipe sample (the transfer size memlab finds for it)
     all_pairs: bool          # core_to_core: every ordered pair, or the first
     clear_cached_passes: int # clear in the caches: one-pass samples a side per round
+    core_share_chunks: int   # experiments/core_share.c chunks per round (about 1 ms each)
 
 
 def _beyond_bytes(factor: int, floor: int) -> int:
@@ -251,11 +253,11 @@ def _beyond_bytes(factor: int, floor: int) -> int:
 def settings_for(mode: str) -> Settings:
     """The settings of ``full``, ``quick`` or ``tiny``."""
     if mode == "full":
-        return Settings(5, 3, 50.0, 300.0, _beyond_bytes(4, 256 << 20), 1 << 30, 1.0, 0.2, True, 100)
+        return Settings(5, 3, 50.0, 300.0, _beyond_bytes(4, 256 << 20), 1 << 30, 1.0, 0.2, True, 100, 500)
     if mode == "quick":
-        return Settings(3, 2, 10.0, 60.0, _beyond_bytes(2, 64 << 20), 64 << 20, 0.3, 0.05, False, 30)
+        return Settings(3, 2, 10.0, 60.0, _beyond_bytes(2, 64 << 20), 64 << 20, 0.3, 0.05, False, 30, 200)
     if mode == "tiny":
-        return Settings(1, 1, 5.0, 5.0, 4 << 20, 8 << 20, 0.02, 0.002, False, 2)
+        return Settings(1, 1, 5.0, 5.0, 4 << 20, 8 << 20, 0.02, 0.002, False, 2, 10)
     raise ValueError(f"mode={mode!r} is not one of 'full', 'quick', 'tiny'")
 
 
@@ -591,13 +593,58 @@ def select_cases(cases: list[Case], texts: list[str]) -> list[Case]:
 
 # ---- rounds and the table --------------------------------------------------------------
 
-def run_rounds(cases: list[Case], rounds: int, progress: bool = True) -> None:
-    """Interleaved rounds: every case once per round, memlab first in even rounds."""
+def core_share_chunks(binary: str, chunks: int, cpu: int | None) -> list[float]:
+    """Independent adds per cycle of each chunk of experiments/core_share.c: its adds per ns in
+    eight independent chains over its adds per ns in one dependent chain (one a cycle: the clock),
+    both on the thread's CPU clock."""
+    share = []
+    for line in _run([binary, str(chunks)], cpu).splitlines():
+        chain_adds, chain_ns, adds, ns = (float(word) for word in line.split())
+        if chain_ns > 0 and ns > 0:
+            share.append((adds / ns) / (chain_adds / chain_ns))
+    return share
+
+
+@dataclass(frozen=True)
+class CoreShare:
+    """The thread's share of its core's throughput, from every chunk of every round."""
+
+    adds_per_cycle: list[float]
+    cpu: int
+    integer_alus: int | None
+
+    def summary(self) -> dict[str, Any]:
+        """Median and 90th percentile of independent adds per cycle, the chunks, the ALU count."""
+        ordered = sorted(self.adds_per_cycle)
+        return {"adds_per_cycle_median": statistics.median(ordered),
+                "adds_per_cycle_p90": ordered[int(0.9 * (len(ordered) - 1))], "chunks": len(ordered),
+                "cpu": self.cpu, "integer_alus": self.integer_alus}
+
+    def text(self) -> str:
+        """One sentence for the port-limit line.
+
+        >>> CoreShare([2.0, 2.5, 3.0, 3.5, 4.0], 1, 4).text()
+        'this thread got 3.00 independent adds per cycle (median of 5 chunks on CPU 1; 90th percentile 3.50) of the 4 integer ALUs a core of this design has (experiments/core_share.c)'
+        """
+        values = self.summary()
+        alus = (f"of the {self.integer_alus} integer ALUs a core of this design has" if self.integer_alus
+                else "(the machine model gives no ALU count for this CPU)")
+        return (f"this thread got {values['adds_per_cycle_median']:.2f} independent adds per cycle (median of "
+                f"{values['chunks']} chunks on CPU {self.cpu}; 90th percentile {values['adds_per_cycle_p90']:.2f}) "
+                f"{alus} (experiments/core_share.c)")
+
+
+def run_rounds(cases: list[Case], rounds: int, progress: bool = True,
+               probe: Callable[[], None] | None = None) -> None:
+    """Interleaved rounds: every case once per round, memlab first in even rounds; ``probe``, when
+    given, runs once at the end of each round."""
     for index in range(rounds):
         order = ("memlab", "bare") if index % 2 == 0 else ("bare", "memlab")
         for case in cases:
             for side in order:
                 case.run_side(side)
+        if probe is not None:
+            probe()
         if progress:
             print(f"round {index + 1}/{rounds} done, load average {os.getloadavg()[0]:.2f}",
                   file=sys.stderr, flush=True)
@@ -678,10 +725,12 @@ def _ratio_cell(ratio: float, low: float, high: float) -> str:
     return "" if math.isnan(ratio) else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def port_limit_line(table: list[dict[str, Any]], facts: dict[str, Any] | None = None) -> str:
+def port_limit_line(table: list[dict[str, Any]], facts: dict[str, Any] | None = None,
+                    share: CoreShare | None = None) -> str:
     """One line on the bandwidth cases inside the L1d against the core's L1d port limit: each one's
-    on-CPU fraction of the limit, memlab's and the bare program's ("" without bandwidth rows).
-    ``facts`` (default this host's) say why there is no limit where the model gives none.
+    on-CPU fraction of the limit, memlab's and the bare program's ("" without bandwidth rows), and
+    the thread's share of its core (``share``) where measured. ``facts`` (default this host's) say
+    why there is no limit where the model gives none.
 
     >>> row = {"family": "bandwidth", "case": "read avx2, L1d/2 (16 KiB, 4k)", "port_limit_bytes_per_cycle": 64.0,
     ...        "core_GHz": 3.0, "memlab_fraction_of_port_limit": 0.91, "bare_fraction_of_port_limit": 0.93}
@@ -706,10 +755,12 @@ def port_limit_line(table: list[dict[str, Any]], facts: dict[str, Any] | None = 
     cells = [f"{r['case']} {r['memlab_fraction_of_port_limit']:.3f} / {r['bare_fraction_of_port_limit']:.3f} "
              f"of {r['port_limit_bytes_per_cycle']:.0f} B/cycle" for r in limited]
     return (f"L1d port limit ({model.name}, core clock {limited[0]['core_GHz']:.2f} GHz as calibrated), "
-            f"on-CPU fraction memlab / bare: " + "; ".join(cells) + ".")
+            f"on-CPU fraction memlab / bare: " + "; ".join(cells) + "."
+            + (f" Throughput the core gave: {share.text()}." if share is not None else ""))
 
 
-def markdown(table: list[dict[str, Any]], mode: str, rounds: int, sizes: Sizes | None = None) -> str:
+def markdown(table: list[dict[str, Any]], mode: str, rounds: int, sizes: Sizes | None = None,
+             share: CoreShare | None = None) -> str:
     """The table as Markdown, under one line naming the host, the date, the mode and the load (and
     a second naming where the sizes inside the caches come from, given ``sizes``)."""
     first = table[0]
@@ -731,7 +782,7 @@ def markdown(table: list[dict[str, Any]], mode: str, rounds: int, sizes: Sizes |
             f"{_ratio_cell(r['on_cpu_ratio'], r['on_cpu_ratio_low'], r['on_cpu_ratio_high'])} | "
             f"{r['load_average_min']:.1f}-{r['load_average_max']:.1f} | "
             f"{r['cpu_vendor']} {r['cpu_family']}/{r['cpu_model_number']} |")
-    port = port_limit_line(table)
+    port = port_limit_line(table, share=share)
     return "\n".join(lines + (["", port] if port else []))
 
 
@@ -785,13 +836,22 @@ def main(argv: list[str] | None = None) -> int:
         if not cases:  # the texts named sizes sysfs gives and the measured caches do not
             parser.error(f"--case={texts[0]!r} is in no case name of {', '.join(families)} at the sizes of "
                          f"{sizes.source}" + (f"; {sizes.note}" if sizes.note else ""))
-        run_rounds(cases, rounds)
+        share = None
+        if any(case.port_limit for case in cases):
+            entry = machine_model.core_model(host_facts()).entry
+            share = CoreShare([], args.cpu, getattr(entry, "integer_alus", None))
+
+            def probe() -> None:
+                share.adds_per_cycle.extend(core_share_chunks(bins["core_share"], settings.core_share_chunks,
+                                                              args.cpu))
+        run_rounds(cases, rounds, probe=probe if share is not None else None)
     table = rows(cases)
-    print(markdown(table, mode, rounds, sizes))
+    print(markdown(table, mode, rounds, sizes, share))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Dataset(table, metadata={"experiment": "parity", "mode": mode, "rounds": rounds, "cpu": args.cpu,
                                  "sizes": dataclasses.asdict(sizes),
+                                 "core_share": share.summary() if share is not None else None,
                                  "machine": machine.collect(include_core=False)}).save(args.out)
         print(f"{len(table)} rows -> {args.out}", file=sys.stderr)
     return 0

@@ -66,7 +66,8 @@ class Microarchitecture:
     ``smt_threads``: hardware threads a core supports (a machine may disable them);
     ``clear_skips_cache_beyond_llc``: rep stos over an extent larger than the last cache writes
     without allocating its lines in the cache (AMD Zen, as the huge-page clearing patch series
-    states; None where no source says).
+    states; None where no source says); ``integer_alus``: the integer ALUs a core issues simple
+    adds to, so independent adds a cycle when one thread has the core (``reference``).
     """
 
     name: str
@@ -85,6 +86,7 @@ class Microarchitecture:
     prefetchers: tuple[str, ...] | None
     reference: str
     clear_skips_cache_beyond_llc: bool | None = None
+    integer_alus: int | None = None
 
     def matches(self, vendor: str, family: int, model: int) -> bool:
         return (vendor == self.vendor and family == self.family
@@ -97,28 +99,29 @@ class Microarchitecture:
 #: and Intel's hybrid parts (two core types in one package) are left out: unknown.
 MICROARCHITECTURES: tuple[Microarchitecture, ...] = (
     Microarchitecture("Zen / Zen+", AMD, 0x17, ((0x00, 0x2F), (0x50, 0x5F)), 2, 32, 1, 16, 128,
-                      "256-bit AVX as two 128-bit halves", "victim", "CCX (4 cores)", 2, None, _AMD_17H, True),
+                      "256-bit AVX as two 128-bit halves", "victim", "CCX (4 cores)", 2, None, _AMD_17H, True,
+                      integer_alus=4),
     Microarchitecture("Zen 2", AMD, 0x17, ((0x30, 0x4F), (0x60, 0x7F), (0x90, 0x91), (0xA0, 0xAF)),
                       2, 64, 1, 32, 256, "256-bit native; no AVX-512", "victim", "CCX (4 cores)", 2, None,
-                      _AMD_17H, True),
+                      _AMD_17H, True, integer_alus=4),
     Microarchitecture("Zen 3", AMD, 0x19, ((0x00, 0x0F), (0x20, 0x5F)), 2, 64, 1, 32, 256,
                       "256-bit native; no AVX-512", "victim", "CCD (8 cores)", 2, _ZEN_3_4_PREFETCHERS,
-                      _AMD_19H, True),
+                      _AMD_19H, True, integer_alus=4),
     Microarchitecture("Zen 4", AMD, 0x19, ((0x10, 0x1F), (0x60, 0xAF)), 2, 64, 1, 32, 256,
                       "512-bit AVX-512 as two 256-bit halves", "victim", "CCD (8 cores)", 2,
-                      _ZEN_3_4_PREFETCHERS, _AMD_19H, True),
+                      _ZEN_3_4_PREFETCHERS, _AMD_19H, True, integer_alus=4),
     Microarchitecture("Zen 5", AMD, 0x1A, ((0x00, 0x1F), (0x40, 0x4F)), 2, 128, 2, 64, 512,
-                      "512-bit native", "victim", "CCD (8 cores)", 2, None, _AMD_1AH, True),
+                      "512-bit native", "victim", "CCD (8 cores)", 2, None, _AMD_1AH, True, integer_alus=6),
     Microarchitecture("Skylake (client)", INTEL, 6, ((0x4E, 0x4E), (0x5E, 0x5E), (0x8E, 0x8E), (0x9E, 0x9E),
                                                      (0xA5, 0xA6)),
                       2, 64, 1, 32, 256, "256-bit native; no AVX-512", "inclusive", "package (ring)", 2,
-                      _INTEL_PREFETCHERS, _INTEL_ORM),
+                      _INTEL_PREFETCHERS, _INTEL_ORM, integer_alus=4),
     Microarchitecture("Skylake-SP / Cascade Lake", INTEL, 6, ((0x55, 0x55),), 2, 128, 1, 64, 512,
                       "512-bit native (port 0+1 fused, port 5 on two-FMA parts)", "non-inclusive",
-                      "socket (mesh)", 2, _INTEL_PREFETCHERS, _INTEL_ORM),
+                      "socket (mesh)", 2, _INTEL_PREFETCHERS, _INTEL_ORM, integer_alus=4),
     Microarchitecture("Golden Cove (Sapphire Rapids, Emerald Rapids)", INTEL, 6, ((0x8F, 0x8F), (0xCF, 0xCF)),
                       3, 128, 2, 64, 512, "512-bit native", "non-inclusive", "socket (mesh)", 2,
-                      _INTEL_PREFETCHERS, _INTEL_ORM),
+                      _INTEL_PREFETCHERS, _INTEL_ORM, integer_alus=5),
 )
 
 
@@ -191,7 +194,7 @@ class CoreModel:
             "microarchitecture": self.name,
         }
         if entry is None:
-            for name in ("l1d_load_bytes_per_cycle", "l1d_store_bytes_per_cycle", "vector_execution",
+            for name in ("l1d_load_bytes_per_cycle", "l1d_store_bytes_per_cycle", "integer_alus", "vector_execution",
                          "l3", "l3_shared_by", "smt_threads_per_core", "prefetchers",
                          "clear_skips_cache_beyond_llc", "reference"):
                 result[name] = UNKNOWN
@@ -200,6 +203,7 @@ class CoreModel:
         result.update({
             "l1d_load_bytes_per_cycle": self.l1d_bytes_per_cycle("read", widest),
             "l1d_store_bytes_per_cycle": self.l1d_bytes_per_cycle("write", widest),
+            "integer_alus": UNKNOWN if entry.integer_alus is None else entry.integer_alus,
             "vector_execution": entry.vector_execution,
             "l3": entry.l3,
             "l3_shared_by": entry.l3_shared_by,
@@ -249,6 +253,7 @@ _LABELS = {
     "microarchitecture": "core design",
     "l1d_load_bytes_per_cycle": "L1d load B/cycle",
     "l1d_store_bytes_per_cycle": "L1d store B/cycle",
+    "integer_alus": "integer ALUs",
     "vector_execution": "vectors",
     "l3": "L3 kind",
     "l3_shared_by": "L3 shared by",

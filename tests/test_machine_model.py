@@ -32,6 +32,7 @@ def test_zen4_loads_64_and_stores_32_bytes_per_cycle_at_its_widest_vectors():
     assert "two 256-bit halves" in fields["vector_execution"]
     assert fields["l3"] == "victim" and "CCD" in fields["l3_shared_by"]
     assert fields["cpu_microcode"] == "0xa101148" and fields["cpu_stepping"] == 1
+    assert fields["integer_alus"] == 4
 
 
 def test_sapphire_rapids_loads_128_and_stores_64_bytes_per_cycle():
@@ -41,11 +42,13 @@ def test_sapphire_rapids_loads_128_and_stores_64_bytes_per_cycle():
     assert model.l1d_bytes_per_cycle("read", 32) == 96  # three 256-bit loads
     assert model.l1d_bytes_per_cycle("write", 64) == 64
     assert model.fields()["clear_skips_cache_beyond_llc"] == UNKNOWN
+    assert model.fields()["integer_alus"] == 5
 
 
 def test_zen5_server_is_known_and_its_mobile_parts_are_not():
     assert core_model(ZEN5).name == "Zen 5"
     assert core_model(ZEN5).l1d_bytes_per_cycle("read", 64) == 128
+    assert core_model(ZEN5).fields()["integer_alus"] == 6
     assert core_model({**ZEN5, "cpu_model_number": 0x24}).name == UNKNOWN
 
 

@@ -116,10 +116,33 @@ def test_bandwidth_rows_inside_the_l1d_carry_the_port_limit_and_both_sides_fract
         assert row["memlab_fraction_of_port_limit"] > 0 and row["bare_fraction_of_port_limit"] > 0
     line = [text for text in stdout.splitlines() if text.startswith("L1d port limit")]
     assert len(line) == 1
+    share = ds.metadata["core_share"]
     if model.known and l1d is not None:
         assert model.name in line[0] and "memlab / bare" in line[0]
+        # the thread's share of its core, measured once a round beside the cases
+        assert f"of the {model.entry.integer_alus} integer ALUs" in line[0]
+        assert share["chunks"] == parity.settings_for("tiny").core_share_chunks
+        assert 0 < share["adds_per_cycle_median"] <= share["adds_per_cycle_p90"]
+        assert share["integer_alus"] == model.entry.integer_alus
     else:
-        assert "not given" in line[0]
+        assert "not given" in line[0] and share is None
+
+
+def test_core_share_refuses_a_bad_chunk_count_and_prints_one_line_a_chunk(tmp_path):
+    needs_compiler()
+    binary = parity.compile_programs(tmp_path, ["core_share"])["core_share"]
+    for bad in ([], ["0"], ["x"], ["1", "2"]):
+        done = subprocess.run([binary, *bad], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith("usage:"), bad
+    shares = parity.core_share_chunks(binary, 3, None)
+    assert len(shares) == 3 and all(share > 0 for share in shares)
+
+
+def test_core_share_text_names_the_alu_count_or_its_absence():
+    assert "of the 6 integer ALUs" in parity.CoreShare([3.0], 0, 6).text()
+    assert "gives no ALU count" in parity.CoreShare([3.0], 0, None).text()
+    summary = parity.CoreShare([1.0, 2.0, 3.0, 4.0], 0, 4).summary()
+    assert summary["adds_per_cycle_median"] == 2.5 and summary["adds_per_cycle_p90"] == 3.0
 
 
 def test_port_limit_line_says_why_there_is_none():

@@ -27,8 +27,13 @@ bare; times: bare / memlab; 1 = parity, below 1 = memlab slower) with its
 same on the CPU (work over the thread's or process's CPU time, which leaves
 out time other processes took the CPU; empty where a comparator does not
 report it), the 1-minute load average over the case's runs and the host (CPU
-vendor, family, model). The table goes to stdout as Markdown; ``--out``
-writes the rows as a memlab dataset.
+vendor, family, model); the bandwidth cases inside the L1d also give each
+side's on-CPU fraction of the core's L1d port limit (memlab's
+``fraction_of_port_limit``, the bare program's computed alike). The table goes
+to stdout as Markdown, with a line under it on the port limit and on how much
+of its core the thread got (experiments/core_share.c, independent adds per
+cycle against the core design's integer ALUs, run at the end of each round);
+``--out`` writes the rows as a memlab dataset.
 
 Modes: the default (5 rounds, full sizes, every CPU pair: about 6 minutes),
 ``--quick`` (3 rounds, short samples, 64 MiB beyond the caches: under a

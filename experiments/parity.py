@@ -823,9 +823,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_for(mode)
     rounds = args.rounds or settings.rounds
     texts = args.case
-    if texts:
+    if texts:  # checked before the caches are measured, except a text naming a size (checked below)
         names = [case.name for case in build_cases({name: "" for name in PROGRAMS}, settings, families, args.cpu)]
-        unmatched = [text for text in texts if not any(text in name for name in names)]
+        unmatched = [text for text in texts if not any(text in name for name in names)
+                     and not re.search(r"\d+ [KM]iB", text)]
         if unmatched:
             parser.error(f"--case={unmatched[0]!r} is in no case name of {', '.join(families)}")
     if args.sysfs or (mode == "tiny" and not args.hierarchy) or not {"chase", "bandwidth", "clear"} & set(families):
@@ -837,10 +838,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--hierarchy: {error}")
     with tempfile.TemporaryDirectory() as directory:
         bins = compile_programs(directory)
-        cases = select_cases(build_cases(bins, settings, families, args.cpu, sizes), texts)
-        if not cases:  # the texts named sizes sysfs gives and the measured caches do not
-            parser.error(f"--case={texts[0]!r} is in no case name of {', '.join(families)} at the sizes of "
+        cases = build_cases(bins, settings, families, args.cpu, sizes)
+        unmatched = [text for text in texts if not any(text in case.name for case in cases)]
+        if unmatched:  # a text named a size these caches do not give
+            parser.error(f"--case={unmatched[0]!r} is in no case name of {', '.join(families)} at the sizes of "
                          f"{sizes.source}" + (f"; {sizes.note}" if sizes.note else ""))
+        cases = select_cases(cases, texts)
         share = None
         if any(case.port_limit for case in cases):
             entry = machine_model.core_model(host_facts()).entry

@@ -300,6 +300,22 @@ def test_a_kept_hierarchy_sizes_the_run_and_the_table_says_so(tmp_path):
     assert ds.metadata["sizes"]["cached_clear_bytes"] == 2 << 20
 
 
+def test_a_case_text_naming_a_size_is_checked_against_the_measured_sizes(tmp_path):
+    """A text naming a size the measured caches give and sysfs does not is kept (the kept
+    hierarchy's L1d/2 is 12 KiB); one naming a size neither gives exits 2, naming the sizes."""
+    needs_compiler()
+    _keep(tmp_path, _synthetic_hierarchy(6 << 20))
+    kept = run_script("--tiny", "--families", "chase", "--case", "L1d/2 (12 KiB)", "--hierarchy", str(tmp_path))
+    assert kept.returncode == 0, kept.stderr
+    assert [line for line in kept.stdout.splitlines() if line.startswith("| chase")][0].startswith(
+        "| chase | random, L1d/2 (12 KiB)")
+    refused = run_script("--tiny", "--families", "chase", "--case", "L1d/2 (12 KiB)", "--case", "(13 KiB)",
+                         "--hierarchy", str(tmp_path))
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "--case='(13 KiB)' is in no case name of chase at the sizes of this machine's measured caches" \
+        in refused.stderr
+
+
 def test_a_last_cache_too_small_for_the_clear_family_is_said(tmp_path):
     """Half a 1.6 MiB last cache is below the clear family's 2 MiB: the table says the clear in the
     caches is not measured, and asking for only that case exits 2 saying why."""

@@ -180,3 +180,31 @@ def test_both_runs_go_into_their_folders_in_the_order_asked(tmp_path, monkeypatc
     assert ran == [("fixed", True, ["table6.1"]), ("full", False, ["table6.1"])]
     out = capsys.readouterr().out
     assert "(fixed then full)" in out and "load average" in out
+
+
+# ---- experiments/clear_order_region_ab.py ----------------------------------------------------
+
+def test_the_region_ab_alternates_regions_and_prints_each_regions_median(capsys):
+    """Two small regions, two rounds: a line a region a round (the order alternating) and a median
+    line a region; no timing is asserted."""
+    script = _load("clear_order_region_ab")
+    assert script.main(["--rounds", "2", "--regions", "4,8", "--target-seconds", "0.005"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rounds = [line for line in lines if line.startswith("round ")]
+    assert [line.split()[2] for line in rounds] == ["4", "8", "8", "4"]
+    assert all("ratio" in line and "kernel order" in line for line in rounds)
+    assert [line.split()[0] for line in lines[-2:]] == ["4", "8"]
+    assert all("(2 rounds)" in line for line in lines[-2:])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--regions", "3"], "positive multiple of 2 MiB"),
+    (["--regions", "a,b"], "sizes in MiB"),
+    (["--rounds", "0"], "--rounds=0 is outside 1 to 1000"),
+    (["--cpu", "4096"], "--cpu=4096 is not among"),
+])
+def test_the_region_ab_refuses_bad_input_with_status_2(args, message, capsys):
+    script = _load("clear_order_region_ab")
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(args)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -25,7 +25,7 @@ from memlab import clear
 MiB = 1 << 20
 
 
-def ratio(region_bytes: int, cpu: int | None, repeat: int = 3, target_seconds: float = 0.2) -> tuple[float, float]:
+def rates(region_bytes: int, cpu: int | None, repeat: int = 3, target_seconds: float = 0.2) -> tuple[float, float]:
     """GB/s of the sequential order and of the kernel order converging on subpage 0, each a fresh region."""
     common = dict(region_bytes=region_bytes, pages="thp", method="rep_stosb", extent_bytes=4096, cpu=cpu,
                   repeat=repeat, warmup=1, target_seconds=target_seconds, counters=False)
@@ -49,12 +49,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--regions={args.regions!r}: every region a positive multiple of 2 MiB")
     if not 1 <= args.rounds <= 1000:
         parser.error(f"--rounds={args.rounds} is outside 1 to 1000")
+    if not args.target_seconds > 0:
+        parser.error(f"--target-seconds={args.target_seconds} is not a positive number of seconds")
     if args.cpu not in os.sched_getaffinity(0):
         parser.error(f"--cpu={args.cpu} is not among the CPUs this process may use")
     ratios: dict[int, list[float]] = {r: [] for r in regions}
     for index in range(args.rounds):
         for region in (regions if index % 2 == 0 else regions[::-1]):
-            sequential, kernel = ratio(region, args.cpu, target_seconds=args.target_seconds)
+            sequential, kernel = rates(region, args.cpu, target_seconds=args.target_seconds)
             ratios[region].append(sequential / kernel)
             print(f"round {index + 1}/{args.rounds} {region >> 20} MiB: sequential {sequential:.2f} GB/s, "
                   f"kernel order {kernel:.2f} GB/s, ratio {sequential / kernel:.3f}, "

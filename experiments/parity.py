@@ -433,7 +433,7 @@ def chase_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | None
 
 def bandwidth_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | None = None) -> list[Case]:
     width = bandwidth.widest_width()
-    facts = host_facts()
+    facts = bandwidth.host_facts()
     cases = []
     for label, size, pages in _levels(s, sizes):
         target = s.beyond_target_ms if label == "beyond LLC" else s.target_ms
@@ -453,7 +453,7 @@ def bandwidth_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | 
             limit = bandwidth.port_limit_bytes_per_cycle(op, bandwidth.VECTOR_BYTES[width], size, facts)
             cases.append(Case("bandwidth", f"{op} {width}, {label} ({_size(size)}, {pages}){against}",
                               "GB/s traffic", False, mine, theirs,
-                              port_limit=float(limit) if limit and label == "L1d/2" else None,
+                              port_limit=float(limit) if limit else None,  # inside the L1d only
                               traffic_per_byte=float(sum(bandwidth.BYTES_READ_WRITTEN[op]))))
     return cases
 
@@ -610,7 +610,7 @@ def core_share_chunks(binary: str, chunks: int, cpu: int | None) -> list[float]:
     return share
 
 
-@dataclass(frozen=True)
+@dataclass
 class CoreShare:
     """The thread's share of its core's throughput, from every chunk of every round."""
 
@@ -673,17 +673,9 @@ def speed_ratio(memlab_values: list[float], bare_values: list[float],
     return ratio, low, high
 
 
-def host_facts() -> dict[str, Any]:
-    """The host's CPU identity and caches, as :func:`memlab.machine.collect` records them."""
-    facts: dict[str, Any] = {}
-    machine.collect_cpu(facts)
-    machine.collect_caches(facts)
-    return facts
-
-
 def host() -> dict[str, Any]:
     """The host's CPU identity: vendor, family, model (number and name)."""
-    facts = host_facts()
+    facts = bandwidth.host_facts()
     return {key: facts.get(key) for key in ("cpu_vendor", "cpu_family", "cpu_model_number", "cpu_model")}
 
 
@@ -745,7 +737,7 @@ def port_limit_line(table: list[dict[str, Any]], facts: dict[str, Any] | None = 
     rows_ = [r for r in table if r["family"] == "bandwidth"]
     if not rows_:
         return ""
-    facts = host_facts() if facts is None else facts
+    facts = bandwidth.host_facts() if facts is None else facts
     model = machine_model.core_model(facts)
     limited = [r for r in rows_ if not math.isnan(r["port_limit_bytes_per_cycle"])]
     if not limited:
@@ -846,7 +838,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = select_cases(cases, texts)
         share = None
         if any(case.port_limit for case in cases):
-            entry = machine_model.core_model(host_facts()).entry
+            entry = machine_model.core_model(bandwidth.host_facts()).entry
             share = CoreShare([], args.cpu, getattr(entry, "integer_alus", None))
 
             def probe() -> None:

@@ -85,6 +85,7 @@ __all__ = [
     "WIDTHS",
     "aligned_array",
     "figure",
+    "host_facts",
     "port_limit_bytes_per_cycle",
     "run",
     "run_pass",
@@ -273,8 +274,9 @@ def port_limit_bytes_per_cycle(op: str, vector_bytes: int, working_set_bytes: in
 
 
 @functools.lru_cache(maxsize=1)
-def _host_facts() -> dict[str, Any]:
-    """This machine's CPU identity and caches (what :func:`port_limit_bytes_per_cycle` reads)."""
+def host_facts() -> dict[str, Any]:
+    """This machine's CPU identity and caches (what :func:`port_limit_bytes_per_cycle` reads), read
+    once per process; callers read it, never change it."""
     facts: dict[str, Any] = {}
     machine.collect_cpu(facts)
     machine.collect_caches(facts)
@@ -295,7 +297,7 @@ def _derive(params: BandwidthParams, values: dict[str, float]) -> dict[str, floa
         vector_bytes = int(values.get("vector_bytes") or VECTOR_BYTES[
             widest_width() if params.width == "auto" else params.width])
         limit = port_limit_bytes_per_cycle(params.op, vector_bytes, params.working_set_bytes,
-                                           _host_facts(), params.threads, params.placement)
+                                           host_facts(), params.threads, params.placement)
         rate = derived.get("on_cpu_bytes_per_cycle", derived["bytes_per_cycle"])
         if limit:
             derived["port_limit_bytes_per_cycle"] = float(limit)

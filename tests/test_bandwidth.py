@@ -700,7 +700,7 @@ def test_two_threads_on_their_own_cores_keep_the_limit():
 
 @pytest.mark.parametrize("facts", [ZEN4, SAPPHIRE_RAPIDS], ids=["zen4", "sapphire_rapids"])
 def test_rows_carry_the_fraction_of_the_port_limit(monkeypatch, facts):
-    monkeypatch.setattr(bw, "_host_facts", lambda: facts)
+    monkeypatch.setattr(bw, "host_facts", lambda: facts)
     m = bw.run(working_set_bytes=16 << 10, op="copy", repeat=2, warmup=0, target_seconds=0.01)
     model = bw.machine_model.core_model(facts)
     for sample in m.samples:
@@ -714,7 +714,7 @@ def test_rows_carry_the_fraction_of_the_port_limit(monkeypatch, facts):
 @pytest.mark.parametrize("facts, size", [(UNKNOWN_CPU, 16 << 10), (ZEN4, 1 << 20)],
                          ids=["unknown_cpu", "beyond_l1d"])
 def test_rows_leave_the_fraction_out_rather_than_zero(monkeypatch, facts, size):
-    monkeypatch.setattr(bw, "_host_facts", lambda: facts)
+    monkeypatch.setattr(bw, "host_facts", lambda: facts)
     m = bw.run(working_set_bytes=size, op="read", repeat=1, warmup=0, target_seconds=0.01)
     assert "fraction_of_port_limit" not in m.samples[0]
     assert "port_limit_bytes_per_cycle" not in m.samples[0]

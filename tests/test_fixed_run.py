@@ -202,6 +202,7 @@ def test_the_region_ab_alternates_regions_and_prints_each_regions_median(capsys)
     (["--regions", "a,b"], "sizes in MiB"),
     (["--rounds", "0"], "--rounds=0 is outside 1 to 1000"),
     (["--cpu", "4096"], "--cpu=4096 is not among"),
+    (["--target-seconds", "0"], "--target-seconds=0.0 is not a positive number"),
 ])
 def test_the_region_ab_refuses_bad_input_with_status_2(args, message, capsys):
     script = _load("clear_order_region_ab")

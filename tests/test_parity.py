@@ -99,7 +99,7 @@ def test_on_cpu_ratio_is_present_exactly_where_both_sides_report_cpu_time(tiny):
 
 def test_bandwidth_rows_inside_the_l1d_carry_the_port_limit_and_both_sides_fraction(tiny):
     stdout, ds = tiny
-    facts = parity.host_facts()
+    facts = parity.bandwidth.host_facts()
     model = parity.machine_model.core_model(facts)
     l1d = parity.machine.cache_sizes(facts).get("L1d")
     width = parity.bandwidth.widest_width()

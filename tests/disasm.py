@@ -95,3 +95,53 @@ def function_instructions(library: str, function: str) -> list[str] | None:
 def packed_instructions(instructions: list[str]) -> list[str]:
     """The packed-arithmetic lines among instructions (see :func:`is_packed_arithmetic`)."""
     return [line for line in instructions if is_packed_arithmetic(line)]
+
+
+_BRANCH = re.compile(r"^(j[a-z]+)\s+([0-9a-f]+)\b")
+
+
+def function_lines(library: str, function: str) -> list[tuple[int, str]] | None:
+    """(address, instruction) of each instruction of one function (objdump -d); None as
+    :func:`function_instructions`."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        return None
+    text = subprocess.run(
+        [objdump, "-d", "--no-show-raw-insn", f"--disassemble={function}", library],
+        capture_output=True, text=True, check=False,
+    ).stdout
+    body = text.split(f"<{function}>:", 1)
+    if len(body) < 2:
+        return None
+    lines = []
+    for line in body[1].splitlines():
+        if "\t" not in line or ":" not in line.split("\t", 1)[0]:
+            continue
+        address, instruction = line.split("\t", 1)
+        lines.append((int(address.strip().rstrip(":"), 16), instruction.strip()))
+    return lines
+
+
+def loops(lines: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """(first instruction, closing branch) of each loop: every backward conditional jump and its target.
+
+    A backward ``jmp`` is left out: compilers use one to enter a rotated loop at its test.
+
+    >>> loops([(0x40, "vmovdqa (%rax),%ymm0"), (0x44, "add $0x20,%rax"), (0x48, "jb     40 <f+0x40>"),
+    ...        (0x4a, "jmp    44 <f+0x44>")])
+    [(64, 72)]
+    """
+    found = []
+    for address, instruction in lines:
+        mnemonic, operands = mnemonic_and_operands(instruction)
+        match = _BRANCH.match(f"{mnemonic} {operands}")
+        if match and match.group(1) != "jmp" and int(match.group(2), 16) <= address:
+            found.append((int(match.group(2), 16), address))
+    return sorted(found)
+
+
+def widest_loop(lines: list[tuple[int, str]]) -> tuple[int, int] | None:
+    """The loop with the most bytes between its first instruction and its closing branch (an
+    unrolled kernel's main loop; its head and tail loops are shorter), None without a loop."""
+    found = loops(lines)
+    return max(found, key=lambda loop: loop[1] - loop[0]) if found else None

@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from disasm import function_lines, loops
 from conftest import experiment, hugetlb_free_pages, python_with_hidden_features, require_populate_write, skip_if_thp_refused, thp_fallbacks_during
 
 from memlab import _core, clear
 from memlab.machine import populate_write_supported
 from memlab.clear import CHUNK_BYTES, METHODS, ORDERS, FaultParams, OrderParams
 from memlab.twins import kernel_order as reference_kernel_order
+
+#: The aligned vector stores a clear loop may use (normal and non-temporal), as objdump names them.
+VECTOR_STORES = {"movdqa", "vmovdqa", "vmovdqa64", "vmovdqa32", "movaps", "vmovaps", "movntdq", "vmovntdq"}
 
 # Compiled kernels whose instructions depend on the -march level of the build.
 pytestmark = pytest.mark.build
@@ -495,3 +499,23 @@ def test_patch_figure_shows_both_rates_and_their_ratio():
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == [f"sequential, 2 MiB calls\nvs kernel order -> {t}, 4 KiB calls" for t in (0, 256, 511)]
     assert sorted(ax.get_legend_handles_labels()[1]) == ["after (the new plan)", "before (the old plan)"]
+
+
+@pytest.mark.build
+@pytest.mark.parametrize("function, store_bytes", [("clear_with_sse2", 16), ("clear_with_sse2_stream", 16),
+                                                   ("clear_with_avx2", 32), ("clear_with_avx2_stream", 32),
+                                                   ("clear_with_avx512", 64), ("clear_with_avx512_stream", 64)])
+def test_a_vector_clear_is_one_loop_of_256_bytes_of_stores(function, store_bytes):
+    """The vector methods store 256 bytes a turn in one loop: an inner loop of one store per branch
+    (what gcc -O2 made of the C before) cleared 2 MiB in the caches at 0.7 of the unrolled turn's rate."""
+    if "-fsanitize" in _core.build_info().get("cflags", ""):
+        pytest.skip("a sanitizer build: its kernels carry the sanitizer's checks and calls")
+    lines = function_lines(_core.__file__, function)
+    if lines is None:
+        pytest.skip(f"objdump is missing or {function} is not in the symbol table (stripped build)")
+    found = loops(lines)
+    assert len(found) == 1, f"{function}: loops {found}"
+    head, branch = found[0]
+    stores = [text for address, text in lines
+              if head <= address <= branch and text.split()[0] in VECTOR_STORES and text.endswith(")")]
+    assert len(stores) * store_bytes == 256, stores

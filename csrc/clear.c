@@ -27,8 +27,10 @@ typedef struct clear_order_config {
     int strict_pages;
 } clear_order_config;
 
+/* A pass's calls in order, each with its start in the region and its length: built once the
+ * region is mapped, so that a pass only walks the list (clear_method_calls). */
 typedef struct clear_pass_plan {
-    uint64_t *offsets;
+    clear_call *list;
     size_t calls;
     size_t extent_bytes;
 } clear_pass_plan;
@@ -38,7 +40,7 @@ typedef struct clear_order_state {
     ml_region region;
     int mapped;
     clear_pass_plan plan, baseline;
-    clear_fn clear;
+    clear_calls_fn run_calls;
     int store_bytes;
     uint64_t pass_ns; /* the last pass's duration, to size the next sample */
     double *group_ns_per_byte; /* scratch: one entry per group of a pass */
@@ -72,17 +74,33 @@ static const ml_param clear_order_params[] = {
 
 static void clear_order_teardown(void *state);
 
-static int clear_pass_plan_build(clear_pass_plan *pass, const clear_plan_config *plan, ml_context *ctx,
-                                 ml_error *err)
+/* The plan's calls over the region at base (region_bytes long; the last call of a region that is
+ * not a multiple of the extent is shorter). */
+static int clear_pass_plan_build(clear_pass_plan *pass, const clear_plan_config *plan, char *base,
+                                 ml_context *ctx, ml_error *err)
 {
     if (clear_plan_check(plan, err) < 0)
         return -1;
     pass->extent_bytes = (size_t)plan->extent_bytes;
     pass->calls = clear_plan_calls(plan);
-    pass->offsets = malloc(pass->calls * sizeof(*pass->offsets));
-    if (!pass->offsets)
+    uint64_t *offsets = malloc(pass->calls * sizeof(*offsets));
+    pass->list = malloc(pass->calls * sizeof(*pass->list));
+    if (!offsets || !pass->list) {
+        free(offsets);
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate a plan of %zu clear calls", pass->calls);
-    return clear_plan_build(plan, pass->offsets, ctx, err);
+    }
+    if (clear_plan_build(plan, offsets, ctx, err) < 0) {
+        free(offsets);
+        return -1;
+    }
+    size_t region_bytes = (size_t)plan->region_bytes;
+    for (size_t i = 0; i < pass->calls; i++) {
+        size_t offset = (size_t)offsets[i];
+        pass->list[i].start = base + offset;
+        pass->list[i].bytes = region_bytes - offset < pass->extent_bytes ? region_bytes - offset : pass->extent_bytes;
+    }
+    free(offsets);
+    return 0;
 }
 
 /* Calls are timed in groups covering at least one 2 MiB chunk each. */
@@ -109,28 +127,19 @@ typedef struct clear_pass_times {
 
 static clear_pass_times clear_order_pass(const clear_order_state *s, const clear_pass_plan *pass)
 {
-    char *base = s->region.base;
-    size_t extent_bytes = pass->extent_bytes, region_bytes = s->region.bytes, per_group = clear_group_calls(pass);
-    size_t groups = 0;
-    clear_fn clear = s->clear;
+    size_t per_group = clear_group_calls(pass), groups = 0;
+    const clear_call *call = pass->list, *end = pass->list + pass->calls;
+    clear_calls_fn run_calls = s->run_calls;
     clear_pass_times times;
     uint64_t cpu_start = ml_thread_cpu_ns();
     uint64_t start = ml_now_ns(), group_start = start;
-    size_t group_bytes = 0, left_in_group = per_group;
-    /* No division between two calls: a (i + 1) % per_group here cost rep stosb and memset
-     * 3-6% of their rate in the caches (docs/clear.md). */
-    for (size_t i = 0; i < pass->calls; i++) {
-        size_t offset = (size_t)pass->offsets[i];
-        size_t bytes = region_bytes - offset < extent_bytes ? region_bytes - offset : extent_bytes;
-        clear(base + offset, bytes);
-        group_bytes += bytes;
-        if (--left_in_group == 0 || i + 1 == pass->calls) {
-            uint64_t now = ml_now_ns();
-            s->group_ns_per_byte[groups++] = (double)(now - group_start) / (double)group_bytes;
-            group_start = now;
-            group_bytes = 0;
-            left_in_group = per_group;
-        }
+    while (call < end) {
+        const clear_call *group_end = (size_t)(end - call) > per_group ? call + per_group : end;
+        size_t group_bytes = run_calls(call, group_end);
+        uint64_t now = ml_now_ns();
+        s->group_ns_per_byte[groups++] = (double)(now - group_start) / (double)group_bytes;
+        group_start = now;
+        call = group_end;
     }
     times.wall_ns = ml_now_ns() - start;
     times.cpu_ns = ml_thread_cpu_ns() - cpu_start;
@@ -142,10 +151,11 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
 {
     const clear_order_config *c = config;
     clear_plan_config plan = {c->region_bytes, c->order, c->extent_bytes, c->target_subpage, c->seed};
+    clear_plan_config baseline = plan;
     int store_bytes;
-    clear_fn clear = clear_method_function(c->method, &store_bytes);
+    clear_calls_fn run_calls = clear_method_calls(c->method, &store_bytes);
 
-    if (!clear)
+    if (!run_calls)
         return ml_fail(err, ML_ERR_VALUE, 0, "method=%s is not available on this CPU (x86-64 only)",
                        clear_method_names[c->method]);
     if (clear_plan_check(&plan, err) < 0)
@@ -163,16 +173,14 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
     if (!s)
         return ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate the clear_order state");
     s->config = *c;
-    s->clear = clear;
+    s->run_calls = run_calls;
     s->store_bytes = store_bytes;
-    if (clear_pass_plan_build(&s->plan, &plan, ctx, err) < 0)
-        goto error;
+    /* Both plans are checked before the region is mapped; their call lists need its address. */
     if (c->baseline_order > 0) {
-        clear_plan_config baseline = plan;
         baseline.order = c->baseline_order - 1;
         if (c->baseline_extent_bytes > 0)
             baseline.extent_bytes = c->baseline_extent_bytes;
-        if (clear_pass_plan_build(&s->baseline, &baseline, ctx, err) < 0) {
+        if (clear_plan_check(&baseline, err) < 0) {
             if (err->code == ML_ERR_VALUE && strncmp(err->message, "extent_bytes", 12) == 0) {
                 char message[ML_MESSAGE_MAX];
                 memcpy(message, err->message, sizeof(message));
@@ -181,18 +189,22 @@ static int clear_order_setup(const void *config, void **state, ml_context *ctx, 
             goto error;
         }
     }
+    if (ml_region_map(&s->region, (size_t)c->region_bytes, (ml_page_kind)c->pages, CLEAR_CHUNK_BYTES,
+                      ML_POPULATE_TOUCH, !c->strict_pages, err) < 0)
+        goto error;
+    s->mapped = 1;
+    if (clear_pass_plan_build(&s->plan, &plan, s->region.base, ctx, err) < 0)
+        goto error;
+    if (c->baseline_order > 0 && clear_pass_plan_build(&s->baseline, &baseline, s->region.base, ctx, err) < 0)
+        goto error;
     size_t groups = clear_groups(&s->plan);
-    if (s->baseline.offsets && clear_groups(&s->baseline) > groups)
+    if (s->baseline.list && clear_groups(&s->baseline) > groups)
         groups = clear_groups(&s->baseline);
     s->group_ns_per_byte = malloc(groups * sizeof(double));
     if (!s->group_ns_per_byte) {
         ml_fail(err, ML_ERR_MEMORY, ENOMEM, "cannot allocate the timings of %zu groups", groups);
         goto error;
     }
-    if (ml_region_map(&s->region, (size_t)c->region_bytes, (ml_page_kind)c->pages, CLEAR_CHUNK_BYTES,
-                      ML_POPULATE_TOUCH, !c->strict_pages, err) < 0)
-        goto error;
-    s->mapped = 1;
     if (c->strict_pages && ml_region_require_requested(&s->region, ml_region_huge_bytes(&s->region), err) < 0)
         goto error;
     if (ml_interrupted(ctx))
@@ -278,7 +290,7 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
         }
         if (c->check)
             nonzero += clear_count_nonzero_bytes(s->region.base, s->region.bytes);
-        if (!s->baseline.offsets)
+        if (!s->baseline.list)
             continue;
         if (c->check)
             memset(s->region.base, CLEAR_DIRTY_BYTE, s->region.bytes);
@@ -312,7 +324,7 @@ static int clear_order_measure(void *state, ml_context *ctx, ml_measurement *out
     ml_metric_add(out, "cpu_GB_per_s", cpu_rate);
     if (c->check)
         ml_metric_add(out, "nonzero_bytes", (double)nonzero);
-    if (s->baseline.offsets) {
+    if (s->baseline.list) {
         double rate = out->bytes / (double)elapsed;
         double baseline_rate = out->bytes / (double)baseline_elapsed;
         ml_metric_add(out, "baseline_GB_per_s", baseline_rate);
@@ -345,8 +357,8 @@ static void clear_order_teardown(void *state)
         ml_counters_close(&s->counters);
     if (s->mapped)
         ml_region_unmap(&s->region);
-    free(s->plan.offsets);
-    free(s->baseline.offsets);
+    free(s->plan.list);
+    free(s->baseline.list);
     free(s->group_ns_per_byte);
     free(s);
 }

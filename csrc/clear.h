@@ -38,12 +38,19 @@ int clear_plan_build(const clear_plan_config *c, uint64_t *offsets, ml_context *
 enum { CLEAR_METHOD_MEMSET, CLEAR_METHOD_REP_STOSB, CLEAR_METHOD_VECTOR, CLEAR_METHOD_NONTEMPORAL };
 extern const char *const clear_method_names[];
 
-typedef void (*clear_fn)(void *dst, size_t bytes);
+/* One clear call of a pass: where it starts and how many bytes it clears. */
+typedef struct clear_call {
+    char *start;
+    size_t bytes;
+} clear_call;
 
-/* The function for a method on this CPU and the width of its stores in
- * bytes; NULL when the CPU has no such instructions.  Every extent it is
+/* Clears with one method call by call, [call, end), and returns the bytes cleared. */
+typedef size_t (*clear_calls_fn)(const clear_call *call, const clear_call *end);
+
+/* The call loop for a method on this CPU and the width of its stores in
+ * bytes; NULL when the CPU has no such instructions.  Every call it is
  * given is a multiple of 4 KiB at a 4 KiB boundary. */
-clear_fn clear_method_function(int method, int *store_bytes);
+clear_calls_fn clear_method_calls(int method, int *store_bytes);
 
 /* ---- small checks ------------------------------------------------------- */
 

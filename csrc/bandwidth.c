@@ -79,13 +79,23 @@ static const ml_param bw_params[] = {
     {0},
 };
 
-/* One working set: a region with a guard page before and after the data;
- * copy reads the first half and writes the second. */
-typedef struct bw_set {
+/* One mapping of a working set: a region with a guard page before and after its data. */
+typedef struct bw_part {
     ml_region region;
     char *data;
-    size_t bytes; /* the working set */
+    size_t bytes;
     int mapped;
+} bw_part;
+
+/* One working set.  Read and write use one mapping; copy reads its first half and writes its
+ * second, each in a mapping of its own, as a program copies between two buffers: on a Zen 3
+ * guest the halves of one region, a power of two apart, copied beyond the caches at 0.94-0.97
+ * of two mappings in the same process (docs/bandwidth.md, "Where a copy's halves sit"). */
+typedef struct bw_set {
+    bw_part part[2]; /* [0]: the whole set, or copy's source half; [1]: copy's destination half */
+    int parts;
+    size_t bytes;       /* the working set: every part's bytes */
+    uint64_t fill_ns;   /* the fill of every part */
     uint64_t settle_ns; /* the untimed read after the fill */
 } bw_set;
 
@@ -111,12 +121,9 @@ static size_t op_pass_bytes(ml_bw_op op, size_t working_set)
     return op == ML_BW_COPY ? working_set / 2 : working_set;
 }
 
-static const void *set_src(const bw_set *set) { return set->data; }
+static const void *set_src(const bw_set *set) { return set->part[0].data; }
 
-static void *set_dst(const bw_set *set, ml_bw_op op)
-{
-    return op == ML_BW_COPY ? set->data + set->bytes / 2 : set->data;
-}
+static void *set_dst(const bw_set *set) { return set->part[set->parts - 1].data; }
 
 static int check_working_set(const char *name, int64_t bytes, ml_bw_op op, ml_error *err)
 {
@@ -138,28 +145,33 @@ static void bw_teardown(void *state_)
     if (!s)
         return;
     ml_bw_team_free(&s->team);
-    for (int i = 0; i < s->n_sets; ++i)
-        if (s->sets[i].mapped)
-            ml_region_unmap(&s->sets[i].region);
+    for (int i = 0; s->sets && i < s->n_sets; ++i)
+        for (int p = 0; p < 2; ++p)
+            if (s->sets[i].part[p].mapped)
+                ml_region_unmap(&s->sets[i].part[p].region);
     free(s->sets);
     free(s->cpus);
     free(s);
 }
 
-/* Fill a set: every word with the pattern (the source of a copy is its
- * first half), the guards with their word.  Distinct non-zero words: pages
- * of zeros may be merged by the hypervisor, and the first write to a merged
- * page then pays for a copy.  Run on the CPU of the first worker that uses
- * the set, so that its pages are local there. */
+/* Fill a set: every word with the pattern, counted across its parts (the
+ * source of a copy is its first half), the guards with their word.  Distinct
+ * non-zero words: pages of zeros may be merged by the hypervisor, and the
+ * first write to a merged page then pays for a copy.  Run on the CPU of the
+ * first worker that uses the set, so that its pages are local there. */
 static void fill_set(bw_set *set)
 {
-    uint64_t *lead = (uint64_t *)(set->data - BW_GUARD_BYTES);
-    uint64_t *trail = (uint64_t *)(set->data + set->bytes);
-    for (size_t i = 0; i < BW_GUARD_BYTES / 8; ++i)
-        lead[i] = trail[i] = BW_GUARD_WORD ^ i;
-    uint64_t *words = (uint64_t *)set->data;
-    for (size_t i = 0; i < set->bytes / 8; ++i)
-        words[i] = pattern_word(i);
+    size_t index = 0;
+    for (int p = 0; p < set->parts; ++p) {
+        const bw_part *part = &set->part[p];
+        uint64_t *lead = (uint64_t *)(part->data - BW_GUARD_BYTES);
+        uint64_t *trail = (uint64_t *)(part->data + part->bytes);
+        for (size_t i = 0; i < BW_GUARD_BYTES / 8; ++i)
+            lead[i] = trail[i] = BW_GUARD_WORD ^ i;
+        uint64_t *words = (uint64_t *)part->data;
+        for (size_t i = 0; i < part->bytes / 8; ++i)
+            words[i] = pattern_word(index++);
+    }
 }
 
 /* Where the settling read's sum goes, so that the compiler keeps the loop. */
@@ -172,22 +184,29 @@ static volatile uint64_t bw_settle_sink;
  * that start: a quick run's 1 GiB read came out at 1 GB/s instead of 8. */
 static void settle_set(bw_set *set)
 {
-    const uint64_t *words = (const uint64_t *)set->data;
     uint64_t sum = 0;
-    for (size_t i = 0; i < set->bytes / 8; i += ML_BW_LINE_BYTES / 8)
-        sum += words[i];
+    for (int p = 0; p < set->parts; ++p) {
+        const uint64_t *words = (const uint64_t *)set->part[p].data;
+        for (size_t i = 0; i < set->part[p].bytes / 8; i += ML_BW_LINE_BYTES / 8)
+            sum += words[i];
+    }
     bw_settle_sink = sum;
 }
 
-static int map_set(bw_set *set, size_t bytes, const bw_config *cfg, int cpu, ml_error *err)
+/* A set of bytes for op: one mapping, or two halves for a copy. */
+static int map_set(bw_set *set, size_t bytes, ml_bw_op op, const bw_config *cfg, int cpu, ml_error *err)
 {
-    size_t total = bytes + 2 * BW_GUARD_BYTES;
-    if (ml_region_map(&set->region, total, bw_page_kinds[cfg->pages], 0, ML_POPULATE_NONE,
-                      !cfg->strict_pages, err))
-        return -1;
-    set->mapped = 1;
-    set->data = (char *)set->region.base + BW_GUARD_BYTES;
+    set->parts = op == ML_BW_COPY ? 2 : 1;
     set->bytes = bytes;
+    for (int p = 0; p < set->parts; ++p) {
+        bw_part *part = &set->part[p];
+        part->bytes = bytes / (size_t)set->parts;
+        if (ml_region_map(&part->region, part->bytes + 2 * BW_GUARD_BYTES, bw_page_kinds[cfg->pages], 0,
+                          ML_POPULATE_NONE, !cfg->strict_pages, err))
+            return -1;
+        part->mapped = 1;
+        part->data = (char *)part->region.base + BW_GUARD_BYTES;
+    }
     cpu_set_t saved, one;
     int moved = 0;
     if (cpu >= 0 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0) {
@@ -197,16 +216,31 @@ static int map_set(bw_set *set, size_t bytes, const bw_config *cfg, int cpu, ml_
     }
     uint64_t start = ml_now_ns();
     fill_set(set);
-    set->region.populate_ns = ml_now_ns() - start;
-    set->region.populate_requested = set->region.populate_used = ML_POPULATE_TOUCH;
+    set->fill_ns = ml_now_ns() - start;
+    for (int p = 0; p < set->parts; ++p)
+        set->part[p].region.populate_requested = set->part[p].region.populate_used = ML_POPULATE_TOUCH;
     start = ml_now_ns();
     settle_set(set);
     set->settle_ns = ml_now_ns() - start;
     if (moved)
         pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
-    if (cfg->strict_pages && ml_region_require_requested(&set->region, ml_region_huge_bytes(&set->region), err))
-        return -1;
+    for (int p = 0; cfg->strict_pages && p < set->parts; ++p)
+        if (ml_region_require_requested(&set->part[p].region, ml_region_huge_bytes(&set->part[p].region), err))
+            return -1;
     return 0;
+}
+
+/* Huge-page bytes over every part of a set; -1 when any part's is unknown. */
+static int64_t set_huge_bytes(const bw_set *set)
+{
+    int64_t huge = 0;
+    for (int p = 0; p < set->parts; ++p) {
+        int64_t part = ml_region_huge_bytes(&set->part[p].region);
+        if (part < 0)
+            return -1;
+        huge += part;
+    }
+    return huge;
 }
 
 static int resolve_width(int choice, ml_bw_width *out, ml_error *err)
@@ -294,7 +328,7 @@ static int bw_setup(const void *config, void **state_out, ml_context *ctx, ml_er
     int measured_sets = cfg->shared ? 1 : s->threads;
     int n_sets = measured_sets + (cfg->background_op != BACKGROUND_NONE);
     size_t page = ml_page_kind_bytes(bw_page_kinds[cfg->pages]);
-    size_t each = ml_round_up((uint64_t)cfg->working_set_bytes + 2 * BW_GUARD_BYTES, page);
+    size_t each = ml_round_up((uint64_t)cfg->working_set_bytes + 4 * BW_GUARD_BYTES, page) + page;
     size_t total = each * (size_t)measured_sets;
     if (cfg->background_op != BACKGROUND_NONE)
         total += (size_t)cfg->background_working_set_bytes + 2 * BW_GUARD_BYTES;
@@ -310,10 +344,10 @@ static int bw_setup(const void *config, void **state_out, ml_context *ctx, ml_er
     }
     s->n_sets = n_sets;
     for (int i = 0; i < measured_sets; ++i)
-        if (map_set(&s->sets[i], (size_t)cfg->working_set_bytes, cfg, s->cpus[i], err))
+        if (map_set(&s->sets[i], (size_t)cfg->working_set_bytes, s->op, cfg, s->cpus[i], err))
             goto fail;
     if (cfg->background_op != BACKGROUND_NONE &&
-        map_set(&s->sets[measured_sets], (size_t)cfg->background_working_set_bytes, cfg,
+        map_set(&s->sets[measured_sets], (size_t)cfg->background_working_set_bytes, s->background, cfg,
                 s->cpus[s->threads], err))
         goto fail;
     if (ml_bw_team_init(&s->team, s->workers, err))
@@ -325,7 +359,7 @@ static int bw_setup(const void *config, void **state_out, ml_context *ctx, ml_er
         ml_bw_worker *w = &s->team.workers[i];
         w->kernel = background ? s->background_kernel : s->kernel;
         w->src = set_src(set);
-        w->dst = set_dst(set, op);
+        w->dst = set_dst(set);
         w->bytes = op_pass_bytes(op, set->bytes);
         w->value = BW_WRITE_VALUE;
         w->cpu = s->cpus[i];
@@ -355,10 +389,12 @@ typedef struct bw_check_result {
 
 static void check_guards(const bw_set *set, bw_check_result *r)
 {
-    const uint64_t *lead = (const uint64_t *)(set->data - BW_GUARD_BYTES);
-    const uint64_t *trail = (const uint64_t *)(set->data + set->bytes);
-    for (size_t i = 0; i < BW_GUARD_BYTES / 8; ++i)
-        r->guard_damage += (lead[i] != (BW_GUARD_WORD ^ i)) + (trail[i] != (BW_GUARD_WORD ^ i));
+    for (int p = 0; p < set->parts; ++p) {
+        const uint64_t *lead = (const uint64_t *)(set->part[p].data - BW_GUARD_BYTES);
+        const uint64_t *trail = (const uint64_t *)(set->part[p].data + set->part[p].bytes);
+        for (size_t i = 0; i < BW_GUARD_BYTES / 8; ++i)
+            r->guard_damage += (lead[i] != (BW_GUARD_WORD ^ i)) + (trail[i] != (BW_GUARD_WORD ^ i));
+    }
 }
 
 /* Run a measured worker's loop for BW_CHECK_PASSES passes in odd chunks,
@@ -455,16 +491,26 @@ static int bw_measure(void *state_, ml_context *ctx, ml_measurement *out, ml_err
     ml_metric_add(out, "working_sets", s->cfg.shared ? 1.0 : n);
     double mapped = 0;
     for (int i = 0; i < s->n_sets; ++i)
-        mapped += (double)s->sets[i].region.map_bytes;
+        for (int p = 0; p < s->sets[i].parts; ++p)
+            mapped += (double)s->sets[i].part[p].region.map_bytes;
     ml_metric_add(out, "memory_bytes", mapped);
-    ml_metric_add(out, "fill_ns", (double)s->sets[0].region.populate_ns);
-    ml_metric_add(out, "settle_ns", (double)s->sets[0].settle_ns);
-    int64_t huge = ml_region_huge_bytes(&s->sets[0].region);
+    const bw_set *first = &s->sets[0];
+    ml_metric_add(out, "fill_ns", (double)first->fill_ns);
+    ml_metric_add(out, "settle_ns", (double)first->settle_ns);
+    /* set 0's facts over all its mappings: the one that got the lesser pages speaks for it */
+    ml_region whole = first->part[0].region;
+    whole.bytes = 0;
+    for (int p = 0; p < first->parts; ++p) {
+        whole.bytes += first->part[p].region.bytes;
+        if (first->part[p].region.granted != whole.granted)
+            whole.granted = ML_PAGES_4K;
+    }
+    int64_t huge = set_huge_bytes(first);
     if (huge >= 0)
-        ml_metric_add(out, "huge_page_fraction",
-                      (double)huge / (double)s->sets[0].region.bytes);
-    ml_metric_add(out, "pages_granted_hugetlb", s->sets[0].region.granted == ML_PAGES_HUGETLB_2M);
-    ml_region_facts(out, &s->sets[0].region, huge);
+        ml_metric_add(out, "huge_page_fraction", (double)huge / (double)whole.bytes);
+    ml_metric_add(out, "pages_granted_hugetlb", whole.granted == ML_PAGES_HUGETLB_2M);
+    ml_metric_add(out, "mappings_per_set", first->parts);
+    ml_region_facts(out, &whole, huge);
     for (int i = 0; i < s->workers && i < 4; ++i) {
         char name[ML_METRIC_NAME_MAX];
         snprintf(name, sizeof name, "ran_on_cpu_%d", i);

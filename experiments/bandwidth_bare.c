@@ -12,8 +12,8 @@
  * usage: bandwidth_bare MODE WIDTH WORKING_SET_BYTES SAMPLES TARGET_MS [4k|thp] [LAYOUT]
  *   (WORKING_SET_BYTES: a multiple of 1024)
  *   LAYOUT (copies): halves (default: the first half of one region into its second half, as
- *   memlab copies), apart (two separate mappings of half the working set each, both of the
- *   page kind asked), offset=N (one region, the destination N bytes past its half: N a
+ *   memlab copied before 2026-12-07), apart (two separate mappings of half the working set
+ *   each, both of the page kind asked: as memlab copies), offset=N (one region, the destination N bytes past its half: N a
  *   multiple of 64, to move the destination's addresses against the source's)
  *   MODE: read write copy write_nt copy_nt stream_copy stream_triad tmb_fill_nt
  *         tmb_copy_nt memset memcpy

@@ -10,9 +10,10 @@ other processes (and its drift over the run) falls on both alike.
 Cases: chase (random list, L1d/2, L2/2, beyond the last cache:
 experiments/chase_bare.c); bandwidth read, write, copy at the same three
 sizes (experiments/bandwidth_bare.c, normal stores, the widest width; THP
-beyond the caches on both sides), and the copy once more against a bare copy
-between two separate mappings (``layout apart``; memlab and the first bare
-copy use the two halves of one region); every pipe rung on two CPUs and on
+beyond the caches on both sides; the copy between two separate mappings on
+both sides, ``layout apart``), and the copy once more against a bare copy
+between the two halves of one region (``layout halves``, memlab's layout
+before 2026-12-07: docs/bandwidth.md, "Where a copy's halves sit"); every pipe rung on two CPUs and on
 one (experiments/pipe_pair/pipe_pair.c, as a shell pipeline); clear, every
 method in 4 KiB and 2 MiB calls over a faulted THP region beyond the caches,
 and in 4 KiB calls over half the last cache in one-pass samples
@@ -437,7 +438,7 @@ def bandwidth_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | 
     cases = []
     for label, size, pages in _levels(s, sizes):
         target = s.beyond_target_ms if label == "beyond LLC" else s.target_ms
-        for op, layout in (("read", None), ("write", None), ("copy", "halves"), ("copy", "apart")):
+        for op, layout in (("read", None), ("write", None), ("copy", "apart"), ("copy", "halves")):
 
             def mine(op=op, size=size, pages=pages, target=target) -> Samples:
                 m = bandwidth.run(working_set_bytes=size, op=op, width=width, pages=pages, cpu=cpu,
@@ -447,9 +448,9 @@ def bandwidth_cases(bins: dict[str, str], s: Settings, cpu: int, sizes: Sizes | 
 
             def theirs(op=op, size=size, pages=pages, target=target, layout=layout) -> Samples:
                 return bandwidth_bare_samples(bins["bandwidth_bare"], op, width, size, s.repeat, target, cpu,
-                                              pages, layout or "halves")
+                                              pages, layout or "halves")  # read, write: one region
 
-            against = " vs two mappings" if layout == "apart" else ""
+            against = " vs one region in halves" if layout == "halves" else ""
             limit = bandwidth.port_limit_bytes_per_cycle(op, bandwidth.VECTOR_BYTES[width], size, facts)
             cases.append(Case("bandwidth", f"{op} {width}, {label} ({_size(size)}, {pages}){against}",
                               "GB/s traffic", False, mine, theirs,

@@ -12,8 +12,9 @@ own (fig. 3.31: what sharing a cache costs).
 - ``op``: ``read`` (load every vector into a register and do nothing with
   it, as Drepper's test), ``write`` (store a 64-bit pattern into every
   word), ``copy`` (the first half of the
-  working set into the second half: ``working_set_bytes`` is all the memory
-  touched, so the cache sizes mark the same places on every curve).
+  working set into the second half, each half a mapping of its own:
+  ``working_set_bytes`` is all the memory touched, so the cache sizes mark
+  the same places on every curve).
 - ``width``: ``scalar`` (8-byte general registers), ``sse2`` (16 B, the
   width of Drepper's test), ``avx2`` (32 B), ``avx512`` (64 B), or ``auto``
   (the widest this CPU runs). Each kernel is unrolled eight vectors deep.

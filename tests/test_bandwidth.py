@@ -230,6 +230,19 @@ def test_check_mode_finds_every_op_touched_exactly_its_bytes(op, stores, width):
         assert m.median("check_sum_low52") == pattern_sum(size // 8) & ((1 << 52) - 1)
 
 
+@pytest.mark.parametrize("op", bw.OPS)
+def test_a_copy_maps_its_halves_apart(op):
+    """A copy's source and destination halves are two mappings, each with its two 4 KiB guards (a
+    copy between two buffers, not between the halves of one region a power of two apart); the other
+    ops map one region."""
+    size = 1 << 16
+    m = bw.run(working_set_bytes=size, op=op, pages="4k", check=True, **FAST)
+    mappings = 2 if op == "copy" else 1
+    assert m.median("mappings_per_set") == mappings
+    assert m.median("memory_bytes") == size + mappings * 2 * 4096
+    assert m.median("check_errors") == 0 and m.median("check_guard_damage") == 0
+
+
 @pytest.mark.build
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("op", bw.OPS)

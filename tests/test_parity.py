@@ -81,7 +81,7 @@ def test_every_family_and_level_is_covered(tiny):
     for op in ("read", "write", "copy"):
         for level in ("L1d/2", "L2/2", "beyond LLC"):
             assert sum(op in n and level in n for n in names if n.startswith(op)) >= 1, (op, level)
-    assert sum("vs two mappings" in n for n in names) == 3
+    assert sum("vs one region in halves" in n for n in names) == 3
     rungs = [name for name, _ in parity.pipe.RUNGS]
     assert all(any(n.startswith(rung + ",") for n in names) for rung in rungs)
     assert any(n.startswith("spawn") for n in names) and any(n.startswith("execl") for n in names)

@@ -14,7 +14,7 @@ const char *const clear_method_names[] = {"memset", "rep_stosb", "vector", "nont
  * loops below need neither a head nor a tail.  A turn stores 256 bytes,
  * written out store by store: gcc -O2 left an inner loop of one store per
  * branch, which cleared the caches at 0.68-0.70 of the unrolled turn's rate
- * (36 against 52-53 GB/s over 2 MiB on a Zen 3; docs/clear.md). */
+ * (36 against 52-53 GB/s over 2 MiB on a Zen 3; docs/parity.md). */
 #define CLEAR_LOOP_BYTES 256
 /* Each method is written into the loop over a pass's calls (CLEAR_CALLS below). */
 #define CLEAR_INLINE static inline __attribute__((always_inline))
@@ -91,7 +91,7 @@ CLEAR_INLINE void clear_with_sse2_stream(void *dst, size_t bytes)
 /* The loops over a pass's calls, one per method with its stores written in: no call through a
  * pointer, and nothing but the list, its end and the sum live across a call.  A loop that called
  * the method through a pointer and reloaded its spilled operands from the stack after each call
- * cleared 2 MiB in the caches at 0.95 of a bare loop's rate with rep stosb (docs/clear.md). */
+ * cleared 2 MiB in the caches at 0.95 of a bare loop's rate with rep stosb (docs/parity.md). */
 #define CLEAR_CALLS(NAME, ATTRIBUTES, CLEAR)                                                \
     ATTRIBUTES static size_t NAME(const clear_call *call, const clear_call *end)            \
     {                                                                                      \

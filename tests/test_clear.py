@@ -17,7 +17,8 @@ from memlab.clear import CHUNK_BYTES, METHODS, ORDERS, FaultParams, OrderParams
 from memlab.twins import kernel_order as reference_kernel_order
 
 #: The aligned vector stores a clear loop may use (normal and non-temporal), as objdump names them.
-VECTOR_STORES = {"movdqa", "vmovdqa", "vmovdqa64", "vmovdqa32", "movaps", "vmovaps", "movntdq", "vmovntdq"}
+VECTOR_STORES = {"movdqa", "vmovdqa", "vmovdqa64", "vmovdqa32", "movaps", "vmovaps", "movntdq", "vmovntdq", "movntps",
+                 "vmovntps"}
 
 # Compiled kernels whose instructions depend on the -march level of the build.
 pytestmark = pytest.mark.build
@@ -515,13 +516,15 @@ def test_a_vector_clear_stores_256_bytes_a_turn_inside_its_call_loop(function, s
     if lines is None:
         pytest.skip(f"objdump is missing or {function} is not in the symbol table (stripped build)")
     assert not [text for _, text in lines if text.startswith("call")], lines
-    found = loops(lines)
-    assert len(found) == 2, f"{function}: loops {found}"  # the calls, and the stores of one call
-    (outer_head, outer_branch), (inner_head, inner_branch) = sorted(found, key=lambda loop: loop[0] - loop[1])
-    assert outer_head <= inner_head and inner_branch <= outer_branch, found
-    stores = [text for address, text in lines
-              if inner_head <= address <= inner_branch and text.split()[0] in VECTOR_STORES and text.endswith(")")]
+    stores = [(address, text) for address, text in lines if text.split()[0] in VECTOR_STORES and text.endswith(")")]
+    assert stores, lines
+    first, last = stores[0][0], stores[-1][0]
+    # the innermost loop around the stores: every store of the function is in one turn of it
+    around = [loop for loop in loops(lines) if loop[0] <= first and last <= loop[1]]
+    assert around, f"{function}: no loop around its stores"
+    head, branch = min(around, key=lambda loop: loop[1] - loop[0])
     assert len(stores) * store_bytes == 256, stores
+    assert not [loop for loop in loops(lines) if head < loop[0] and loop[1] < branch], "a loop inside the stores' loop"
 
 
 @pytest.mark.build

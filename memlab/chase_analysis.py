@@ -436,10 +436,11 @@ def associativity(data: Any, *, threshold: float = 1.6, metric: str | None = Non
     A point is a *conflict* when its time exceeds ``threshold`` times the
     median of all points (most of the surface is L1d hits). For each
     element distance the first conflicting length is the shortest from which
-    every longer list conflicts too. The fewest elements that overflow one
-    set is ways + 1, so ``ways`` = (smallest first conflict) - 1; the
-    smallest distance in bytes showing it is one way's span (``way_bytes``,
-    all elements then map to one set), and ``l1d_bytes`` = ways x way_bytes.
+    every longer list conflicts too. One way's span (``way_bytes``: all
+    elements then map to one set) is the smallest conflicting distance whose
+    every measured multiple conflicts too; the fewest elements that overflow
+    one set there are ways + 1, so ``ways`` = (its first conflict) - 1, and
+    ``l1d_bytes`` = ways x way_bytes.
     Returns those with ``sets`` (way_bytes / 64), ``l1_ns``, ``conflict_ns``,
     ``conflict_distances`` (element distances with a conflict), ``lengths``
     (the longest list measured) and ``sysfs_bytes``/``sysfs_ways`` of the
@@ -487,13 +488,28 @@ def associativity(data: Any, *, threshold: float = 1.6, metric: str | None = Non
         "l1d_bytes": None, "sets": None, "conflict_ns": None,
     }
     if first_conflict:
-        ways = min(first_conflict.values()) - 1
-        distance = min(d for d, n in first_conflict.items() if n - 1 == ways)
+        distance = _way_span(first_conflict, surface)
+        ways = first_conflict[distance] - 1
         conflicting = [v for d, n0 in first_conflict.items() for n, v in surface[d].items() if n >= n0]
         found.update(ways=ways, way_bytes=distance * element, l1d_bytes=ways * distance * element,
                      sets=distance * element // LINE_BYTES, conflict_ns=statistics.median(conflicting))
     found.update(_sysfs_l1d(getattr(data, "metadata", None)))
     return found
+
+
+def _way_span(first_conflict: Mapping[int, int], surface: Mapping[int, Mapping[int, float]]) -> int:
+    """The element distance of one L1d way: the smallest conflicting distance whose every measured
+    multiple conflicts too (all of them put every element in one set). A lone slow tail at some
+    other distance has multiples that do not conflict. The ways are read at this distance alone: a
+    multiple of it may overflow earlier for a reason of its own (on an AMD core the L1d's way
+    predictor, keyed by a hash of the virtual address, can evict lines of one set early; a quick
+    run on a Zen 3 read 5 ways at two way spans where one span read 8). Where no distance
+    qualifies, the distance with the fewest elements conflicting."""
+    for distance in sorted(first_conflict):
+        if all(multiple in first_conflict for multiple in surface if multiple % distance == 0):
+            return distance
+    fewest = min(first_conflict.values())
+    return min(d for d, n in first_conflict.items() if n == fewest)
 
 
 def format_associativity(found: Mapping[str, Any]) -> str:

@@ -501,10 +501,9 @@ def _way_span(first_conflict: Mapping[int, int], surface: Mapping[int, Mapping[i
     """The element distance of one L1d way: the smallest conflicting distance whose every measured
     multiple conflicts too (all of them put every element in one set). A lone slow tail at some
     other distance has multiples that do not conflict. The ways are read at this distance alone: a
-    multiple of it may overflow earlier for a reason of its own (on an AMD core the L1d's way
-    predictor, keyed by a hash of the virtual address, can evict lines of one set early; a quick
-    run on a Zen 3 read 5 ways at two way spans where one span read 8). Where no distance
-    qualifies, the distance with the fewest elements conflicting."""
+    multiple of it may overflow earlier for a reason of its own (a quick run on a Zen 3 read 5 ways
+    at two way spans where one span read 8, docs/chase.md). Where no distance qualifies, the
+    distance with the fewest elements conflicting."""
     for distance in sorted(first_conflict):
         if all(multiple in first_conflict for multiple in surface if multiple % distance == 0):
             return distance

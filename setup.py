@@ -67,7 +67,7 @@ def loop_alignment_flags() -> list:
 
     Where a hot loop starts inside its 64-byte fetch line changes its speed, by
     0.92-0.97 of the aligned rate for the L1d read on a Zen 3 (docs/parity.md,
-    "Where a loop starts"), and a link order decides it: the same kernel ran at
+    "The gaps found on the Zen 3 guest"), and a link order decides it: the same kernel ran at
     0.92 of a bare program in _core.so and at parity in a library of its own.
     Aligning every loop makes the placement the best one, not the linker's pick.
     """

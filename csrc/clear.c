@@ -75,12 +75,10 @@ static const ml_param clear_order_params[] = {
 static void clear_order_teardown(void *state);
 
 /* The plan's calls over the region at base (region_bytes long; the last call of a region that is
- * not a multiple of the extent is shorter). */
+ * not a multiple of the extent is shorter).  The caller has checked the plan (clear_plan_check). */
 static int clear_pass_plan_build(clear_pass_plan *pass, const clear_plan_config *plan, char *base,
                                  ml_context *ctx, ml_error *err)
 {
-    if (clear_plan_check(plan, err) < 0)
-        return -1;
     pass->extent_bytes = (size_t)plan->extent_bytes;
     pass->calls = clear_plan_calls(plan);
     uint64_t *offsets = malloc(pass->calls * sizeof(*offsets));

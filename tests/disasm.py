@@ -79,17 +79,8 @@ def function_instructions(library: str, function: str) -> list[str] | None:
     None when objdump is missing or the symbol is not in the table (a
     stripped build); callers skip with that reason.
     """
-    objdump = shutil.which("objdump")
-    if objdump is None:
-        return None
-    text = subprocess.run(
-        [objdump, "-d", "--no-show-raw-insn", f"--disassemble={function}", library],
-        capture_output=True, text=True, check=False,
-    ).stdout
-    body = text.split(f"<{function}>:", 1)
-    if len(body) < 2:
-        return None
-    return [line.split("\t", 1)[-1].strip() for line in body[1].splitlines() if "\t" in line]
+    lines = function_lines(library, function)
+    return None if lines is None else [instruction for _, instruction in lines]
 
 
 def packed_instructions(instructions: list[str]) -> list[str]:
@@ -101,8 +92,8 @@ _BRANCH = re.compile(r"^(j[a-z]+)\s+([0-9a-f]+)\b")
 
 
 def function_lines(library: str, function: str) -> list[tuple[int, str]] | None:
-    """(address, instruction) of each instruction of one function (objdump -d); None as
-    :func:`function_instructions`."""
+    """(address, instruction) of each instruction of one function of a shared library (objdump -d);
+    None when objdump is missing or the symbol is not in the table (a stripped build)."""
     objdump = shutil.which("objdump")
     if objdump is None:
         return None

@@ -502,7 +502,6 @@ def test_patch_figure_shows_both_rates_and_their_ratio():
     assert sorted(ax.get_legend_handles_labels()[1]) == ["after (the new plan)", "before (the old plan)"]
 
 
-@pytest.mark.build
 @pytest.mark.parametrize("function, store_bytes", [("clear_calls_sse2", 16), ("clear_calls_sse2_stream", 16),
                                                    ("clear_calls_avx2", 32), ("clear_calls_avx2_stream", 32),
                                                    ("clear_calls_avx512", 64), ("clear_calls_avx512_stream", 64)])
@@ -527,7 +526,6 @@ def test_a_vector_clear_stores_256_bytes_a_turn_inside_its_call_loop(function, s
     assert not [loop for loop in loops(lines) if head < loop[0] and loop[1] < branch], "a loop inside the stores' loop"
 
 
-@pytest.mark.build
 def test_rep_stosb_runs_inside_its_call_loop():
     """rep stosb sits in the loop over a pass's calls, reached by no call through a pointer: that
     loop, spilling the pointer and reloading it after every call, cost 5% in the caches."""
